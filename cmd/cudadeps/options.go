@@ -1,0 +1,75 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+// globalOptions are the flags shared by several commands. Each command
+// registers only the groups it uses, so its --help lists what applies.
+type globalOptions struct {
+	verbose bool
+	quiet   bool
+
+	// Loader model.
+	root          string
+	ldLibraryPath string
+	ldLibSet      bool // --ld-library-path was given (an empty value is meaningful)
+	preload       []string
+
+	// Catalog.
+	catalogs []string
+	mirror   string
+	platform string
+	cuda     int
+
+	// Store.
+	prefix string
+
+	// Output.
+	json bool
+}
+
+func (o *globalOptions) register(root *cobra.Command) {
+	f := root.PersistentFlags()
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "log what is done, step by step, to stderr")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "log only warnings and errors")
+}
+
+// addLoaderFlags registers the flags that shape the loader model.
+func (o *globalOptions) addLoaderFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.root, "root", "", "scan another system's tree: ld.so.cache, ld.so.preload and default directories come from `DIR` (e.g. an aarch64 sysroot)")
+	f.StringVar(&o.ldLibraryPath, "ld-library-path", "", "use this `PATH` list instead of $LD_LIBRARY_PATH (\"\" for none)")
+	f.StringSliceVar(&o.preload, "preload", nil, "objects loaded first, as with LD_PRELOAD (default: $LD_PRELOAD)")
+	cmd.PreRun = chainPreRun(cmd.PreRun, func(cmd *cobra.Command, _ []string) {
+		o.ldLibSet = cmd.Flags().Changed("ld-library-path")
+	})
+}
+
+// addCatalogFlags registers the flags that choose and layer catalogs.
+func (o *globalOptions) addCatalogFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringArrayVar(&o.catalogs, "catalog", nil, "layer this catalog `FILE` over the embedded one (repeatable; later wins)")
+	f.StringVar(&o.mirror, "mirror", "", "fetch archives from this `URL` instead of NVIDIA (https://..., http://127.0.0.1..., file:///...)")
+	f.StringVar(&o.platform, "platform", "", "NVIDIA platform: linux-x86_64, linux-sbsa or linux-aarch64 (default: from the scanned files or this host)")
+	f.IntVar(&o.cuda, "cuda", 0, "CUDA major version `N` when it cannot be read from libcudart (12, 13)")
+}
+
+// addStoreFlags registers the flags that locate the install store.
+func (o *globalOptions) addStoreFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.prefix, "prefix", "", "install store `DIR` (default: $XDG_DATA_HOME/cudadeps, i.e. ~/.local/share/cudadeps)")
+}
+
+// addJSONFlag registers --json.
+func (o *globalOptions) addJSONFlag(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON on stdout")
+}
+
+func chainPreRun(prev func(*cobra.Command, []string), next func(*cobra.Command, []string)) func(*cobra.Command, []string) {
+	return func(cmd *cobra.Command, args []string) {
+		if prev != nil {
+			prev(cmd, args)
+		}
+		next(cmd, args)
+	}
+}
