@@ -1,0 +1,399 @@
+package elfscan
+
+import (
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Symbol is one dynamic symbol, as the loader sees it through DT_SYMTAB.
+type Symbol struct {
+	Name    string
+	Defined bool // st_shndx is not SHN_UNDEF
+	Type    elf.SymType
+	Bind    elf.SymBind
+	Value   uint64
+	// Version is the name of the symbol's version: a definition of this object
+	// for a defined symbol, a version needed from File for an undefined one.
+	// It is empty for an unversioned symbol (no DT_VERSYM, or version index 0
+	// or 1).
+	Version string
+	// Hidden marks a defined symbol whose version is not the default one
+	// (name@VER rather than name@@VER): it binds only to references that ask
+	// for VER.
+	Hidden bool
+	// File is the soname a version is needed from, for undefined versioned
+	// symbols (the vn_file of the DT_VERNEED record).
+	File string
+}
+
+// String writes the symbol the way nm -D and the linker do: name@@VERSION for
+// a default version definition, name@VERSION otherwise, name when unversioned.
+func (s Symbol) String() string {
+	switch {
+	case s.Version == "":
+		return s.Name
+	case s.Defined && !s.Hidden:
+		return s.Name + "@@" + s.Version
+	default:
+		return s.Name + "@" + s.Version
+	}
+}
+
+// SymbolFilter chooses the symbols to return by name and whether they are
+// defined; nil keeps every symbol. Symbols it drops cost no allocation.
+type SymbolFilter func(name string, defined bool) bool
+
+// ReadSymbolsFile reads the dynamic symbols of the file at path that keep
+// selects (nil: all of them).
+func ReadSymbolsFile(path string, keep SymbolFilter) ([]Symbol, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &FormatError{Path: path, Msg: "not a regular file"}
+	}
+	syms, _, err := readSymbols(f, st.Size(), path, keep, false)
+	return syms, err
+}
+
+// ReadSymbols reads the dynamic symbols of an ELF object of the given size
+// through r. It reads what the loader reads: the dynamic segment, then the
+// symbol table, the names of the symbols in the string table, and the version
+// records (DT_VERSYM, DT_VERDEF, DT_VERNEED); the number of symbols comes from
+// DT_HASH, the .dynsym section header, or DT_GNU_HASH, in that order of
+// preference. The rest of the file is never read. Symbol 0, the null
+// symbol, is left out. An object without a dynamic symbol table has none.
+func ReadSymbols(r io.ReaderAt, size int64, name string, keep SymbolFilter) ([]Symbol, error) {
+	syms, _, err := readSymbols(r, size, name, keep, false)
+	return syms, err
+}
+
+// ReadSymbolsWithStats is ReadSymbols that also reports what it read.
+func ReadSymbolsWithStats(r io.ReaderAt, size int64, name string, keep SymbolFilter) ([]Symbol, Stats, error) {
+	return readSymbols(r, size, name, keep, false)
+}
+
+// maxSymbols bounds the symbol count a hostile hash table can claim; the
+// largest real libraries have a few hundred thousand dynamic symbols.
+const maxSymbols = 1 << 24
+
+func readSymbols(r io.ReaderAt, size int64, name string, keep SymbolFilter, skipSections bool) (syms []Symbol, st Stats, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			syms, err = nil, &FormatError{Path: name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
+		}
+	}()
+	pr := newPagedReader(r, size)
+	defer func() { st = pr.stats }()
+
+	var magic [4]byte
+	if n, _ := pr.ReadAt(magic[:], 0); n < 4 || !bytes.Equal(magic[:], []byte(elf.ELFMAG)) {
+		return nil, st, notELF(name)
+	}
+	s, err := newScanner(pr, size, name, skipSections)
+	if err != nil {
+		return nil, st, err
+	}
+	syms, err = s.symbols(keep)
+	return syms, st, err
+}
+
+// dynamicTags are the single-valued dynamic entries the symbol walk needs.
+type dynamicTags struct {
+	symtab, strtab, strsz, syment    uint64
+	hash, gnuHash                    uint64
+	versym, verdef, verneed          uint64
+	haveSymtab, haveStrtab           bool
+	haveSyment, haveHash, haveGnu    bool
+	haveVersym, haveVerdef, haveVern bool
+}
+
+func (s *scanner) dynamicTags() (*dynamicTags, bool, error) {
+	var dyn *elf.Prog
+	for _, p := range s.progs {
+		if p.Type == elf.PT_DYNAMIC {
+			dyn = p
+			break
+		}
+	}
+	if dyn == nil {
+		return nil, false, nil
+	}
+	entSize := int64(16)
+	if !s.is64 {
+		entSize = 8
+	}
+	if int64(dyn.Off) < 0 || int64(dyn.Off) > s.size || int64(dyn.Filesz) > s.size-int64(dyn.Off) {
+		return nil, false, s.errorf("PT_DYNAMIC at offset %#x (size %#x) lies outside the file (%#x bytes)", dyn.Off, dyn.Filesz, s.size)
+	}
+	n := min(int64(dyn.Filesz)/entSize, maxDynEntries)
+	t := &dynamicTags{}
+	buf := make([]byte, entSize)
+	for i := int64(0); i < n; i++ {
+		if _, err := s.r.ReadAt(buf, int64(dyn.Off)+i*entSize); err != nil {
+			return nil, false, s.errorf("read dynamic entry %d: %v", i, err)
+		}
+		var tag elf.DynTag
+		var val uint64
+		if s.is64 {
+			tag, val = elf.DynTag(int64(s.order.Uint64(buf))), s.order.Uint64(buf[8:])
+		} else {
+			tag, val = elf.DynTag(int32(s.order.Uint32(buf))), uint64(s.order.Uint32(buf[4:]))
+		}
+		// Like ld.so, the last entry of a tag wins.
+		switch tag {
+		case elf.DT_NULL:
+			return t, true, nil
+		case elf.DT_SYMTAB:
+			t.symtab, t.haveSymtab = val, true
+		case elf.DT_STRTAB:
+			t.strtab, t.haveStrtab = val, true
+		case elf.DT_STRSZ:
+			t.strsz = val
+		case elf.DT_SYMENT:
+			t.syment, t.haveSyment = val, true
+		case elf.DT_HASH:
+			t.hash, t.haveHash = val, true
+		case elf.DT_GNU_HASH:
+			t.gnuHash, t.haveGnu = val, true
+		case elf.DT_VERSYM:
+			t.versym, t.haveVersym = val, true
+		case elf.DT_VERDEF:
+			t.verdef, t.haveVerdef = val, true
+		case elf.DT_VERNEED:
+			t.verneed, t.haveVern = val, true
+		}
+	}
+	return t, true, nil
+}
+
+// symVersion is what one version index stands for.
+type symVersion struct {
+	name string
+	file string // for needed versions
+}
+
+func (s *scanner) symbols(keep SymbolFilter) ([]Symbol, error) {
+	t, ok, err := s.dynamicTags()
+	if err != nil || !ok || !t.haveSymtab {
+		return nil, err
+	}
+	if !t.haveStrtab {
+		return nil, s.errorf("dynamic section has DT_SYMTAB but no DT_STRTAB")
+	}
+	entSize := uint64(24)
+	if !s.is64 {
+		entSize = 16
+	}
+	if t.haveSyment && t.syment != entSize {
+		return nil, s.errorf("DT_SYMENT is %d, want %d", t.syment, entSize)
+	}
+	symOff, err := s.vaddrToOffset(t.symtab)
+	if err != nil {
+		return nil, s.errorf("DT_SYMTAB %#x: %v", t.symtab, err)
+	}
+	strOff, err := s.vaddrToOffset(t.strtab)
+	if err != nil {
+		return nil, s.errorf("DT_STRTAB %#x: %v", t.strtab, err)
+	}
+	strs := &stringTable{s: s, off: strOff, size: t.strsz}
+	count, err := s.symbolCount(t)
+	if err != nil {
+		return nil, err
+	}
+	if count > maxSymbols || count*entSize > uint64(s.size-symOff) {
+		return nil, s.errorf("symbol table of %d entries at %#x runs past the end of the file", count, symOff)
+	}
+
+	versions, versymOff, err := s.symbolVersions(t, strs)
+	if err != nil {
+		return nil, err
+	}
+
+	var out []Symbol
+	buf := make([]byte, entSize)
+	var vbuf [2]byte
+	for i := uint64(1); i < count; i++ {
+		if _, err := s.r.ReadAt(buf, symOff+int64(i*entSize)); err != nil {
+			return nil, s.errorf("symbol %d: %v", i, err)
+		}
+		var nameOff uint32
+		var info uint8
+		var shndx uint16
+		var value uint64
+		if s.is64 {
+			nameOff, info = s.order.Uint32(buf[0:]), buf[4]
+			shndx, value = s.order.Uint16(buf[6:]), s.order.Uint64(buf[8:])
+		} else {
+			nameOff, value = s.order.Uint32(buf[0:]), uint64(s.order.Uint32(buf[4:]))
+			info, shndx = buf[12], s.order.Uint16(buf[14:])
+		}
+		defined := elf.SectionIndex(shndx) != elf.SHN_UNDEF
+		name, err := strs.get(uint64(nameOff))
+		if err != nil {
+			return nil, s.errorf("name of symbol %d: %v", i, err)
+		}
+		if keep != nil && !keep(name, defined) {
+			continue
+		}
+		sym := Symbol{
+			Name:    name,
+			Defined: defined,
+			Type:    elf.ST_TYPE(info),
+			Bind:    elf.ST_BIND(info),
+			Value:   value,
+		}
+		if versymOff >= 0 {
+			if _, err := s.r.ReadAt(vbuf[:], versymOff+int64(2*i)); err != nil {
+				return nil, s.errorf("version of symbol %d: %v", i, err)
+			}
+			vs := s.order.Uint16(vbuf[:])
+			if idx := vs & 0x7fff; idx > 1 {
+				v, ok := versions[idx]
+				if !ok {
+					return nil, s.errorf("symbol %s has version index %d, which no version record defines", name, idx)
+				}
+				sym.Version, sym.File = v.name, v.file
+				sym.Hidden = vs&0x8000 != 0
+			}
+		}
+		out = append(out, sym)
+	}
+	return out, nil
+}
+
+// symbolVersions maps version indexes to names and returns the file offset of
+// DT_VERSYM, or -1 when the object has none.
+func (s *scanner) symbolVersions(t *dynamicTags, strs *stringTable) (map[uint16]symVersion, int64, error) {
+	if !t.haveVersym {
+		return nil, -1, nil
+	}
+	versymOff, err := s.vaddrToOffset(t.versym)
+	if err != nil {
+		return nil, -1, s.errorf("DT_VERSYM %#x: %v", t.versym, err)
+	}
+	versions := map[uint16]symVersion{}
+	if t.haveVerdef {
+		off, err := s.vaddrToOffset(t.verdef)
+		if err != nil {
+			return nil, -1, s.errorf("DT_VERDEF %#x: %v", t.verdef, err)
+		}
+		defs, err := s.readVerdef(off, strs)
+		if err != nil {
+			return nil, -1, err
+		}
+		for _, d := range defs {
+			versions[d.Index&0x7fff] = symVersion{name: d.Name}
+		}
+	}
+	if t.haveVern {
+		off, err := s.vaddrToOffset(t.verneed)
+		if err != nil {
+			return nil, -1, s.errorf("DT_VERNEED %#x: %v", t.verneed, err)
+		}
+		needs, err := s.readVerneed(off, strs)
+		if err != nil {
+			return nil, -1, err
+		}
+		for _, n := range needs {
+			for _, v := range n.Versions {
+				versions[v.Index&0x7fff] = symVersion{name: v.Name, file: n.File}
+			}
+		}
+	}
+	return versions, versymOff, nil
+}
+
+// symbolCount finds how many entries DT_SYMTAB has; the dynamic section does
+// not say. DT_HASH's nchain is exact; a .dynsym section header says it for
+// free when present; DT_GNU_HASH gives it as the end of the last hash chain.
+func (s *scanner) symbolCount(t *dynamicTags) (uint64, error) {
+	if t.haveHash {
+		off, err := s.vaddrToOffset(t.hash)
+		if err != nil {
+			return 0, s.errorf("DT_HASH %#x: %v", t.hash, err)
+		}
+		// 64-bit s390 and Alpha use 8-byte hash table entries.
+		word := int64(4)
+		if s.is64 && (s.f.Machine == elf.EM_S390 || s.f.Machine == elf.EM_ALPHA) {
+			word = 8
+		}
+		buf := make([]byte, 2*word)
+		if _, err := s.r.ReadAt(buf, off); err != nil {
+			return 0, s.errorf("DT_HASH header: %v", err)
+		}
+		if word == 8 {
+			return s.order.Uint64(buf[8:]), nil
+		}
+		return uint64(s.order.Uint32(buf[4:])), nil
+	}
+	for _, sec := range s.f.Sections {
+		if sec.Type == elf.SHT_DYNSYM && sec.Addr == t.symtab && sec.Entsize > 0 && sec.Size/sec.Entsize <= maxSymbols {
+			return sec.Size / sec.Entsize, nil
+		}
+	}
+	if t.haveGnu {
+		return s.gnuHashCount(t.gnuHash)
+	}
+	return 0, s.errorf("no DT_HASH, DT_GNU_HASH or .dynsym section: the number of dynamic symbols is unknown")
+}
+
+// gnuHashCount walks a DT_GNU_HASH table: symbols below symoffset are not
+// hashed; every hashed symbol is in one chain, chains are laid out in symbol
+// order, and the last entry of each chain has its low bit set. The highest
+// bucket start therefore leads to the last chain, whose end is the count.
+func (s *scanner) gnuHashCount(addr uint64) (uint64, error) {
+	off, err := s.vaddrToOffset(addr)
+	if err != nil {
+		return 0, s.errorf("DT_GNU_HASH %#x: %v", addr, err)
+	}
+	var hdr [16]byte
+	if _, err := s.r.ReadAt(hdr[:], off); err != nil {
+		return 0, s.errorf("DT_GNU_HASH header: %v", err)
+	}
+	nbuckets := uint64(s.order.Uint32(hdr[0:]))
+	symoffset := uint64(s.order.Uint32(hdr[4:]))
+	bloomSize := uint64(s.order.Uint32(hdr[8:]))
+	word := uint64(4)
+	if s.is64 {
+		word = 8
+	}
+	rest := uint64(s.size - off - 16)
+	if bloomSize > rest/word || nbuckets > (rest-bloomSize*word)/4 {
+		return 0, s.errorf("DT_GNU_HASH of %d buckets and %d bloom words runs past the end of the file", nbuckets, bloomSize)
+	}
+	bucketsOff := off + 16 + int64(bloomSize*word)
+	buckets := make([]byte, 4*nbuckets)
+	if _, err := s.r.ReadAt(buckets, bucketsOff); err != nil {
+		return 0, s.errorf("DT_GNU_HASH buckets: %v", err)
+	}
+	var last uint64
+	for i := uint64(0); i < nbuckets; i++ {
+		last = max(last, uint64(s.order.Uint32(buckets[4*i:])))
+	}
+	if last < symoffset {
+		return symoffset, nil
+	}
+	chainsOff := bucketsOff + int64(4*nbuckets)
+	var b [4]byte
+	for idx := last; ; idx++ {
+		if idx-symoffset > maxSymbols {
+			return 0, s.errorf("DT_GNU_HASH chain does not end")
+		}
+		if _, err := s.r.ReadAt(b[:], chainsOff+int64(4*(idx-symoffset))); err != nil {
+			return 0, s.errorf("DT_GNU_HASH chain: %v", err)
+		}
+		if s.order.Uint32(b[:])&1 != 0 {
+			return idx + 1, nil
+		}
+	}
+}

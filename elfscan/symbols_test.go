@@ -1,0 +1,595 @@
+package elfscan
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/elftest"
+)
+
+// cudartSpec is a library shaped like libcudart.so.12: versioned definitions
+// of its own, and versioned references to glibc.
+func cudartSpec() elftest.Spec {
+	return elftest.Spec{
+		Soname:      "libcudart.so.12",
+		Needed:      []string{"libc.so.6", "libdl.so.2"},
+		VersionDefs: []string{"libcudart.so.12"},
+		VersionNeeds: []elftest.VersionNeed{
+			{File: "libc.so.6", Versions: []string{"GLIBC_2.2.5", "GLIBC_2.34"}},
+			{File: "libdl.so.2", Versions: []string{"GLIBC_2.2.5"}},
+		},
+		Symbols: []elftest.Symbol{
+			{Name: "__cudaRegisterFatBinary", Defined: true, Func: true, Version: "libcudart.so.12"},
+			{Name: "cudaMalloc", Defined: true, Func: true, Version: "libcudart.so.12"},
+			{Name: "cudaGetDeviceCount", Defined: true, Func: true, Version: "libcudart.so.12"},
+			{Name: "__cudart_internal", Defined: true, Func: true},
+			{Name: "malloc", Func: true, Version: "GLIBC_2.2.5"},
+			{Name: "dlsym", Func: true, Version: "GLIBC_2.34"},
+			{Name: "__gmon_start__"},
+		},
+	}
+}
+
+func writeSpec(t *testing.T, spec elftest.Spec) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "lib.so")
+	if err := elftest.Write(path, spec); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// want lists what a spec says its symbols are, in String form.
+func want(spec elftest.Spec) []string {
+	fileOf := map[string]string{}
+	for _, vn := range spec.VersionNeeds {
+		for _, v := range vn.Versions {
+			fileOf[v] = vn.File
+		}
+	}
+	var out []string
+	for _, s := range spec.Symbols {
+		sym := Symbol{Name: s.Name, Defined: s.Defined, Version: s.Version}
+		if !s.Defined && s.Version != "" {
+			sym.File = fileOf[s.Version]
+		}
+		out = append(out, sym.String()+" "+sym.File)
+	}
+	return out
+}
+
+func got(syms []Symbol) []string {
+	var out []string
+	for _, s := range syms {
+		out = append(out, s.String()+" "+s.File)
+	}
+	return out
+}
+
+func TestReadSymbolsMatchesSpec(t *testing.T) {
+	machines := []struct {
+		name  string
+		class elf.Class
+		data  elf.Data
+		mach  elf.Machine
+	}{
+		{"x86_64", elf.ELFCLASS64, elf.ELFDATA2LSB, elf.EM_X86_64},
+		{"aarch64", elf.ELFCLASS64, elf.ELFDATA2LSB, elf.EM_AARCH64},
+		{"ppc64-big-endian", elf.ELFCLASS64, elf.ELFDATA2MSB, elf.EM_PPC64},
+		{"armhf-32", elf.ELFCLASS32, elf.ELFDATA2LSB, elf.EM_ARM},
+		{"mips-32-big-endian", elf.ELFCLASS32, elf.ELFDATA2MSB, elf.EM_MIPS},
+	}
+	for _, m := range machines {
+		for _, noSections := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/nosections=%v", m.name, noSections), func(t *testing.T) {
+				spec := cudartSpec()
+				spec.Class, spec.Data, spec.Machine = m.class, m.data, m.mach
+				spec.NoSectionHeaders = noSections
+				syms, err := ReadSymbolsFile(writeSpec(t, spec), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g, w := got(syms), want(spec); !slices.Equal(g, w) {
+					t.Fatalf("symbols\n got %q\nwant %q", g, w)
+				}
+				for i, s := range syms {
+					ws := spec.Symbols[i]
+					wantType := elf.STT_OBJECT
+					if ws.Func {
+						wantType = elf.STT_FUNC
+					}
+					if s.Type != wantType || s.Bind != elf.STB_GLOBAL {
+						t.Errorf("%s: type %v bind %v, want %v STB_GLOBAL", s.Name, s.Type, s.Bind, wantType)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestSymbolString(t *testing.T) {
+	for _, c := range []struct {
+		s    Symbol
+		want string
+	}{
+		{Symbol{Name: "cuInit", Defined: true}, "cuInit"},
+		{Symbol{Name: "__cudaRegisterFatBinary", Defined: true, Version: "libcudart.so.12"}, "__cudaRegisterFatBinary@@libcudart.so.12"},
+		{Symbol{Name: "memcpy", Defined: true, Version: "GLIBC_2.2.5", Hidden: true}, "memcpy@GLIBC_2.2.5"},
+		{Symbol{Name: "malloc", Version: "GLIBC_2.2.5", File: "libc.so.6"}, "malloc@GLIBC_2.2.5"},
+	} {
+		if g := c.s.String(); g != c.want {
+			t.Errorf("%+v: %q, want %q", c.s, g, c.want)
+		}
+	}
+}
+
+func TestReadSymbolsFilter(t *testing.T) {
+	spec := cudartSpec()
+	path := writeSpec(t, spec)
+	var seen []string
+	syms, err := ReadSymbolsFile(path, func(name string, defined bool) bool {
+		seen = append(seen, fmt.Sprintf("%s:%v", name, defined))
+		return defined && strings.HasPrefix(name, "cuda")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range syms {
+		names = append(names, s.String())
+	}
+	if w := []string{"cudaMalloc@@libcudart.so.12", "cudaGetDeviceCount@@libcudart.so.12"}; !slices.Equal(names, w) {
+		t.Errorf("kept %q, want %q", names, w)
+	}
+	// The filter sees every symbol but the null one, with the right definedness.
+	var wantSeen []string
+	for _, s := range spec.Symbols {
+		wantSeen = append(wantSeen, fmt.Sprintf("%s:%v", s.Name, s.Defined))
+	}
+	if !slices.Equal(seen, wantSeen) {
+		t.Errorf("filter saw %q, want %q", seen, wantSeen)
+	}
+}
+
+func TestReadSymbolsWithoutVersions(t *testing.T) {
+	spec := elftest.Spec{
+		Soname: "libcuda.so.1",
+		Symbols: []elftest.Symbol{
+			{Name: "cuInit", Defined: true, Func: true},
+			{Name: "cuDriverGetVersion", Defined: true, Func: true},
+			{Name: "dlopen", Func: true},
+		},
+	}
+	syms, err := ReadSymbolsFile(writeSpec(t, spec), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := got(syms), want(spec); !slices.Equal(g, w) {
+		t.Fatalf("got %q, want %q", g, w)
+	}
+}
+
+// withGNUHash rewrites an object built by elftest (without section headers)
+// so that it carries a DT_GNU_HASH table instead of DT_HASH, the way modern
+// toolchains link. The symbols of spec must be ordered as gnuOrder leaves them.
+func withGNUHash(t *testing.T, spec elftest.Spec, nbuckets uint32) []byte {
+	t.Helper()
+	spec.NoSectionHeaders = true
+	b, err := elftest.Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := f.ByteOrder
+	is64 := f.Class == elf.ELFCLASS64
+	word := 4
+	if is64 {
+		word = 8
+	}
+	// Symbols 1..symoffset-1 are the undefined ones, not hashed.
+	symoffset := uint32(1)
+	for _, s := range spec.Symbols {
+		if s.Defined {
+			break
+		}
+		symoffset++
+	}
+	nsyms := uint32(len(spec.Symbols) + 1)
+	var tab bytes.Buffer
+	w32 := func(v uint32) { _ = binary.Write(&tab, order, v) }
+	w32(nbuckets)
+	w32(symoffset)
+	w32(1) // one bloom word
+	w32(6) // bloom shift
+	tab.Write(bytes.Repeat([]byte{0xff}, word))
+	buckets := make([]uint32, nbuckets)
+	chains := make([]uint32, nsyms-symoffset)
+	for i := symoffset; i < nsyms; i++ {
+		h := gnuHash(spec.Symbols[i-1].Name)
+		bk := h % nbuckets
+		if buckets[bk] == 0 {
+			buckets[bk] = i
+		}
+		end := i+1 == nsyms || gnuHash(spec.Symbols[i].Name)%nbuckets != bk
+		chains[i-symoffset] = h &^ 1
+		if end {
+			chains[i-symoffset] |= 1
+		}
+	}
+	for _, v := range buckets {
+		w32(v)
+	}
+	for _, v := range chains {
+		w32(v)
+	}
+	for len(b)%8 != 0 {
+		b = append(b, 0)
+	}
+	tabOff := uint64(len(b))
+	b = append(b, tab.Bytes()...)
+
+	// Grow PT_LOAD over the table and point DT_HASH's entry at it as DT_GNU_HASH.
+	var phoff, phentsize int
+	if is64 {
+		phoff, phentsize = int(order.Uint64(b[32:])), int(order.Uint16(b[54:]))
+	} else {
+		phoff, phentsize = int(order.Uint32(b[28:])), int(order.Uint16(b[42:]))
+	}
+	for i, p := range f.Progs {
+		ph := b[phoff+i*phentsize:]
+		switch p.Type {
+		case elf.PT_LOAD:
+			if is64 {
+				order.PutUint64(ph[32:], uint64(len(b)))
+				order.PutUint64(ph[40:], uint64(len(b)))
+			} else {
+				order.PutUint32(ph[16:], uint32(len(b)))
+				order.PutUint32(ph[20:], uint32(len(b)))
+			}
+		case elf.PT_DYNAMIC:
+			ent := 16
+			if !is64 {
+				ent = 8
+			}
+			for off := int(p.Off); off+ent <= int(p.Off+p.Filesz); off += ent {
+				if is64 && elf.DynTag(order.Uint64(b[off:])) == elf.DT_HASH {
+					order.PutUint64(b[off:], uint64(elf.DT_GNU_HASH))
+					order.PutUint64(b[off+8:], tabOff)
+				}
+				if !is64 && elf.DynTag(order.Uint32(b[off:])) == elf.DT_HASH {
+					order.PutUint32(b[off:], uint32(elf.DT_GNU_HASH))
+					order.PutUint32(b[off+4:], uint32(tabOff))
+				}
+			}
+		}
+	}
+	return b
+}
+
+// dynTags decodes the dynamic segment of an elftest object (whose virtual
+// addresses are file offsets) through the program headers.
+func dynTags(t *testing.T, b []byte) map[elf.DynTag]uint64 {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[elf.DynTag]uint64{}
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_DYNAMIC {
+			continue
+		}
+		for off := p.Off; off < p.Off+p.Filesz; {
+			var tag elf.DynTag
+			var val uint64
+			if f.Class == elf.ELFCLASS64 {
+				tag, val = elf.DynTag(f.ByteOrder.Uint64(b[off:])), f.ByteOrder.Uint64(b[off+8:])
+				off += 16
+			} else {
+				tag, val = elf.DynTag(f.ByteOrder.Uint32(b[off:])), uint64(f.ByteOrder.Uint32(b[off+4:]))
+				off += 8
+			}
+			if tag == elf.DT_NULL {
+				break
+			}
+			tags[tag] = val
+		}
+	}
+	return tags
+}
+
+func gnuHash(name string) uint32 {
+	h := uint32(5381)
+	for i := 0; i < len(name); i++ {
+		h = h*33 + uint32(name[i])
+	}
+	return h
+}
+
+// gnuOrder puts undefined symbols first and groups defined ones by bucket,
+// as a linker emitting DT_GNU_HASH does.
+func gnuOrder(syms []elftest.Symbol, nbuckets uint32) []elftest.Symbol {
+	out := slices.Clone(syms)
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Defined != out[j].Defined {
+			return !out[i].Defined
+		}
+		if !out[i].Defined {
+			return false
+		}
+		return gnuHash(out[i].Name)%nbuckets < gnuHash(out[j].Name)%nbuckets
+	})
+	return out
+}
+
+func TestReadSymbolsGNUHash(t *testing.T) {
+	for _, class := range []elf.Class{elf.ELFCLASS64, elf.ELFCLASS32} {
+		for _, nbuckets := range []uint32{1, 3, 17} {
+			t.Run(fmt.Sprintf("%v/%d-buckets", class, nbuckets), func(t *testing.T) {
+				spec := cudartSpec()
+				spec.Class = class
+				if class == elf.ELFCLASS32 {
+					spec.Machine = elf.EM_386
+				}
+				for i := 0; i < 40; i++ {
+					spec.Symbols = append(spec.Symbols, elftest.Symbol{Name: fmt.Sprintf("cuFunc%d", i), Defined: true, Func: true, Version: "libcudart.so.12"})
+				}
+				spec.Symbols = gnuOrder(spec.Symbols, nbuckets)
+				b := withGNUHash(t, spec, nbuckets)
+				// The loader itself must accept the rewritten object: debug/elf
+				// sees DT_GNU_HASH and no DT_HASH.
+				tags := dynTags(t, b)
+				if _, ok := tags[elf.DT_HASH]; ok {
+					t.Fatal("DT_HASH still present")
+				}
+				if _, ok := tags[elf.DT_GNU_HASH]; !ok {
+					t.Fatal("DT_GNU_HASH missing")
+				}
+				syms, err := ReadSymbols(bytes.NewReader(b), int64(len(b)), "gnu.so", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g, w := got(syms), want(spec); !slices.Equal(g, w) {
+					t.Fatalf("got %q\nwant %q", g, w)
+				}
+			})
+		}
+	}
+}
+
+func TestReadSymbolsGNUHashOnlyUndefined(t *testing.T) {
+	// Every bucket empty: the count is symoffset.
+	spec := elftest.Spec{Soname: "libx.so", Symbols: []elftest.Symbol{{Name: "malloc", Func: true}, {Name: "free", Func: true}}}
+	b := withGNUHash(t, spec, 4)
+	syms, err := ReadSymbols(bytes.NewReader(b), int64(len(b)), "x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := got(syms), want(spec); !slices.Equal(g, w) {
+		t.Fatalf("got %q, want %q", g, w)
+	}
+}
+
+// TestReadSymbolsHostLibraries compares with debug/elf on the real libraries
+// of this machine, through the section header and, with the section headers
+// hidden, through DT_GNU_HASH as the loader sees them.
+func TestReadSymbolsHostLibraries(t *testing.T) {
+	var libs []string
+	for _, pattern := range []string{
+		"/lib/*-linux-gnu/libc.so.6", "/usr/lib/*-linux-gnu/libstdc++.so.6", "/lib/*-linux-gnu/libm.so.6",
+		"/usr/lib64/libc.so.6", "/usr/lib64/libstdc++.so.6",
+	} {
+		m, _ := filepath.Glob(pattern)
+		libs = append(libs, m...)
+	}
+	if len(libs) == 0 {
+		t.Skip("no host libraries to compare with")
+	}
+	for _, lib := range libs {
+		t.Run(filepath.Base(lib), func(t *testing.T) {
+			f, err := elf.Open(lib)
+			if err != nil {
+				t.Skip(err)
+			}
+			defer f.Close()
+			ref, err := f.DynamicSymbols()
+			if err != nil {
+				t.Skip(err)
+			}
+			var want []string
+			for _, s := range ref {
+				want = append(want, fmt.Sprintf("%s|%s|%v|%v", s.Name, s.Version, s.Section != elf.SHN_UNDEF, elf.ST_TYPE(s.Info)))
+			}
+			fh, err := os.Open(lib)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fh.Close()
+			st, _ := fh.Stat()
+			for _, skip := range []bool{false, true} {
+				syms, stats, err := readSymbols(fh, st.Size(), lib, nil, skip)
+				if err != nil {
+					t.Fatalf("skipSections=%v: %v", skip, err)
+				}
+				var g []string
+				for _, s := range syms {
+					g = append(g, fmt.Sprintf("%s|%s|%v|%v", s.Name, s.Version, s.Defined, s.Type))
+				}
+				if !slices.Equal(g, want) {
+					t.Fatalf("skipSections=%v: %d symbols, debug/elf has %d; first difference at %d", skip, len(g), len(want), firstDiff(g, want))
+				}
+				if stats.BytesRead >= st.Size() && st.Size() > 1<<20 {
+					t.Errorf("read %d bytes of a %d-byte file", stats.BytesRead, st.Size())
+				}
+			}
+		})
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestReadSymbolsCost: a library with a 512 MiB tail (code, fat binaries)
+// costs its symbol and string tables, not the file.
+func TestReadSymbolsCost(t *testing.T) {
+	spec := cudartSpec()
+	b, err := elftest.Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "libhuge.so")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const size = 512 << 20
+	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	cr := &countingReader{r: fh}
+	syms, stats, err := ReadSymbolsWithStats(cr, size, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(syms) != len(spec.Symbols) {
+		t.Fatalf("%d symbols, want %d", len(syms), len(spec.Symbols))
+	}
+	if cr.n > 64<<10 || stats.BytesRead != cr.n {
+		t.Errorf("read %d bytes (stats say %d) of a %d-byte file", cr.n, stats.BytesRead, int64(size))
+	}
+}
+
+type countingReader struct {
+	r interface {
+		ReadAt([]byte, int64) (int, error)
+	}
+	n int64
+}
+
+func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.n += int64(n)
+	return n, err
+}
+
+func TestReadSymbolsNotELFAndStatic(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "libc.so")
+	if err := os.WriteFile(script, []byte("/* GNU ld script */\nGROUP ( libc.so.6 )\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSymbolsFile(script, nil); !errors.Is(err, ErrNotELF) {
+		t.Errorf("linker script: %v, want ErrNotELF", err)
+	}
+	if _, err := ReadSymbolsFile(dir, nil); err == nil {
+		t.Error("a directory read as an ELF object")
+	}
+	// An object without PT_DYNAMIC (a static executable) has no dynamic symbols.
+	spec := cudartSpec()
+	b, err := elftest.Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	phoff := int(binary.LittleEndian.Uint64(b[32:]))
+	for i, p := range f.Progs {
+		if p.Type == elf.PT_DYNAMIC {
+			binary.LittleEndian.PutUint32(b[phoff+i*56:], uint32(elf.PT_NOTE))
+		}
+	}
+	syms, err := ReadSymbols(bytes.NewReader(b), int64(len(b)), "static", nil)
+	if err != nil || syms != nil {
+		t.Errorf("static object: %v, %v; want no symbols and no error", syms, err)
+	}
+}
+
+func TestReadSymbolsBadVersionIndex(t *testing.T) {
+	b, err := elftest.Build(cudartSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	versym, ok := dynTags(t, b)[elf.DT_VERSYM]
+	if !ok {
+		t.Fatal("no DT_VERSYM")
+	}
+	// Symbol 1 now claims version index 77, which nothing defines.
+	binary.LittleEndian.PutUint16(b[versym+2:], 77)
+	_, err = ReadSymbols(bytes.NewReader(b), int64(len(b)), "bad.so", nil)
+	var fe *FormatError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "version index 77") {
+		t.Errorf("got %v, want a FormatError naming version index 77", err)
+	}
+}
+
+// TestReadSymbolsDamaged truncates and corrupts a real object at every
+// offset: the reader must return, with symbols or an error, and never panic
+// or run away.
+func TestReadSymbolsDamaged(t *testing.T) {
+	for _, noSections := range []bool{false, true} {
+		spec := cudartSpec()
+		spec.NoSectionHeaders = noSections
+		b, err := elftest.Build(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n < len(b); n++ {
+			_, _ = ReadSymbols(bytes.NewReader(b[:n]), int64(n), "truncated", nil)
+		}
+		for i := 0; i < len(b); i++ {
+			for _, v := range []byte{0x00, 0xff, 0x7f, 0x80} {
+				c := slices.Clone(b)
+				c[i] = v
+				_, _ = ReadSymbols(bytes.NewReader(c), int64(len(c)), "corrupt", nil)
+			}
+		}
+	}
+	gnu := withGNUHash(t, cudartSpec(), 1)
+	for i := 0; i < len(gnu); i++ {
+		c := slices.Clone(gnu)
+		c[i] ^= 0xff
+		_, _ = ReadSymbols(bytes.NewReader(c), int64(len(c)), "corrupt-gnu", nil)
+	}
+}
+
+func FuzzReadSymbols(f *testing.F) {
+	for _, noSections := range []bool{false, true} {
+		spec := cudartSpec()
+		spec.NoSectionHeaders = noSections
+		b, err := elftest.Build(spec)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		syms, err := ReadSymbols(bytes.NewReader(b), int64(len(b)), "fuzz", nil)
+		if err != nil && syms != nil {
+			t.Fatal("symbols returned with an error")
+		}
+	})
+}
