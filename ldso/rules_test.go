@@ -52,13 +52,13 @@ func (tr tree) write(t *testing.T, dir string, m elf.Machine) {
 // rule is one loader rule, shown by a fixture, with what the model must
 // conclude (checked on its own) and the real loader's verdict (compared).
 type rule struct {
-	name  string
-	tree  tree
-	main  string
-	llp   *string // LD_LIBRARY_PATH; "@" stands for the fixture directory
+	name string
+	tree tree
+	main string
+	llp  *string // LD_LIBRARY_PATH; "@" stands for the fixture directory
 	// preload is LD_PRELOAD; "@" stands for the fixture directory.
 	preload string
-	check func(t *testing.T, dir string, r *Result)
+	check   func(t *testing.T, dir string, r *Result)
 }
 
 func str(s string) *string { return elftest.Str(s) }
@@ -112,8 +112,8 @@ func rules(m elf.Machine, sysLib string) []rule {
 		{
 			name: "rpath is inherited down the load chain",
 			tree: tree{objs: map[string]elftest.Spec{
-				"main.so":    {Soname: "main.so", Needed: []string{"libB.so"}, RPath: str("$ORIGIN/a")},
-				"a/libB.so":  {Soname: "libB.so", Needed: []string{"libC.so"}},
+				"main.so":   {Soname: "main.so", Needed: []string{"libB.so"}, RPath: str("$ORIGIN/a")},
+				"a/libB.so": {Soname: "libB.so", Needed: []string{"libC.so"}},
 				"a/libC.so": leaf("libC.so"),
 			}},
 			main: "main.so",
@@ -156,8 +156,8 @@ func rules(m elf.Machine, sysLib string) []rule {
 		{
 			name: "the chain goes on past an ancestor with runpath",
 			tree: tree{objs: map[string]elftest.Spec{
-				"main.so":   {Soname: "main.so", Needed: []string{"libB.so"}, RPath: str("$ORIGIN/a")},
-				"a/libB.so": {Soname: "libB.so", Needed: []string{"libC.so"}, RunPath: str("$ORIGIN/c"), RPath: str("$ORIGIN/d")},
+				"main.so":     {Soname: "main.so", Needed: []string{"libB.so"}, RPath: str("$ORIGIN/a")},
+				"a/libB.so":   {Soname: "libB.so", Needed: []string{"libC.so"}, RunPath: str("$ORIGIN/c"), RPath: str("$ORIGIN/d")},
 				"a/c/libC.so": {Soname: "libC.so", Needed: []string{"libD.so", "libE.so"}},
 				"a/libD.so":   leaf("libD.so"),
 				"a/d/libE.so": leaf("libE.so"),

@@ -47,8 +47,8 @@ type Output struct {
 	Fatal string
 	// Warnings are diagnostics the loader survives (a preload it ignores).
 	Warnings []string
-	Static bool
-	Raw    string
+	Static   bool
+	Raw      string
 }
 
 // RequireOracles reports whether missing oracle tools must fail the tests
