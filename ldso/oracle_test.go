@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/elftest"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
@@ -64,6 +65,18 @@ func compare(t testing.TB, file string, got *Result, want *lddtest.Output) bool 
 	if strings.Join(gs, "\n") != strings.Join(ws, "\n") || grt != wrt && !want.Static {
 		t.Errorf("%s: closure differs from the real loader\nmodel:\n\t%s\nld.so:\n\t%s", file, strings.Join(gs, "\n\t"), strings.Join(ws, "\n\t"))
 		ok = false
+	}
+	for _, w := range want.Warnings {
+		matched := false
+		for _, g := range got.Warnings {
+			if strings.Contains(w, g) {
+				matched = true
+			}
+		}
+		if !matched {
+			t.Errorf("%s: ld.so warns %q, the model does not", file, w)
+			ok = false
+		}
 	}
 	gv := fmt.Sprint(versionErrors(got))
 	wv := fmt.Sprint(want.SortedVersionErrors())
@@ -215,5 +228,60 @@ func TestArmSysrootMatchesLoader(t *testing.T) {
 	t.Logf("compared %d arm64 shared objects under qemu", checked)
 	if checked < 20 {
 		t.Fatalf("only %d objects compared", checked)
+	}
+}
+
+// TestDebianCUDALibrariesMatchLoader unpacks the real CUDA 11.8 packages of
+// the shared corpus (plus the large ones fetched by fetch-large.sh when
+// CUDADEPS_LARGE_DEBS names their folder) and compares every shared object's
+// closure with the host loader's, without and with LD_LIBRARY_PATH.
+func TestDebianCUDALibrariesMatchLoader(t *testing.T) {
+	ldso, ok := lddtest.HostLoader()
+	lddtest.Need(t, ok, "no x86_64 ld.so on this host")
+	shared := lddtest.SharedDir(t)
+	debs, _ := filepath.Glob(filepath.Join(shared, "corpus", "debian", "amd64", "*.deb"))
+	if large := os.Getenv("CUDADEPS_LARGE_DEBS"); large != "" {
+		more, _ := filepath.Glob(filepath.Join(large, "amd64", "*.deb"))
+		debs = append(debs, more...)
+	}
+	lddtest.Need(t, len(debs) > 0, "no amd64 packages in %s", shared)
+	dir := t.TempDir()
+	for _, d := range debs {
+		lddtest.DpkgExtract(t, d, dir)
+	}
+	var files []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if in, err := elfscan.ReadFile(p); err == nil && in.Dynamic {
+				files = append(files, p)
+			}
+		}
+		return nil
+	})
+	if len(files) < 5 {
+		t.Fatalf("only %d ELF files in the CUDA packages", len(files))
+	}
+	libdir := filepath.Join(dir, "usr/lib/x86_64-linux-gnu")
+	ctx := context.Background()
+	for _, llp := range []*string{nil, elftest.Str(libdir + ":" + libdir + "/nvidia/current")} {
+		env, opts := hostEnv(llp)
+		l, err := New(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		missing := 0
+		for _, f := range files {
+			want, err := lddtest.List(ctx, ldso, f, env)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			got, err := l.Closure(ctx, f)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			compare(t, f, got, want)
+			missing += len(got.Missing)
+		}
+		t.Logf("LD_LIBRARY_PATH=%v: %d files, %d misses, all as ld.so says", llp != nil, len(files), missing)
 	}
 }

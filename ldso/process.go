@@ -231,13 +231,7 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 	}
 	var f found
 	if strings.Contains(name, "/") {
-		exp := name
-		if loader != nil {
-			if e, ok := expandDST(name, loader.origin, p.arch); ok {
-				exp = e
-			}
-		}
-		f = p.openPath(exp, t)
+		f = p.openPath(name, t)
 	} else {
 		f = p.search(name, loader, t)
 	}
@@ -302,6 +296,13 @@ func (p *Process) loadDeps(start []*Object) {
 			continue
 		}
 		for _, name := range o.Info.Needed {
+			// Tokens in a NEEDED entry are expanded first; the expanded
+			// string is the name the object is known by.
+			if strings.Contains(name, "$") {
+				if e, ok := expandDST(name, o.origin, p.arch); ok {
+					name = e
+				}
+			}
 			dep := p.mapObject(name, o, nil, false)
 			dep.addNeededBy(o)
 			if !queued[dep] {

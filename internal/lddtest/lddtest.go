@@ -44,9 +44,11 @@ type Output struct {
 	Lines         []Line
 	VersionErrors []VersionError
 	// Fatal is set when the loader stopped with an error.
-	Fatal  string
-	Static bool
-	Raw    string
+	Fatal string
+	// Warnings are diagnostics the loader survives (a preload it ignores).
+	Warnings []string
+	Static   bool
+	Raw      string
 }
 
 // RequireOracles reports whether missing oracle tools must fail the tests
@@ -83,13 +85,14 @@ func Qemu() (string, bool) {
 	return p, err == nil
 }
 
-// List runs `ld.so --list file` on the host with exactly the environment
-// given (nothing inherited).
+// List runs the host's loader on file in trace mode, as ldd does
+// (LD_TRACE_LOADED_OBJECTS=1; `ld.so --list` would stop at the first
+// missing library instead of listing it), with exactly the environment given.
 func List(ctx context.Context, ldso, file string, env []string) (*Output, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ldso, "--list", file)
-	cmd.Env = env
+	cmd := exec.CommandContext(ctx, ldso, file)
+	cmd.Env = append([]string{"LD_TRACE_LOADED_OBJECTS=1"}, env...)
 	return run(cmd, "")
 }
 
@@ -150,6 +153,10 @@ func run(cmd *exec.Cmd, interp string) (*Output, error) {
 		line := strings.TrimSpace(sc.Text())
 		if m := reVersion.FindStringSubmatch(line); m != nil {
 			out.VersionErrors = append(out.VersionErrors, VersionError{Provider: m[1], Weak: m[2] != "", Version: m[3], RequiredBy: m[4]})
+			continue
+		}
+		if strings.Contains(line, "cannot be preloaded") {
+			out.Warnings = append(out.Warnings, line)
 			continue
 		}
 		if strings.Contains(line, "error while loading shared libraries") || strings.Contains(line, "cannot open") || strings.Contains(line, "not a dynamic executable") {
