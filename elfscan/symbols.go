@@ -183,92 +183,11 @@ type symVersion struct {
 }
 
 func (s *scanner) symbols(keep SymbolFilter) ([]Symbol, error) {
-	t, ok, err := s.dynamicTags()
-	if err != nil || !ok || !t.haveSymtab {
+	st, err := s.openSymtab()
+	if err != nil || st == nil {
 		return nil, err
 	}
-	if !t.haveStrtab {
-		return nil, s.errorf("dynamic section has DT_SYMTAB but no DT_STRTAB")
-	}
-	entSize := uint64(24)
-	if !s.is64 {
-		entSize = 16
-	}
-	if t.haveSyment && t.syment != entSize {
-		return nil, s.errorf("DT_SYMENT is %d, want %d", t.syment, entSize)
-	}
-	symOff, err := s.vaddrToOffset(t.symtab)
-	if err != nil {
-		return nil, s.errorf("DT_SYMTAB %#x: %v", t.symtab, err)
-	}
-	strOff, err := s.vaddrToOffset(t.strtab)
-	if err != nil {
-		return nil, s.errorf("DT_STRTAB %#x: %v", t.strtab, err)
-	}
-	strs := &stringTable{s: s, off: strOff, size: t.strsz}
-	count, err := s.symbolCount(t)
-	if err != nil {
-		return nil, err
-	}
-	if count > maxSymbols || count*entSize > uint64(s.size-symOff) {
-		return nil, s.errorf("symbol table of %d entries at %#x runs past the end of the file", count, symOff)
-	}
-
-	versions, versymOff, err := s.symbolVersions(t, strs)
-	if err != nil {
-		return nil, err
-	}
-
-	var out []Symbol
-	buf := make([]byte, entSize)
-	var vbuf [2]byte
-	for i := uint64(1); i < count; i++ {
-		if _, err := s.r.ReadAt(buf, symOff+int64(i*entSize)); err != nil {
-			return nil, s.errorf("symbol %d: %v", i, err)
-		}
-		var nameOff uint32
-		var info uint8
-		var shndx uint16
-		var value uint64
-		if s.is64 {
-			nameOff, info = s.order.Uint32(buf[0:]), buf[4]
-			shndx, value = s.order.Uint16(buf[6:]), s.order.Uint64(buf[8:])
-		} else {
-			nameOff, value = s.order.Uint32(buf[0:]), uint64(s.order.Uint32(buf[4:]))
-			info, shndx = buf[12], s.order.Uint16(buf[14:])
-		}
-		defined := elf.SectionIndex(shndx) != elf.SHN_UNDEF
-		name, err := strs.get(uint64(nameOff))
-		if err != nil {
-			return nil, s.errorf("name of symbol %d: %v", i, err)
-		}
-		if keep != nil && !keep(name, defined) {
-			continue
-		}
-		sym := Symbol{
-			Name:    name,
-			Defined: defined,
-			Type:    elf.ST_TYPE(info),
-			Bind:    elf.ST_BIND(info),
-			Value:   value,
-		}
-		if versymOff >= 0 {
-			if _, err := s.r.ReadAt(vbuf[:], versymOff+int64(2*i)); err != nil {
-				return nil, s.errorf("version of symbol %d: %v", i, err)
-			}
-			vs := s.order.Uint16(vbuf[:])
-			if idx := vs & 0x7fff; idx > 1 {
-				v, ok := versions[idx]
-				if !ok {
-					return nil, s.errorf("symbol %s has version index %d, which no version record defines", name, idx)
-				}
-				sym.Version, sym.File = v.name, v.file
-				sym.Hidden = vs&0x8000 != 0
-			}
-		}
-		out = append(out, sym)
-	}
-	return out, nil
+	return s.symbolsFrom(st, keep)
 }
 
 // symbolVersions maps version indexes to names and returns the file offset of
@@ -396,4 +315,351 @@ func (s *scanner) gnuHashCount(addr uint64) (uint64, error) {
 			return idx + 1, nil
 		}
 	}
+}
+
+// LookupSymbolsFile finds the definitions of the named symbols in the file at
+// path, the way the loader looks a symbol up: through the hash table.
+func LookupSymbolsFile(path string, names ...string) ([]Symbol, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &FormatError{Path: path, Msg: "not a regular file"}
+	}
+	syms, _, err := lookupSymbols(f, st.Size(), path, names, false)
+	return syms, err
+}
+
+// LookupSymbols finds the definitions of the named symbols through
+// DT_GNU_HASH or DT_HASH, as ld.so does: the cost is a few hash buckets and
+// chain entries per name, whatever the size of the symbol table. Every
+// version of a name is returned (memcpy@GLIBC_2.2.5 and memcpy@@GLIBC_2.14),
+// in symbol table order per name; undefined symbols are not definitions and
+// are left out. An object without a hash table is read whole.
+func LookupSymbols(r io.ReaderAt, size int64, file string, names []string) ([]Symbol, Stats, error) {
+	return lookupSymbols(r, size, file, names, false)
+}
+
+func lookupSymbols(r io.ReaderAt, size int64, file string, names []string, skipSections bool) (syms []Symbol, st Stats, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			syms, err = nil, &FormatError{Path: file, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
+		}
+	}()
+	pr := newPagedReader(r, size)
+	defer func() { st = pr.stats }()
+	var magic [4]byte
+	if n, _ := pr.ReadAt(magic[:], 0); n < 4 || !bytes.Equal(magic[:], []byte(elf.ELFMAG)) {
+		return nil, st, notELF(file)
+	}
+	s, err := newScanner(pr, size, file, skipSections)
+	if err != nil {
+		return nil, st, err
+	}
+	syms, err = s.lookup(names)
+	return syms, st, err
+}
+
+// symtab is an opened dynamic symbol table.
+type symtab struct {
+	s        *scanner
+	t        *dynamicTags
+	off      int64
+	entSize  uint64
+	strs     *stringTable
+	versions map[uint16]symVersion
+	versym   int64
+}
+
+func (s *scanner) openSymtab() (*symtab, error) {
+	t, ok, err := s.dynamicTags()
+	if err != nil || !ok || !t.haveSymtab {
+		return nil, err
+	}
+	if !t.haveStrtab {
+		return nil, s.errorf("dynamic section has DT_SYMTAB but no DT_STRTAB")
+	}
+	entSize := uint64(24)
+	if !s.is64 {
+		entSize = 16
+	}
+	if t.haveSyment && t.syment != entSize {
+		return nil, s.errorf("DT_SYMENT is %d, want %d", t.syment, entSize)
+	}
+	symOff, err := s.vaddrToOffset(t.symtab)
+	if err != nil {
+		return nil, s.errorf("DT_SYMTAB %#x: %v", t.symtab, err)
+	}
+	strOff, err := s.vaddrToOffset(t.strtab)
+	if err != nil {
+		return nil, s.errorf("DT_STRTAB %#x: %v", t.strtab, err)
+	}
+	st := &symtab{s: s, t: t, off: symOff, entSize: entSize, strs: &stringTable{s: s, off: strOff, size: t.strsz}}
+	st.versions, st.versym, err = s.symbolVersions(t, st.strs)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// entry decodes symbol i, its name only when keep accepts it.
+func (st *symtab) entry(i uint64, keep SymbolFilter) (Symbol, bool, error) {
+	s := st.s
+	if i*st.entSize >= uint64(s.size-st.off) {
+		return Symbol{}, false, s.errorf("symbol %d lies outside the file", i)
+	}
+	buf := make([]byte, st.entSize)
+	if _, err := s.r.ReadAt(buf, st.off+int64(i*st.entSize)); err != nil {
+		return Symbol{}, false, s.errorf("symbol %d: %v", i, err)
+	}
+	var nameOff uint32
+	var info uint8
+	var shndx uint16
+	var value uint64
+	if s.is64 {
+		nameOff, info = s.order.Uint32(buf[0:]), buf[4]
+		shndx, value = s.order.Uint16(buf[6:]), s.order.Uint64(buf[8:])
+	} else {
+		nameOff, value = s.order.Uint32(buf[0:]), uint64(s.order.Uint32(buf[4:]))
+		info, shndx = buf[12], s.order.Uint16(buf[14:])
+	}
+	defined := elf.SectionIndex(shndx) != elf.SHN_UNDEF
+	name, err := st.strs.get(uint64(nameOff))
+	if err != nil {
+		return Symbol{}, false, s.errorf("name of symbol %d: %v", i, err)
+	}
+	if keep != nil && !keep(name, defined) {
+		return Symbol{}, false, nil
+	}
+	sym := Symbol{Name: name, Defined: defined, Type: elf.ST_TYPE(info), Bind: elf.ST_BIND(info), Value: value}
+	if st.versym >= 0 {
+		var vbuf [2]byte
+		if _, err := s.r.ReadAt(vbuf[:], st.versym+int64(2*i)); err != nil {
+			return Symbol{}, false, s.errorf("version of symbol %d: %v", i, err)
+		}
+		vs := s.order.Uint16(vbuf[:])
+		if idx := vs & 0x7fff; idx > 1 {
+			v, ok := st.versions[idx]
+			if !ok {
+				return Symbol{}, false, s.errorf("symbol %s has version index %d, which no version record defines", name, idx)
+			}
+			sym.Version, sym.File = v.name, v.file
+			sym.Hidden = vs&0x8000 != 0
+		}
+	}
+	return sym, true, nil
+}
+
+func (s *scanner) lookup(names []string) ([]Symbol, error) {
+	st, err := s.openSymtab()
+	if err != nil || st == nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	keep := func(name string, defined bool) bool { return defined && want[name] }
+	var out []Symbol
+	for _, name := range names {
+		if !want[name] {
+			continue // asked twice
+		}
+		var idxs []uint64
+		switch {
+		case st.t.haveGnu:
+			idxs, err = s.gnuChain(st, st.t.gnuHash, name)
+		case st.t.haveHash:
+			idxs, err = s.sysvChain(st.t.hash, name)
+		default:
+			// No hash table: the loader could not look anything up either,
+			// but a reader can still walk the table.
+			return s.symbolsFrom(st, keep)
+		}
+		if err != nil {
+			return nil, err
+		}
+		this := func(n string, defined bool) bool { return defined && n == name }
+		for _, i := range idxs {
+			sym, ok, err := st.entry(i, this)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, sym)
+			}
+		}
+		delete(want, name)
+	}
+	return out, nil
+}
+
+// symbolsFrom walks the whole symbol table.
+func (s *scanner) symbolsFrom(st *symtab, keep SymbolFilter) ([]Symbol, error) {
+	count, err := s.symbolCount(st.t)
+	if err != nil {
+		return nil, err
+	}
+	if count > maxSymbols || count*st.entSize > uint64(s.size-st.off) {
+		return nil, s.errorf("symbol table of %d entries at %#x runs past the end of the file", count, st.off)
+	}
+	var out []Symbol
+	for i := uint64(1); i < count; i++ {
+		sym, ok, err := st.entry(i, keep)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, sym)
+		}
+	}
+	return out, nil
+}
+
+// gnuChain returns the indexes of the symbols in name's DT_GNU_HASH chain
+// whose hash matches, after the bloom filter lets it through.
+func (s *scanner) gnuChain(st *symtab, addr uint64, name string) ([]uint64, error) {
+	off, err := s.vaddrToOffset(addr)
+	if err != nil {
+		return nil, s.errorf("DT_GNU_HASH %#x: %v", addr, err)
+	}
+	var hdr [16]byte
+	if _, err := s.r.ReadAt(hdr[:], off); err != nil {
+		return nil, s.errorf("DT_GNU_HASH header: %v", err)
+	}
+	nbuckets := uint64(s.order.Uint32(hdr[0:]))
+	symoffset := uint64(s.order.Uint32(hdr[4:]))
+	bloomSize := uint64(s.order.Uint32(hdr[8:]))
+	shift := uint64(s.order.Uint32(hdr[12:]))
+	if nbuckets == 0 || bloomSize == 0 {
+		return nil, nil
+	}
+	word := uint64(4)
+	if s.is64 {
+		word = 8
+	}
+	bits := word * 8
+	h := uint64(gnuHashOf(name))
+	var wbuf [8]byte
+	wordOff := off + 16 + int64(word*((h/bits)%bloomSize))
+	if _, err := s.r.ReadAt(wbuf[:word], wordOff); err != nil {
+		return nil, s.errorf("DT_GNU_HASH bloom filter: %v", err)
+	}
+	var bloom uint64
+	if s.is64 {
+		bloom = s.order.Uint64(wbuf[:])
+	} else {
+		bloom = uint64(s.order.Uint32(wbuf[:]))
+	}
+	mask := uint64(1)<<(h%bits) | uint64(1)<<((h>>(shift%64))%bits)
+	if bloom&mask != mask {
+		return nil, nil
+	}
+	bucketsOff := off + 16 + int64(word*bloomSize)
+	var b [4]byte
+	if _, err := s.r.ReadAt(b[:], bucketsOff+int64(4*(h%nbuckets))); err != nil {
+		return nil, s.errorf("DT_GNU_HASH bucket: %v", err)
+	}
+	idx := uint64(s.order.Uint32(b[:]))
+	if idx == 0 || idx < symoffset {
+		return nil, nil
+	}
+	chainsOff := bucketsOff + int64(4*nbuckets)
+	var out []uint64
+	for n := 0; ; n++ {
+		if n > maxSymbols {
+			return nil, s.errorf("DT_GNU_HASH chain does not end")
+		}
+		if _, err := s.r.ReadAt(b[:], chainsOff+int64(4*(idx-symoffset))); err != nil {
+			return nil, s.errorf("DT_GNU_HASH chain: %v", err)
+		}
+		ch := uint64(s.order.Uint32(b[:]))
+		if ch|1 == h|1 {
+			out = append(out, idx)
+		}
+		if ch&1 != 0 {
+			return out, nil
+		}
+		idx++
+	}
+}
+
+// sysvChain returns the indexes of name's DT_HASH chain; names are compared
+// by the caller.
+func (s *scanner) sysvChain(addr uint64, name string) ([]uint64, error) {
+	off, err := s.vaddrToOffset(addr)
+	if err != nil {
+		return nil, s.errorf("DT_HASH %#x: %v", addr, err)
+	}
+	word := int64(4)
+	if s.is64 && (s.f.Machine == elf.EM_S390 || s.f.Machine == elf.EM_ALPHA) {
+		word = 8
+	}
+	read := func(at int64) (uint64, error) {
+		var b [8]byte
+		if _, err := s.r.ReadAt(b[:word], at); err != nil {
+			return 0, err
+		}
+		if word == 8 {
+			return s.order.Uint64(b[:]), nil
+		}
+		return uint64(s.order.Uint32(b[:])), nil
+	}
+	nbucket, err := read(off)
+	if err != nil {
+		return nil, s.errorf("DT_HASH header: %v", err)
+	}
+	nchain, err := read(off + word)
+	if err != nil {
+		return nil, s.errorf("DT_HASH header: %v", err)
+	}
+	if nbucket == 0 {
+		return nil, nil
+	}
+	if nbucket > uint64(s.size) || nchain > uint64(s.size) {
+		return nil, s.errorf("DT_HASH of %d buckets and %d chains runs past the end of the file", nbucket, nchain)
+	}
+	h := uint64(elfHash(name))
+	idx, err := read(off + word*int64(2+h%nbucket))
+	if err != nil {
+		return nil, s.errorf("DT_HASH bucket: %v", err)
+	}
+	var out []uint64
+	for n := uint64(0); idx != 0; n++ {
+		if idx >= nchain || n > nchain {
+			return nil, s.errorf("DT_HASH chain leaves the table")
+		}
+		out = append(out, idx)
+		if idx, err = read(off + word*int64(2+nbucket+idx)); err != nil {
+			return nil, s.errorf("DT_HASH chain: %v", err)
+		}
+	}
+	return out, nil
+}
+
+func gnuHashOf(name string) uint32 {
+	h := uint32(5381)
+	for i := 0; i < len(name); i++ {
+		h = h*33 + uint32(name[i])
+	}
+	return h
+}
+
+func elfHash(name string) uint32 {
+	var h uint32
+	for i := 0; i < len(name); i++ {
+		h = h<<4 + uint32(name[i])
+		g := h & 0xf0000000
+		if g != 0 {
+			h ^= g >> 24
+		}
+		h &^= g
+	}
+	return h
 }

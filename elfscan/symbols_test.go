@@ -593,3 +593,132 @@ func FuzzReadSymbols(f *testing.F) {
 		}
 	})
 }
+
+func symStrings(syms []Symbol) []string {
+	var out []string
+	for _, s := range syms {
+		out = append(out, s.String())
+	}
+	return out
+}
+
+func TestLookupSymbols(t *testing.T) {
+	names := []string{"cudaMalloc", "__cudaRegisterFatBinary", "malloc", "cuInit", "cudaMalloc"}
+	wantDefs := []string{"cudaMalloc@@libcudart.so.12", "__cudaRegisterFatBinary@@libcudart.so.12"}
+
+	t.Run("DT_HASH", func(t *testing.T) {
+		syms, err := LookupSymbolsFile(writeSpec(t, cudartSpec()), names...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := symStrings(syms); !slices.Equal(g, wantDefs) {
+			t.Errorf("got %q, want %q (malloc is only referenced, cuInit absent)", g, wantDefs)
+		}
+	})
+	for _, nb := range []uint32{1, 2, 7, 64} {
+		t.Run(fmt.Sprintf("DT_GNU_HASH/%d", nb), func(t *testing.T) {
+			spec := cudartSpec()
+			for i := 0; i < 50; i++ {
+				spec.Symbols = append(spec.Symbols, elftest.Symbol{Name: fmt.Sprintf("cudaFunc%d", i), Defined: true, Func: true, Version: "libcudart.so.12"})
+			}
+			spec.Symbols = gnuOrder(spec.Symbols, nb)
+			b := withGNUHash(t, spec, nb)
+			syms, _, err := LookupSymbols(bytes.NewReader(b), int64(len(b)), "gnu", append(names, "cudaFunc49", "cudaFunc7"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := append(slices.Clone(wantDefs), "cudaFunc49@@libcudart.so.12", "cudaFunc7@@libcudart.so.12")
+			if g := symStrings(syms); !slices.Equal(g, w) {
+				t.Errorf("got %q, want %q", g, w)
+			}
+		})
+	}
+}
+
+// TestLookupSymbolsHostLibraries looks names up in this machine's libc
+// through its DT_GNU_HASH and compares with the definitions debug/elf lists.
+func TestLookupSymbolsHostLibraries(t *testing.T) {
+	libs, _ := filepath.Glob("/lib/*-linux-gnu/libc.so.6")
+	m, _ := filepath.Glob("/usr/lib64/libc.so.6")
+	libs = append(libs, m...)
+	if len(libs) == 0 {
+		t.Skip("no host libc")
+	}
+	names := []string{"memcpy", "malloc", "dlsym", "pthread_create", "realpath", "no_such_symbol_anywhere", "__libc_start_main"}
+	for _, lib := range libs {
+		f, err := elf.Open(lib)
+		if err != nil {
+			t.Skip(err)
+		}
+		ref, err := f.DynamicSymbols()
+		f.Close()
+		if err != nil {
+			t.Skip(err)
+		}
+		var want []string
+		for _, n := range names {
+			for _, s := range ref {
+				if s.Name == n && s.Section != elf.SHN_UNDEF {
+					want = append(want, s.Name+"@"+s.Version)
+				}
+			}
+		}
+		syms, err := LookupSymbolsFile(lib, names...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g []string
+		for _, s := range syms {
+			g = append(g, s.Name+"@"+s.Version)
+		}
+		if !slices.Equal(g, want) {
+			t.Errorf("%s: got %q, want %q", lib, g, want)
+		}
+		if len(want) < 4 {
+			t.Errorf("%s: only %d definitions found; the comparison proves little", lib, len(want))
+		}
+	}
+}
+
+// TestLookupSymbolsCost: looking two names up in a table of 20000 symbols
+// reads a small fraction of what reading the table does.
+func TestLookupSymbolsCost(t *testing.T) {
+	spec := elftest.Spec{Soname: "libbig.so", VersionDefs: []string{"BIG_1"}}
+	for i := 0; i < 20000; i++ {
+		spec.Symbols = append(spec.Symbols, elftest.Symbol{Name: fmt.Sprintf("_ZN5torch8internal6symbol%dEv", i), Defined: true, Func: true, Version: "BIG_1"})
+	}
+	const nb = 4096
+	spec.Symbols = gnuOrder(spec.Symbols, nb)
+	b := withGNUHash(t, spec, nb)
+	all, full, err := ReadSymbolsWithStats(bytes.NewReader(b), int64(len(b)), "big", nil)
+	if err != nil || len(all) != 20000 {
+		t.Fatalf("read: %d symbols, %v", len(all), err)
+	}
+	syms, cost, err := LookupSymbols(bytes.NewReader(b), int64(len(b)), "big", []string{"_ZN5torch8internal6symbol12345Ev", "absent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := symStrings(syms); !slices.Equal(g, []string{"_ZN5torch8internal6symbol12345Ev@@BIG_1"}) {
+		t.Errorf("got %q", g)
+	}
+	if cost.BytesRead*20 > full.BytesRead {
+		t.Errorf("lookup read %d bytes, a full read %d", cost.BytesRead, full.BytesRead)
+	}
+}
+
+func TestLookupSymbolsDamaged(t *testing.T) {
+	gnu := withGNUHash(t, cudartSpec(), 3)
+	plain, err := elftest.Build(cudartSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][]byte{gnu, plain} {
+		for i := 0; i < len(b); i++ {
+			for _, v := range []byte{0x00, 0xff, 0x80} {
+				c := slices.Clone(b)
+				c[i] = v
+				_, _, _ = LookupSymbols(bytes.NewReader(c), int64(len(c)), "corrupt", []string{"cudaMalloc", "malloc", "x"})
+			}
+		}
+	}
+}
