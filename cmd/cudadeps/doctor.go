@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cudadeps/cudadeps/doctor"
+)
+
+func (a *app) doctorCommand() *cobra.Command {
+	var (
+		probe        bool
+		probeChild   bool
+		probeTimeout time.Duration
+		probePython  string
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor [TARGET]",
+		Short: "Diagnose why CUDA fails on a host that has a GPU",
+		Long: `doctor checks what stands between a CUDA program and the GPU: the driver
+version, the libcuda.so.1 the dynamic loader would load (a toolkit stub, a
+shim, a copy that does not match the kernel module), the /dev/nvidia* device
+files, CUDA_VISIBLE_DEVICES and the container runtime's variables, container
+hints, LD_PRELOAD interposers, and shims that lack what their users import.
+
+With TARGET (a shared library, a program, or a directory such as an installed
+package), it also reads the CUDA major the target needs (libcudart.so.13 in its
+closure: CUDA 13) and compares it with the driver, and finds objects that carry
+the CUDA runtime statically.
+
+With --probe, a subprocess loads libcuda.so.1, calls cuInit(0),
+cuDriverGetVersion and cuDeviceGetCount, and the result codes are explained.
+
+Each check prints ok, warn or FAIL with its evidence and, when there is
+something to do, one line of advice. The exit status is 0 when nothing
+fails, 1 otherwise.`,
+		Example: `  cudadeps doctor
+  cudadeps doctor --probe
+  cudadeps doctor /path/to/site-packages/torch --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if probeChild {
+				return exitWith(doctor.ProbeChild(a.stdout))
+			}
+			opts := doctor.Options{
+				Env:          doctor.Env{Root: a.opts.root},
+				Probe:        probe,
+				ProbeTimeout: probeTimeout,
+				Logger:       a.logger,
+				Preload:      a.opts.preload,
+				PreloadSet:   cmd.Flags().Changed("preload"),
+			}
+			if len(args) == 1 {
+				opts.Target = args[0]
+			}
+			if a.opts.ldLibSet {
+				llp := a.opts.ldLibraryPath
+				opts.LDLibraryPath = &llp
+			}
+			if probePython != "" {
+				opts.From = probePython
+			}
+			if probe {
+				opts.ProbeCommand = probeCommand(probePython)
+			}
+			rep, err := doctor.Run(cmd.Context(), opts)
+			if err != nil {
+				if ctxErr := context.Cause(cmd.Context()); ctxErr != nil && errors.Is(err, ctxErr) {
+					return err
+				}
+				return usageError("%v", err)
+			}
+			if a.opts.json {
+				err = rep.WriteJSON(a.stdout)
+			} else {
+				err = rep.WriteText(a.stdout)
+			}
+			if err != nil {
+				return err
+			}
+			if rep.Summary.Fail > 0 {
+				return exitWith(exitError)
+			}
+			return nil
+		},
+	}
+	a.opts.addLoaderFlags(cmd)
+	a.opts.addJSONFlag(cmd)
+	f := cmd.Flags()
+	f.BoolVar(&probe, "probe", false, "load libcuda.so.1 in a subprocess and call cuInit, cuDriverGetVersion and cuDeviceGetCount")
+	f.DurationVar(&probeTimeout, "probe-timeout", doctor.DefaultProbeTimeout, "give up on the probe after `DURATION`")
+	f.StringVar(&probePython, "probe-python", "", "the Python `INTERPRETER` whose process is examined and, in static builds, runs the probe (default: python3 on PATH)")
+	f.BoolVar(&probeChild, "probe-child", false, "run as the probe subprocess")
+	_ = f.MarkHidden("probe-child")
+	return cmd
+}
+
+// probeCommand is the command line of the probe subprocess: this binary
+// when it can load libraries itself, else Python, else none.
+func probeCommand(python string) []string {
+	if doctor.DlopenProbe {
+		if exe, err := os.Executable(); err == nil {
+			return []string{exe, "doctor", "--probe-child"}
+		}
+	}
+	if python == "" {
+		if p, err := exec.LookPath("python3"); err == nil {
+			python = p
+		}
+	}
+	if python == "" {
+		return nil
+	}
+	return []string{python, "-c", doctor.ProbeScript}
+}

@@ -1,0 +1,310 @@
+// Package doctor diagnoses why CUDA fails on a host that has a GPU.
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/cudadeps/cudadeps/elfscan"
+)
+
+// Status is the verdict of one check.
+type Status string
+
+// The verdicts, from best to worst.
+const (
+	OK   Status = "ok"
+	Warn Status = "warn"
+	Fail Status = "fail"
+)
+
+func (s Status) rank() int {
+	switch s {
+	case Fail:
+		return 2
+	case Warn:
+		return 1
+	}
+	return 0
+}
+
+// The checks, in the order they are reported.
+const (
+	CheckDriver        = "driver"          // kernel module version
+	CheckLibcuda       = "libcuda"         // the libcuda.so.1 the loader would load
+	CheckDevices       = "devices"         // /dev/nvidia*
+	CheckVisible       = "visible-devices" // CUDA_VISIBLE_DEVICES and the container runtime's variables
+	CheckContainer     = "container"       // container hints
+	CheckCompat        = "compat"          // the target's CUDA major against the driver
+	CheckInterposers   = "interposers"     // LD_PRELOAD and /etc/ld.so.preload
+	CheckStaticRuntime = "static-runtime"  // objects carrying the CUDA runtime statically (with a target)
+	CheckShims         = "shims"           // libcuda, libcudart, libnvidia-ml that are not NVIDIA's
+	CheckProbe         = "probe"           // cuInit in a subprocess (with Options.Probe)
+)
+
+// Check is one finding: a verdict, one line of evidence, one line of advice
+// (empty when there is nothing to do).
+type Check struct {
+	ID       string `json:"id"`
+	Status   Status `json:"status"`
+	Evidence string `json:"evidence"`
+	Advice   string `json:"advice"`
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	Checks  []Check `json:"checks"`
+	Summary Summary `json:"summary"`
+}
+
+// Summary counts the verdicts and repeats the facts the checks rest on.
+type Summary struct {
+	Status Status `json:"status"` // the worst verdict
+	OK     int    `json:"ok"`
+	Warn   int    `json:"warn"`
+	Fail   int    `json:"fail"`
+	// Driver is the NVIDIA kernel module version ("580.95.05"), when known.
+	Driver string `json:"driver,omitempty"`
+	// DriverCUDA is the newest CUDA version the driver runs ("13.0").
+	DriverCUDA string `json:"driver_cuda,omitempty"`
+	// Libcuda is the file the loader would load for libcuda.so.1.
+	Libcuda string `json:"libcuda,omitempty"`
+	// Target and TargetCUDA: what was examined and the CUDA major it needs.
+	Target     string `json:"target,omitempty"`
+	TargetCUDA int    `json:"target_cuda,omitempty"`
+	// Container names the container engine doctor runs under ("docker").
+	Container string `json:"container,omitempty"`
+	// Probe is what the live probe saw, when it ran.
+	Probe *ProbeResult `json:"probe,omitempty"`
+}
+
+// Env is everything doctor reads about the host, so that tests can build
+// any host in a directory.
+type Env struct {
+	// Root stands for "/": /proc, /dev, /etc, /run, /.dockerenv and the
+	// loader's files are read under it. Empty means this host.
+	Root string
+	// LookupEnv reads the environment (os.LookupEnv when nil).
+	LookupEnv func(string) (string, bool)
+	// Access checks that the current user may open path with mode (4 read,
+	// 2 write), as access(2) does (syscall.Access when nil).
+	Access func(path string, mode uint32) error
+	// Exec runs the probe's subprocess (RunCommand(nil) when nil).
+	Exec ExecFunc
+}
+
+// Options configure Run.
+type Options struct {
+	Env Env
+	// Target is an ELF file or a directory of them (an installed package)
+	// whose CUDA needs are checked; empty for none.
+	Target string
+	// From is the program whose loader is modelled when there is no target
+	// or the target is a library (default: python3 on PATH, else /bin/sh).
+	From string
+	// LDLibraryPath replaces $LD_LIBRARY_PATH when non-nil.
+	LDLibraryPath *string
+	// Preload replaces $LD_PRELOAD when PreloadSet.
+	Preload    []string
+	PreloadSet bool
+	// Probe runs ProbeCommand, which loads libcuda.so.1 and calls cuInit.
+	Probe bool
+	// ProbeCommand is the probe's command line (see ProbeScript and
+	// ProbeChild); nil when this build has no way to load libcuda.
+	ProbeCommand []string
+	// ProbeTimeout bounds the probe (default 60s: cuInit on a large node
+	// without persistence mode takes many seconds).
+	ProbeTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// DefaultProbeTimeout is used when Options.ProbeTimeout is zero.
+const DefaultProbeTimeout = 60 * time.Second
+
+// Run examines the host (and the target, if any) and returns one check per
+// subject, in a fixed order; static-runtime appears only with a target,
+// probe only with Options.Probe. An error is returned only for a target
+// that cannot be examined; everything else is a finding.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	d := &diag{opts: opts, env: opts.Env, log: opts.Logger}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.env.LookupEnv == nil {
+		d.env.LookupEnv = os.LookupEnv
+	}
+	if d.env.Access == nil {
+		d.env.Access = syscall.Access
+	}
+	if d.env.Exec == nil {
+		d.env.Exec = RunCommand(nil)
+	}
+	if opts.Target != "" {
+		t, err := readTarget(ctx, opts.Target, d.log)
+		if err != nil {
+			return nil, err
+		}
+		d.target = t
+	}
+	d.host = gatherHost(d.env)
+	d.model = buildModel(ctx, d)
+	if opts.Probe {
+		d.probe = d.runProbe(ctx)
+	}
+
+	checks := []Check{
+		d.checkDriver(),
+		d.checkLibcuda(),
+		d.checkDevices(),
+		d.checkVisible(),
+		d.checkContainer(),
+		d.checkCompat(),
+		d.checkInterposers(),
+	}
+	if d.target != nil {
+		checks = append(checks, d.checkStaticRuntime())
+	}
+	checks = append(checks, d.checkShims())
+	if opts.Probe {
+		checks = append(checks, d.checkProbe())
+	}
+	rep := &Report{Checks: checks, Summary: d.summary()}
+	for _, c := range checks {
+		switch c.Status {
+		case OK:
+			rep.Summary.OK++
+		case Warn:
+			rep.Summary.Warn++
+		case Fail:
+			rep.Summary.Fail++
+		}
+		if c.Status.rank() > rep.Summary.Status.rank() {
+			rep.Summary.Status = c.Status
+		}
+	}
+	if rep.Summary.Status == "" {
+		rep.Summary.Status = OK
+	}
+	return rep, nil
+}
+
+// diag holds what one Run has learnt.
+type diag struct {
+	opts   Options
+	env    Env
+	log    *slog.Logger
+	host   *hostFacts
+	model  *model
+	target *target
+	probe  *ProbeResult
+
+	// Read once, on demand.
+	hooks  []*hooks
+	static *[]string
+	refs   map[string][]ref
+}
+
+func (d *diag) summary() Summary {
+	s := Summary{Container: d.host.container.kind, Probe: d.probe}
+	if d.host.kernel.ok() {
+		s.Driver = d.host.kernel.String()
+	}
+	if drv, _ := d.effectiveDriver(); drv.ok() {
+		if m, n, ok := maxCUDA(drv); ok {
+			s.DriverCUDA = fmt.Sprintf("%d.%d", m, n)
+		}
+	}
+	if lc := d.model.libcuda; lc != nil && lc.obj != nil {
+		s.Libcuda = lc.realGuest
+	}
+	if d.target != nil {
+		s.Target = d.opts.Target
+		s.TargetCUDA = d.targetMajor()
+	}
+	return s
+}
+
+// target is the set of ELF objects doctor was asked about.
+type target struct {
+	path    string
+	isDir   bool
+	objects []*targetObject
+}
+
+type targetObject struct {
+	host string // path on this machine
+	rel  string // path relative to the target, for messages
+	info *elfscan.Info
+}
+
+// maxTargetObjects bounds a directory walk (a whole CUDA Python
+// environment has under a thousand ELF files).
+const maxTargetObjects = 20000
+
+func readTarget(ctx context.Context, path string, log *slog.Logger) (*target, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", path, errors.Unwrap(err))
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", path, err)
+	}
+	t := &target{path: abs, isDir: st.IsDir()}
+	if !st.IsDir() {
+		info, err := elfscan.ReadFile(abs)
+		if err != nil {
+			if errors.Is(err, elfscan.ErrNotELF) {
+				return nil, fmt.Errorf("target %s: not an ELF file (give a shared library, a program or a directory)", path)
+			}
+			return nil, fmt.Errorf("target %s: %w", path, err)
+		}
+		t.objects = append(t.objects, &targetObject{host: abs, rel: filepath.Base(abs), info: info})
+		return t, nil
+	}
+	err = filepath.WalkDir(abs, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			log.Debug("skipping unreadable entry", "path", p, "err", err)
+			if de != nil && de.IsDir() && p != abs {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !de.Type().IsRegular() {
+			return nil // directories are walked; links would count files twice
+		}
+		info, err := elfscan.ReadFile(p)
+		if err != nil {
+			if !errors.Is(err, elfscan.ErrNotELF) {
+				log.Debug("skipping unreadable ELF file", "path", p, "err", err)
+			}
+			return nil
+		}
+		if !info.Dynamic {
+			return nil
+		}
+		rel, _ := filepath.Rel(abs, p)
+		t.objects = append(t.objects, &targetObject{host: p, rel: rel, info: info})
+		if len(t.objects) >= maxTargetObjects {
+			return fmt.Errorf("more than %d ELF objects: give a narrower directory", maxTargetObjects)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", path, err)
+	}
+	if len(t.objects) == 0 {
+		return nil, fmt.Errorf("target %s: no dynamically linked ELF object in this directory", path)
+	}
+	return t, nil
+}

@@ -1,0 +1,241 @@
+package doctor
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// hostFacts is what the files of the host say, before any loading.
+type hostFacts struct {
+	kernel     version // NVIDIA kernel module version
+	kernelOpen bool    // the open kernel module
+	kernelErr  string  // why the version is unknown
+	tegra      string  // L4T release of a Jetson ("R36 (release), REVISION: 4.3")
+	wsl        bool    // WSL2 GPU paravirtualization (/dev/dxg)
+	procGPUs   []string
+
+	ctl      bool // /dev/nvidiactl
+	uvm      bool // /dev/nvidia-uvm
+	gpuNodes []int
+	nvgpu    string // the Jetson integrated GPU's node, when present
+	denied   []string
+
+	container containerInfo
+}
+
+func (e Env) path(p string) string {
+	if e.Root == "" {
+		return p
+	}
+	return filepath.Join(e.Root, p)
+}
+
+func (e Env) exists(p string) bool {
+	_, err := os.Lstat(e.path(p))
+	return err == nil
+}
+
+var (
+	kernelModuleRE = regexp.MustCompile(`Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)*)`)
+	gpuNodeRE      = regexp.MustCompile(`^nvidia(\d+)$`)
+)
+
+func gatherHost(env Env) *hostFacts {
+	h := &hostFacts{}
+	data, err := os.ReadFile(env.path("/proc/driver/nvidia/version"))
+	switch {
+	case err == nil:
+		if m := kernelModuleRE.FindSubmatch(data); m != nil {
+			h.kernel, _ = parseVersion(string(m[1]))
+			h.kernelOpen = bytes.Contains(data, []byte("Open Kernel Module"))
+		} else {
+			h.kernelErr = "/proc/driver/nvidia/version names no kernel module version"
+		}
+	case os.IsNotExist(err):
+		h.kernelErr = "no /proc/driver/nvidia/version (the nvidia kernel module is not loaded, or this is not an NVIDIA dGPU host)"
+	default:
+		h.kernelErr = fmt.Sprintf("cannot read /proc/driver/nvidia/version: %v", errText(err))
+	}
+	if rel, err := os.ReadFile(env.path("/etc/nv_tegra_release")); err == nil {
+		line, _, _ := strings.Cut(string(rel), "\n")
+		h.tegra = strings.TrimSpace(strings.TrimPrefix(line, "#"))
+		if h.tegra == "" {
+			h.tegra = "L4T"
+		}
+	}
+	h.wsl = env.exists("/dev/dxg")
+	if ents, err := os.ReadDir(env.path("/proc/driver/nvidia/gpus")); err == nil {
+		for _, e := range ents {
+			h.procGPUs = append(h.procGPUs, e.Name())
+		}
+	}
+
+	h.ctl = env.exists("/dev/nvidiactl")
+	h.uvm = env.exists("/dev/nvidia-uvm")
+	if ents, err := os.ReadDir(env.path("/dev")); err == nil {
+		for _, e := range ents {
+			if m := gpuNodeRE.FindStringSubmatch(e.Name()); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				h.gpuNodes = append(h.gpuNodes, n)
+			}
+		}
+	}
+	sort.Ints(h.gpuNodes)
+	for _, n := range []string{"/dev/nvhost-ctrl-gpu", "/dev/nvgpu/igpu0/ctrl"} {
+		if env.exists(n) {
+			h.nvgpu = n
+			break
+		}
+	}
+	var nodes []string
+	if h.ctl {
+		nodes = append(nodes, "/dev/nvidiactl")
+	}
+	for _, n := range h.gpuNodes {
+		nodes = append(nodes, fmt.Sprintf("/dev/nvidia%d", n))
+	}
+	if h.uvm {
+		nodes = append(nodes, "/dev/nvidia-uvm")
+	}
+	for _, n := range nodes {
+		if err := env.Access(env.path(n), 4|2); err != nil {
+			h.denied = append(h.denied, n+" ("+deviceOwner(env, n)+")")
+		}
+	}
+	h.container = detectContainer(env)
+	return h
+}
+
+// deviceOwner describes a device node's mode and group, for advice.
+func deviceOwner(env Env, n string) string {
+	st, err := os.Stat(env.path(n))
+	if err != nil {
+		return errText(err)
+	}
+	desc := st.Mode().Perm().String()
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		group := strconv.Itoa(int(sys.Gid))
+		if name := groupName(env, sys.Gid); name != "" {
+			group = name
+		}
+		desc += ", group " + group
+	}
+	return desc
+}
+
+// groupName reads /etc/group of the root for a gid.
+func groupName(env Env, gid uint32) string {
+	data, err := os.ReadFile(env.path("/etc/group"))
+	if err != nil {
+		return ""
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), ":")
+		if len(f) >= 3 && f[2] == strconv.FormatUint(uint64(gid), 10) {
+			return f[0]
+		}
+	}
+	return ""
+}
+
+// errText is an error without the path os already put in it.
+func errText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// containerInfo says which container engine, if any, doctor runs under.
+type containerInfo struct {
+	kind     string // docker, podman, kubernetes, apptainer, containerd, lxc, systemd-nspawn
+	evidence string
+}
+
+func detectContainer(env Env) containerInfo {
+	look := func(k string) string { v, _ := env.LookupEnv(k); return v }
+	switch {
+	case look("APPTAINER_CONTAINER") != "" || look("SINGULARITY_CONTAINER") != "":
+		return containerInfo{"apptainer", "$APPTAINER_CONTAINER"}
+	case env.exists("/.singularity.d"):
+		return containerInfo{"apptainer", "/.singularity.d"}
+	case look("KUBERNETES_SERVICE_HOST") != "":
+		return containerInfo{"kubernetes", "$KUBERNETES_SERVICE_HOST"}
+	case env.exists("/run/.containerenv"):
+		return containerInfo{"podman", "/run/.containerenv"}
+	case env.exists("/.dockerenv"):
+		return containerInfo{"docker", "/.dockerenv"}
+	}
+	if v := look("container"); v != "" {
+		return containerInfo{v, "$container=" + v}
+	}
+	if data, err := os.ReadFile(env.path("/proc/1/cgroup")); err == nil {
+		s := string(data)
+		for _, c := range []struct{ needle, kind string }{
+			{"kubepods", "kubernetes"}, {"libpod", "podman"}, {"docker", "docker"},
+			{"containerd", "containerd"}, {"/lxc/", "lxc"},
+		} {
+			if strings.Contains(s, c.needle) {
+				return containerInfo{c.kind, "/proc/1/cgroup"}
+			}
+		}
+	}
+	return containerInfo{}
+}
+
+// runtimeAdvice is how to give a container of this kind the GPU (seed of
+// many reports: the GPU works on the host, not in the container).
+func (c containerInfo) runtimeAdvice() string {
+	switch c.kind {
+	case "docker", "containerd":
+		return "restart the container with the NVIDIA runtime: docker run --gpus all (nvidia-container-toolkit on the host), or --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility"
+	case "podman":
+		return "restart the container with the GPU: podman run --device nvidia.com/gpu=all (CDI spec from nvidia-ctk cdi generate on the host)"
+	case "kubernetes":
+		return "request the GPU in the pod spec (resources.limits: nvidia.com/gpu: 1) with the NVIDIA device plugin or GPU operator on the node"
+	case "apptainer":
+		return "run the container with --nv (or --nvccli), which binds the host's driver libraries and devices"
+	}
+	return "start the container with the NVIDIA container runtime so that /dev/nvidia* and the driver's libcuda.so.1 are passed in"
+}
+
+// gpuAdvice is runtimeAdvice in short, for checks that see one symptom.
+func (c containerInfo) gpuAdvice() string {
+	switch c.kind {
+	case "docker", "containerd":
+		return "restart the container with the NVIDIA runtime (docker run --gpus all; see the container check)"
+	case "podman":
+		return "restart the container with --device nvidia.com/gpu=all (see the container check)"
+	case "kubernetes":
+		return "request nvidia.com/gpu in the pod spec (see the container check)"
+	case "apptainer":
+		return "run the container with --nv"
+	}
+	return "start the container with the NVIDIA container runtime (see the container check)"
+}
+
+func (c containerInfo) name() string {
+	switch c.kind {
+	case "docker":
+		return "a Docker container"
+	case "podman":
+		return "a Podman container"
+	case "kubernetes":
+		return "a Kubernetes pod"
+	case "apptainer":
+		return "an Apptainer/Singularity container"
+	}
+	return "a container (" + c.kind + ")"
+}

@@ -1,0 +1,372 @@
+package doctor
+
+import (
+	"context"
+	"debug/elf"
+	"fmt"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/ldso"
+)
+
+// model is what the project's loader model says about this host: the
+// process that runs the target (or a plain program), and where it finds the
+// driver's libraries.
+type model struct {
+	err     string // why there is no model
+	loader  *ldso.Loader
+	from    string // host path of the main program
+	proc    *ldso.Process
+	result  *ldso.Result
+	dlerrs  []string // target objects the process could not dlopen
+	libcuda *lib
+	nvml    *lib
+	cudarts []*lib // every libcudart of the process
+}
+
+// lib is one library as the loader would load it.
+type lib struct {
+	soname string
+	search *ldso.Search
+	obj    *ldso.Object // what answers to soname (already loaded or found)
+	loaded bool         // it was already in the process
+	// real is the file behind the links, on this machine; realGuest the same
+	// as the loader sees it.
+	real, realGuest string
+}
+
+func (l *lib) found() bool { return l != nil && l.obj != nil }
+
+// how tells by which rule the loader found it.
+func (l *lib) how() string {
+	if l.loaded {
+		return "already loaded"
+	}
+	return viaText(l.obj)
+}
+
+func viaText(o *ldso.Object) string {
+	switch o.Via {
+	case ldso.ViaLDLibraryPath:
+		return "LD_LIBRARY_PATH"
+	case ldso.ViaCache:
+		return "/etc/ld.so.cache"
+	case ldso.ViaDefault:
+		return "default directory"
+	case ldso.ViaRPath:
+		return "DT_RPATH"
+	case ldso.ViaRunPath:
+		return "DT_RUNPATH"
+	case ldso.ViaPreload:
+		return o.From
+	}
+	if o.From != "" {
+		return o.From
+	}
+	return string(o.Via)
+}
+
+// shown writes "path → real" when the path is a link to another name.
+func (l *lib) shown() string {
+	if l.obj.Path == l.realGuest || l.realGuest == "" {
+		return l.obj.Path
+	}
+	return l.obj.Path + " → " + l.realGuest
+}
+
+func buildModel(ctx context.Context, d *diag) *model {
+	m := &model{}
+	opts := ldso.Options{
+		Root:          d.env.Root,
+		LDLibraryPath: d.opts.LDLibraryPath,
+		Preload:       d.opts.Preload,
+		PreloadSet:    d.opts.PreloadSet,
+		LookupEnv:     d.env.LookupEnv,
+	}
+	l, err := ldso.New(ctx, opts)
+	if err != nil {
+		m.err = err.Error()
+		return m
+	}
+	m.loader = l
+
+	// The main program: the target when it is a program, else the program
+	// that would load it (python3), else the first object of the target.
+	var mains []string
+	var mainIsTarget *targetObject
+	if t := d.target; t != nil && len(t.objects) == 1 && isProgram(t.objects[0].info) {
+		mains = []string{t.objects[0].host}
+		mainIsTarget = t.objects[0]
+	} else {
+		mains = d.programCandidates()
+	}
+	var p *ldso.Process
+	var tried []string
+	for _, cand := range mains {
+		p, err = l.Start(ctx, cand, ldso.AsExecuted)
+		if err == nil {
+			m.from = cand
+			break
+		}
+		tried = append(tried, err.Error())
+	}
+	if p == nil && d.target != nil {
+		for _, o := range d.target.objects {
+			if p, err = l.Start(ctx, o.host, ldso.AsListed); err == nil {
+				m.from, mainIsTarget = o.host, o
+				break
+			}
+			tried = append(tried, err.Error())
+		}
+	}
+	if p == nil {
+		m.err = "no program to model the loader with"
+		if len(tried) > 0 {
+			m.err += " (" + tried[len(tried)-1] + ")"
+		}
+		return m
+	}
+	m.proc = p
+	if d.target != nil {
+		for _, o := range d.target.objects {
+			if o == mainIsTarget || isProgram(o.info) {
+				continue // programs are not dlopen'ed
+			}
+			if _, err := p.Dlopen(ctx, o.host); err != nil {
+				m.dlerrs = append(m.dlerrs, err.Error())
+			}
+		}
+	}
+	m.result = p.Result()
+
+	// libcudart, the library that dlopens libcuda.so.1 on behalf of CUDA
+	// programs: its DT_RPATH chain is the one searched.
+	from := p.Main()
+	for _, o := range m.result.Objects {
+		if o.Found() && isCudart(o) {
+			lb := &lib{soname: soname(o), obj: o, loaded: true}
+			m.resolve(lb)
+			m.cudarts = append(m.cudarts, lb)
+			if from == p.Main() {
+				from = o
+			}
+		}
+	}
+	m.libcuda = m.find("libcuda.so.1", from)
+	m.nvml = m.find("libnvidia-ml.so.1", from)
+	return m
+}
+
+// programCandidates lists programs whose loader view stands for "a CUDA
+// program on this host": the given one, python3 on PATH, then a shell.
+func (d *diag) programCandidates() []string {
+	if d.opts.From != "" {
+		return []string{d.opts.From}
+	}
+	var out []string
+	if pathEnv, ok := d.env.LookupEnv("PATH"); ok {
+		for _, dir := range filepath.SplitList(pathEnv) {
+			if dir != "" && filepath.IsAbs(dir) {
+				out = append(out, d.env.path(filepath.Join(dir, "python3")))
+			}
+		}
+	}
+	for _, p := range []string{"/usr/bin/python3", "/bin/sh", "/usr/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env"} {
+		out = append(out, d.env.path(p))
+	}
+	return out
+}
+
+func (m *model) find(name string, from *ldso.Object) *lib {
+	s := m.proc.Find(name, from)
+	lb := &lib{soname: name, search: s}
+	switch {
+	case s.Loaded != nil:
+		lb.obj, lb.loaded = s.Loaded, true
+	case s.Found != nil:
+		lb.obj = s.Found
+	default:
+		return lb
+	}
+	m.resolve(lb)
+	return lb
+}
+
+// resolve follows the links behind the object's path.
+func (m *model) resolve(lb *lib) {
+	host := lb.obj.HostPath
+	if host == "" {
+		return
+	}
+	real, err := filepath.EvalSymlinks(host)
+	if err != nil {
+		real = host
+	}
+	lb.real = real
+	lb.realGuest = m.loader.GuestPath(real)
+}
+
+// tried summarises the search path entries a failed search went through.
+func (l *lib) tried(max int) string {
+	var dirs []string
+	seen := map[string]bool{}
+	for _, st := range l.search.Steps {
+		d := strings.TrimSuffix(st.Entry, "/")
+		if d == "" {
+			d = st.Source
+		}
+		if d == "" || seen[d] {
+			continue
+		}
+		seen[d] = true
+		dirs = append(dirs, d)
+	}
+	if len(dirs) > max {
+		return strings.Join(dirs[:max], ", ") + fmt.Sprintf(" and %d more", len(dirs)-max)
+	}
+	return strings.Join(dirs, ", ")
+}
+
+var cudartRE = regexp.MustCompile(`^libcudart(?:-[0-9a-f]+)?\.so\.(\d+)`)
+
+func isCudart(o *ldso.Object) bool {
+	for _, n := range objectNames(o) {
+		if cudartRE.MatchString(n) {
+			return true
+		}
+	}
+	return false
+}
+
+func soname(o *ldso.Object) string {
+	if o.Info != nil && o.Info.Soname != "" {
+		return o.Info.Soname
+	}
+	return o.Name
+}
+
+func objectNames(o *ldso.Object) []string {
+	names := append([]string{path.Base(o.Name)}, o.Names...)
+	if o.Info != nil && o.Info.Soname != "" {
+		names = append(names, o.Info.Soname)
+	}
+	return names
+}
+
+// cudaSonameRE matches the NVIDIA libraries whose soname major is the CUDA
+// major they belong to (libcufft, libcusparse, libcurand are versioned on
+// their own and say nothing).
+var cudaSonameRE = regexp.MustCompile(`^lib(cudart|cublas|cublasLt|nvrtc|nvJitLink|nvjpeg|nppc)(?:-[0-9a-f]+)?\.so\.(\d+)`)
+
+// targetMajor is the CUDA major the target needs: the libcudart soname in
+// its closure, else the sonames it needs (libcublas.so.13, ...); 0 when
+// it needs none. Where several majors appear the newest counts.
+func (d *diag) targetMajor() int {
+	maj, _, _ := d.targetCUDA()
+	return maj
+}
+
+// targetCUDA returns the major, the minor when a libcudart's file name
+// tells it (libcudart.so.12.8.90; else -1), and the evidence.
+func (d *diag) targetCUDA() (major, minor int, why string) {
+	minor = -1
+	best := func(names []string, re *regexp.Regexp) (int, string) {
+		m, w := 0, ""
+		for _, n := range names {
+			if sm := re.FindStringSubmatch(path.Base(n)); sm != nil {
+				v, _ := strconv.Atoi(sm[len(sm)-1])
+				if v > m {
+					m, w = v, path.Base(n)
+				}
+			}
+		}
+		return m, w
+	}
+	if r := d.model.result; r != nil {
+		var names []string
+		for _, o := range r.Objects {
+			names = append(names, objectNames(o)...)
+		}
+		if m, w := best(names, cudartRE); m > 0 {
+			major, why = m, w+" in its closure"
+			for _, c := range d.model.cudarts {
+				if maj, min, ok := cudartFileVersion(c.realGuest); ok && maj == major {
+					minor = min
+				}
+			}
+			return major, minor, why
+		}
+	}
+	var needed []string
+	for _, o := range d.target.objects {
+		needed = append(needed, o.info.Needed...)
+	}
+	if r := d.model.result; r != nil {
+		for _, o := range r.Objects {
+			if o.Info != nil {
+				needed = append(needed, o.Info.Needed...)
+			}
+		}
+	}
+	if m, w := best(needed, cudaSonameRE); m > 0 {
+		return m, minor, "it needs " + w
+	}
+	return 0, minor, ""
+}
+
+var cudartFileRE = regexp.MustCompile(`libcudart\.so\.(\d+)\.(\d+)\.\d+$`)
+
+func cudartFileVersion(p string) (int, int, bool) {
+	m := cudartFileRE.FindStringSubmatch(p)
+	if m == nil {
+		return 0, 0, false
+	}
+	a, _ := strconv.Atoi(m[1])
+	b, _ := strconv.Atoi(m[2])
+	return a, b, true
+}
+
+// libcudaFileRE reads the driver version from the name of the driver's
+// libcuda (libcuda.so.580.95.05); Jetson's and WSL's libcuda.so.1.1 say
+// nothing.
+var libcudaFileRE = regexp.MustCompile(`^libcuda\.so\.(\d{3,}\.\d+(?:\.\d+)?)$`)
+
+func libcudaFileVersion(p string) (version, bool) {
+	m := libcudaFileRE.FindStringSubmatch(path.Base(p))
+	if m == nil {
+		return version{}, false
+	}
+	return parseVersion(m[1])
+}
+
+// isStub reports a path inside a CUDA toolkit's stubs directory.
+func isStub(p string) bool {
+	for _, c := range strings.Split(p, "/") {
+		if c == "stubs" {
+			return true
+		}
+	}
+	return false
+}
+
+// isCompat reports the forward-compatibility libcuda of the cuda-compat
+// package (/usr/local/cuda-13.0/compat/libcuda.so.*).
+func isCompat(p string) bool {
+	for _, c := range strings.Split(p, "/") {
+		if c == "compat" {
+			return true
+		}
+	}
+	return false
+}
+
+// isProgram reports an executable, which dlopen refuses: ET_EXEC, or a
+// position-independent executable (DF_1_PIE).
+func isProgram(in *elfscan.Info) bool {
+	return in.Type == elf.ET_EXEC || in.Flags1&elf.DF_1_PIE != 0
+}

@@ -1,0 +1,52 @@
+package doctor
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteJSON writes the report as one JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the report for a terminal: one line per check, the
+// advice under it when there is something to do, and a closing count.
+func (r *Report) WriteText(w io.Writer) error {
+	width := 0
+	for _, c := range r.Checks {
+		width = max(width, len(c.ID))
+	}
+	var b strings.Builder
+	for _, c := range r.Checks {
+		fmt.Fprintf(&b, "%-4s  %-*s  %s\n", statusWord(c.Status), width, c.ID, c.Evidence)
+		if c.Advice != "" && c.Status != OK {
+			fmt.Fprintf(&b, "%-4s  %-*s  → %s\n", "", width, "", c.Advice)
+		}
+	}
+	s := r.Summary
+	fmt.Fprintf(&b, "\n%s, %s, %d ok\n", plural(s.Fail, "failure"), plural(s.Warn, "warning"), s.OK)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func statusWord(s Status) string {
+	switch s {
+	case Fail:
+		return "FAIL"
+	case Warn:
+		return "warn"
+	}
+	return "ok"
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
