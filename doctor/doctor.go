@@ -115,6 +115,7 @@ type Options struct {
 	Preload    []string
 	PreloadSet bool
 	// Probe runs ProbeCommand, which loads libcuda.so.1 and calls cuInit.
+	// It examines the machine doctor runs on, whatever Env.Root says.
 	Probe bool
 	// ProbeCommand is the probe's command line (see ProbeScript and
 	// ProbeChild); nil when this build has no way to load libcuda.

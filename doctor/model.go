@@ -149,7 +149,7 @@ func buildModel(ctx context.Context, d *diag) *model {
 	from := p.Main()
 	for _, o := range m.result.Objects {
 		if o.Found() && isCudart(o) {
-			lb := &lib{soname: soname(o), obj: o, loaded: true}
+			lb := &lib{soname: cudartName(o), obj: o, loaded: true}
 			m.resolve(lb)
 			m.cudarts = append(m.cudarts, lb)
 			if from == p.Main() {
@@ -243,9 +243,13 @@ func isCudart(o *ldso.Object) bool {
 	return false
 }
 
-func soname(o *ldso.Object) string {
-	if o.Info != nil && o.Info.Soname != "" {
-		return o.Info.Soname
+// cudartName is the libcudart soname an object was loaded under: the
+// name it was needed by, else its own soname.
+func cudartName(o *ldso.Object) string {
+	for _, n := range objectNames(o) {
+		if cudartRE.MatchString(n) {
+			return n
+		}
 	}
 	return o.Name
 }

@@ -195,9 +195,6 @@ func parseProbe(out []byte) *ProbeResult {
 }
 
 func (d *diag) runProbe(ctx context.Context) *ProbeResult {
-	if d.env.Root != "" {
-		return &ProbeResult{Skipped: "the probe loads this host's libcuda; it does not run with --root"}
-	}
 	if len(d.opts.ProbeCommand) == 0 {
 		return &ProbeResult{Skipped: "this cudadeps cannot load libraries itself (a static build) and no python3 was found to do it"}
 	}

@@ -185,8 +185,8 @@ func (d *diag) staticRuntimeObjects() []string {
 	}
 	out := []string{}
 	for _, o := range d.target.objects {
-		if needsCudart(o.info) {
-			continue
+		if needsCudart(o.info) || cudartRE.MatchString(o.info.Soname) || cudartRE.MatchString(path.Base(o.host)) {
+			continue // a libcudart is the runtime, not a user of it
 		}
 		if defs, err := elfscan.LookupSymbolsFile(o.host, "__cudaRegisterFatBinary"); err == nil && len(defs) > 0 {
 			out = append(out, o.rel)
@@ -314,6 +314,12 @@ func (d *diag) checkShims() Check {
 			}
 		default:
 			fs = append(fs, d.cudartSymbols(lb)...)
+		}
+		for _, w := range m.result.Warnings {
+			if strings.HasPrefix(w, lb.obj.Path+": no version information available") {
+				fs = append(fs, finding{Warn, fmt.Sprintf("%s (%s) defines no symbol versions: ld.so warns %q and binds its symbols unversioned", name, base, strings.TrimPrefix(w, lb.obj.Path+": ")),
+					fmt.Sprintf("give the shim the version script of NVIDIA's %s, or put NVIDIA's first", name)})
+			}
 		}
 		for _, ve := range m.result.VersionErrors {
 			if ve.Provider == lb.obj && !ve.Weak {

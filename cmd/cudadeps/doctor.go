@@ -47,6 +47,9 @@ fails, 1 otherwise.`,
 			if probeChild {
 				return exitWith(doctor.ProbeChild(a.stdout))
 			}
+			if probe && a.opts.root != "" {
+				return usageError("--probe loads this machine's libcuda.so.1; it cannot examine the system under --root %s", a.opts.root)
+			}
 			opts := doctor.Options{
 				Env:          doctor.Env{Root: a.opts.root},
 				Probe:        probe,

@@ -1,0 +1,244 @@
+package doctor
+
+import (
+	"context"
+	"debug/elf"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/elftest"
+)
+
+// fakeHost is a machine built in a directory: the files doctor reads under
+// Env.Root, an environment, an access table and a probe.
+type fakeHost struct {
+	t      *testing.T
+	root   string
+	env    map[string]string
+	denied map[string]bool // guest paths access(2) refuses
+	exec   ExecFunc
+}
+
+const interp = "/lib64/ld-linux-x86-64.so.2"
+
+// newBareHost is a Linux system without any NVIDIA software: a loader, a
+// libc, a shell to model the loader with.
+func newBareHost(t *testing.T) *fakeHost {
+	t.Helper()
+	h := &fakeHost{t: t, root: t.TempDir(), env: map[string]string{}, denied: map[string]bool{}}
+	h.elf(interp, elftest.Spec{Soname: "ld-linux-x86-64.so.2", VersionDefs: []string{"GLIBC_2.2.5", "GLIBC_2.3"}})
+	h.elf("/lib64/libc.so.6", elftest.Spec{
+		Soname: "libc.so.6", Interp: interp, Needed: []string{"ld-linux-x86-64.so.2"},
+		VersionDefs: []string{"GLIBC_2.2.5", "GLIBC_2.34", "GLIBC_2.38"},
+		Symbols: []elftest.Symbol{
+			{Name: "dlsym", Defined: true, Func: true, Version: "GLIBC_2.34"},
+			{Name: "malloc", Defined: true, Func: true, Version: "GLIBC_2.2.5"},
+		},
+	})
+	h.elf("/bin/sh", elftest.Spec{Type: elf.ET_DYN, Flags1: elf.DF_1_PIE, Interp: interp, Needed: []string{"libc.so.6"}})
+	h.dir("/usr/lib64")
+	return h
+}
+
+// newGPUHost is a healthy host: driver 580.95.05, two GPUs with their
+// device files, the driver's libcuda and libnvidia-ml in /usr/lib64.
+func newGPUHost(t *testing.T) *fakeHost {
+	h := newBareHost(t)
+	h.kernel("580.95.05", true)
+	h.devices(2, true)
+	h.driverLibs("/usr/lib64", "580.95.05")
+	return h
+}
+
+func (h *fakeHost) path(guest string) string { return filepath.Join(h.root, guest) }
+
+func (h *fakeHost) dir(guest string) {
+	h.t.Helper()
+	if err := os.MkdirAll(h.path(guest), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *fakeHost) file(guest, body string) {
+	h.t.Helper()
+	h.dir(filepath.Dir(guest))
+	if err := os.WriteFile(h.path(guest), []byte(body), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *fakeHost) remove(guest string) {
+	h.t.Helper()
+	if err := os.RemoveAll(h.path(guest)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *fakeHost) elf(guest string, spec elftest.Spec) {
+	h.t.Helper()
+	if err := elftest.Write(h.path(guest), spec); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *fakeHost) link(guest, target string) {
+	h.t.Helper()
+	h.dir(filepath.Dir(guest))
+	if err := os.Symlink(target, h.path(guest)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// kernel writes /proc/driver/nvidia/version as the driver does.
+func (h *fakeHost) kernel(v string, open bool) {
+	line := "NVRM version: NVIDIA UNIX x86_64 Kernel Module  " + v + "  Tue Sep 23 09:46:41 UTC 2025\n"
+	if open {
+		line = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  " + v + "  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:46:41 UTC 2025\n"
+	}
+	h.file("/proc/driver/nvidia/version", line+"GCC version:  gcc version 12.2.0 (Debian 12.2.0-14+deb12u1)\n")
+}
+
+func (h *fakeHost) devices(n int, uvm bool) {
+	h.file("/dev/nvidiactl", "")
+	for i := 0; i < n; i++ {
+		h.file("/dev/nvidia"+itoa(i), "")
+		h.file("/proc/driver/nvidia/gpus/0000:0"+itoa(i)+":00.0/information", "Model: NVIDIA H100\n")
+	}
+	if uvm {
+		h.file("/dev/nvidia-uvm", "")
+		h.file("/dev/nvidia-uvm-tools", "")
+	}
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }
+
+// driverSymbols are the entry points of a real libcuda.so.1.
+func driverSymbols() []elftest.Symbol {
+	var s []elftest.Symbol
+	for _, n := range []string{"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuGetProcAddress", "cuGetProcAddress_v2", "cuMemAlloc_v2"} {
+		s = append(s, elftest.Symbol{Name: n, Defined: true, Func: true})
+	}
+	return s
+}
+
+// driverLibs installs a driver's libcuda and libnvidia-ml in dir, named and
+// linked as the driver packages do.
+func (h *fakeHost) driverLibs(dir, v string) {
+	h.elf(dir+"/libcuda.so."+v, elftest.Spec{Soname: "libcuda.so.1", Needed: []string{"libc.so.6"}, Symbols: driverSymbols()})
+	h.link(dir+"/libcuda.so.1", "libcuda.so."+v)
+	h.elf(dir+"/libnvidia-ml.so."+v, elftest.Spec{Soname: "libnvidia-ml.so.1", Needed: []string{"libc.so.6"},
+		Symbols: []elftest.Symbol{{Name: "nvmlInit_v2", Defined: true, Func: true}, {Name: "nvmlDeviceGetCount_v2", Defined: true, Func: true}}})
+	h.link(dir+"/libnvidia-ml.so.1", "libnvidia-ml.so."+v)
+}
+
+// cudart is a libcudart.so.N with versioned definitions.
+func cudart(major string, syms ...string) elftest.Spec {
+	so := "libcudart.so." + major
+	spec := elftest.Spec{Soname: so, Needed: []string{"libc.so.6"}, VersionDefs: []string{so}}
+	for _, s := range syms {
+		spec.Symbols = append(spec.Symbols, elftest.Symbol{Name: s, Defined: true, Func: true, Version: so})
+	}
+	return spec
+}
+
+// cudartUser is a library that links libcudart.so.N and imports syms from
+// it, as nvcc-built shared libraries do.
+func cudartUser(soname, major string, rpath *string, syms ...string) elftest.Spec {
+	so := "libcudart.so." + major
+	spec := elftest.Spec{
+		Soname: soname, Needed: []string{so, "libc.so.6"}, RPath: rpath,
+		VersionNeeds: []elftest.VersionNeed{{File: so, Versions: []string{so}}},
+	}
+	for _, s := range syms {
+		spec.Symbols = append(spec.Symbols, elftest.Symbol{Name: s, Func: true, Version: so})
+	}
+	return spec
+}
+
+func (h *fakeHost) lookup(k string) (string, bool) {
+	v, ok := h.env[k]
+	return v, ok
+}
+
+func (h *fakeHost) access(p string, mode uint32) error {
+	rel, err := filepath.Rel(h.root, p)
+	if err == nil && h.denied["/"+rel] {
+		return os.ErrPermission
+	}
+	return nil
+}
+
+func (h *fakeHost) options() Options {
+	return Options{Env: Env{Root: h.root, LookupEnv: h.lookup, Access: h.access, Exec: h.exec}}
+}
+
+func (h *fakeHost) run(opts Options) *Report {
+	h.t.Helper()
+	rep, err := Run(context.Background(), opts)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return rep
+}
+
+func (h *fakeHost) report() *Report { return h.run(h.options()) }
+
+func (h *fakeHost) reportFor(target string) *Report {
+	opts := h.options()
+	opts.Target = h.path(target)
+	return h.run(opts)
+}
+
+func get(t *testing.T, r *Report, id string) Check {
+	t.Helper()
+	for _, c := range r.Checks {
+		if c.ID == id {
+			return c
+		}
+	}
+	t.Fatalf("no %s check in %+v", id, r.Checks)
+	return Check{}
+}
+
+// expect asserts a check's verdict and the words its evidence and advice
+// must carry.
+func expect(t *testing.T, r *Report, id string, s Status, evidence []string, advice ...string) Check {
+	t.Helper()
+	c := get(t, r, id)
+	if c.Status != s {
+		t.Errorf("%s: status %s, want %s\n  evidence: %s\n  advice: %s", id, c.Status, s, c.Evidence, c.Advice)
+	}
+	for _, w := range evidence {
+		if !strings.Contains(c.Evidence, w) {
+			t.Errorf("%s: evidence %q lacks %q", id, c.Evidence, w)
+		}
+	}
+	for _, w := range advice {
+		if !strings.Contains(c.Advice, w) {
+			t.Errorf("%s: advice %q lacks %q", id, c.Advice, w)
+		}
+	}
+	if s != OK && c.Advice == "" && len(advice) > 0 {
+		t.Errorf("%s: no advice", id)
+	}
+	return c
+}
+
+// onlyFailing asserts which checks do not pass; every other one must be ok.
+func onlyFailing(t *testing.T, r *Report, ids ...string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	for _, c := range r.Checks {
+		if c.Status != OK && !want[c.ID] {
+			t.Errorf("%s: unexpectedly %s: %s (%s)", c.ID, c.Status, c.Evidence, c.Advice)
+		}
+		if c.Status == OK && want[c.ID] {
+			t.Errorf("%s: unexpectedly ok: %s", c.ID, c.Evidence)
+		}
+	}
+}
