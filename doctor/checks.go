@@ -114,7 +114,7 @@ func (d *diag) checkLibcuda() Check {
 	lc := m.libcuda
 	if !lc.found() {
 		ev := "the loader finds no libcuda.so.1"
-		if t := lc.tried(4); t != "" {
+		if t := lc.tried(); t != "" {
 			ev += " (tried " + t + ")"
 		}
 		if lc.search.Problem != "" {
@@ -143,7 +143,7 @@ func (d *diag) checkLibcuda() Check {
 		case ldso.ViaCache, ldso.ViaDefault:
 			advice = fmt.Sprintf("take %s out of /etc/ld.so.conf.d (or delete the stub copied there) and run ldconfig", dir)
 		case ldso.ViaRPath, ldso.ViaRunPath:
-			advice = fmt.Sprintf("the needing object's %s points into %s: relink it without the stub directory", lc.how(), dir)
+			advice = fmt.Sprintf("the %s points into %s: relink without the stub directory", lc.how(), dir)
 		default:
 			advice = fmt.Sprintf("make the driver's libcuda.so.1 load instead of %s", lc.obj.Path)
 		}
@@ -177,7 +177,40 @@ func (d *diag) checkLibcuda() Check {
 	if hasUV {
 		where += ", driver " + uv.String()
 	}
-	return check(CheckLibcuda, OK, where, "")
+	fs := []finding{{OK, where, ""}}
+	if f, ok := d.tritonFinding(lc); ok {
+		fs = append(fs, f)
+	}
+	return combine(CheckLibcuda, fs)
+}
+
+// tritonFinding: Triton (torch.compile) does not ask the loader for
+// libcuda; it reads `ldconfig -p` (the ld.so.cache), then LD_LIBRARY_PATH,
+// unless TRITON_LIBCUDA_PATH names the directory, and stops with
+// "libcuda.so cannot found!" when neither lists it.
+func (d *diag) tritonFinding(lc *lib) (finding, bool) {
+	if v, _ := d.env.LookupEnv("TRITON_LIBCUDA_PATH"); v != "" {
+		return finding{}, false
+	}
+	cache, _ := d.model.loader.Cache()
+	if cache != nil {
+		for _, e := range cache.Entries {
+			if e.Name == "libcuda.so.1" {
+				return finding{}, false
+			}
+		}
+	}
+	llp, _ := d.env.LookupEnv("LD_LIBRARY_PATH")
+	if d.opts.LDLibraryPath != nil {
+		llp = *d.opts.LDLibraryPath
+	}
+	for _, dir := range strings.Split(llp, ":") {
+		if dir != "" && d.env.exists(path.Join(dir, "libcuda.so.1")) {
+			return finding{}, false
+		}
+	}
+	return finding{Warn, "libcuda.so.1 is neither in /etc/ld.so.cache nor in an LD_LIBRARY_PATH directory: Triton (torch.compile) looks for it there and stops with \"libcuda.so cannot found!\"",
+		fmt.Sprintf("run ldconfig as root, or set TRITON_LIBCUDA_PATH=%s", path.Dir(lc.obj.Path))}, true
 }
 
 func (d *diag) checkDevices() Check {

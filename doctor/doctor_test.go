@@ -14,7 +14,7 @@ func TestHealthyHost(t *testing.T) {
 	r := h.report()
 	onlyFailing(t, r)
 	expect(t, r, CheckDriver, OK, []string{"open kernel module 580.95.05", "runs CUDA 13.0 and older"})
-	expect(t, r, CheckLibcuda, OK, []string{"/usr/lib64/libcuda.so.1 → /usr/lib64/libcuda.so.580.95.05", "default directory", "driver 580.95.05"})
+	expect(t, r, CheckLibcuda, OK, []string{"/usr/lib64/libcuda.so.1 → /usr/lib64/libcuda.so.580.95.05", "(/etc/ld.so.cache)", "driver 580.95.05"})
 	expect(t, r, CheckDevices, OK, []string{"/dev/nvidiactl, /dev/nvidia0-1 and /dev/nvidia-uvm present and read-write"})
 	expect(t, r, CheckShims, OK, []string{"libcuda.so.1, libnvidia-ml.so.1"})
 	s := r.Summary
@@ -268,6 +268,43 @@ func TestStubOnLibraryPath(t *testing.T) {
 		opts.LDLibraryPath = &llp
 		r := h.run(opts)
 		expect(t, r, CheckLibcuda, Fail, []string{"stub"}, "LD_LIBRARY_PATH")
+	})
+}
+
+// TestStubInCache: the stubs directory listed in /etc/ld.so.conf.d, with
+// the link ldconfig made there, put first.
+func TestStubInCache(t *testing.T) {
+	stubs := "/usr/local/cuda/lib64/stubs"
+	h := newGPUHost(t)
+	h.elf(stubs+"/libcuda.so", elftest.Spec{Soname: "libcuda.so.1", Symbols: driverSymbols()})
+	h.link(stubs+"/libcuda.so.1", "libcuda.so")
+	h.confDirs = []string{stubs}
+	r := h.report()
+	onlyFailing(t, r, CheckLibcuda)
+	expect(t, r, CheckLibcuda, Fail, []string{stubs + "/libcuda.so.1", "(/etc/ld.so.cache)", "stub"}, "take "+stubs+" out of /etc/ld.so.conf.d", "ldconfig")
+}
+
+// TestTritonLibcudaLookup: the loader finds libcuda in a default directory,
+// but Triton reads ldconfig -p and LD_LIBRARY_PATH only.
+func TestTritonLibcudaLookup(t *testing.T) {
+	t.Run("no-cache", func(t *testing.T) {
+		h := newGPUHost(t)
+		h.noCache = true
+		r := h.report()
+		onlyFailing(t, r, CheckLibcuda)
+		expect(t, r, CheckLibcuda, Warn, []string{"(default directory)", "libcuda.so cannot found!"}, "run ldconfig as root", "TRITON_LIBCUDA_PATH=/usr/lib64")
+	})
+	t.Run("ld-library-path", func(t *testing.T) {
+		h := newGPUHost(t)
+		h.noCache = true
+		h.env["LD_LIBRARY_PATH"] = "/usr/lib64"
+		expect(t, h.report(), CheckLibcuda, OK, []string{"(LD_LIBRARY_PATH)"})
+	})
+	t.Run("triton-variable", func(t *testing.T) {
+		h := newGPUHost(t)
+		h.noCache = true
+		h.env["TRITON_LIBCUDA_PATH"] = "/usr/lib64"
+		expect(t, h.report(), CheckLibcuda, OK, []string{"(default directory)"})
 	})
 }
 

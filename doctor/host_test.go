@@ -1,13 +1,20 @@
 package doctor
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
+	"encoding/binary"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/elftest"
 )
 
@@ -19,6 +26,11 @@ type fakeHost struct {
 	env    map[string]string
 	denied map[string]bool // guest paths access(2) refuses
 	exec   ExecFunc
+	// confDirs are the directories of /etc/ld.so.conf.d, searched before
+	// the default ones when the cache is built; noCache leaves the host
+	// without /etc/ld.so.cache (ldconfig never ran).
+	confDirs []string
+	noCache  bool
 }
 
 const interp = "/lib64/ld-linux-x86-64.so.2"
@@ -176,6 +188,9 @@ func (h *fakeHost) options() Options {
 
 func (h *fakeHost) run(opts Options) *Report {
 	h.t.Helper()
+	if !h.noCache {
+		h.ldconfig()
+	}
 	rep, err := Run(context.Background(), opts)
 	if err != nil {
 		h.t.Fatal(err)
@@ -241,4 +256,92 @@ func onlyFailing(t *testing.T, r *Report, ids ...string) {
 			t.Errorf("%s: unexpectedly ok: %s", c.ID, c.Evidence)
 		}
 	}
+}
+
+// ldconfig writes /etc/ld.so.cache as ldconfig would for the libraries of
+// confDirs and the default directories: each object's soname, mapped to
+// the file of that name in its directory.
+func (h *fakeHost) ldconfig() {
+	h.t.Helper()
+	type entry struct{ key, value string }
+	var entries []entry
+	seen := map[string]bool{}
+	for _, dir := range append(slices.Clone(h.confDirs), "/lib64", "/usr/lib64") {
+		ents, _ := os.ReadDir(h.path(dir))
+		for _, e := range ents {
+			info, err := elfscan.ReadFile(h.path(path.Join(dir, e.Name())))
+			if err != nil || info.Soname == "" || seen[info.Soname] {
+				continue
+			}
+			if _, err := os.Stat(h.path(path.Join(dir, info.Soname))); err != nil {
+				continue
+			}
+			seen[info.Soname] = true
+			entries = append(entries, entry{info.Soname, path.Join(dir, info.Soname)})
+		}
+	}
+	// ld.so searches the entries with _dl_cache_libcmp, descending.
+	sort.Slice(entries, func(i, j int) bool { return libcmpTest(entries[i].key, entries[j].key) > 0 })
+	const headerSize, entrySize = 48, 24
+	var strs bytes.Buffer
+	strBase := headerSize + entrySize*len(entries)
+	b := make([]byte, strBase)
+	copy(b, "glibc-ld.so.cache1.1")
+	binary.LittleEndian.PutUint32(b[20:], uint32(len(entries)))
+	b[28] = 2 // little-endian
+	for i, e := range entries {
+		at := headerSize + i*entrySize
+		binary.LittleEndian.PutUint32(b[at:], 0x0303) // libc6, x86-64
+		binary.LittleEndian.PutUint32(b[at+4:], uint32(strBase+strs.Len()))
+		strs.WriteString(e.key + "\x00")
+		binary.LittleEndian.PutUint32(b[at+8:], uint32(strBase+strs.Len()))
+		strs.WriteString(e.value + "\x00")
+	}
+	binary.LittleEndian.PutUint32(b[24:], uint32(strs.Len()))
+	h.file("/etc/ld.so.cache", string(append(b, strs.Bytes()...)))
+}
+
+// libcmpTest is glibc's _dl_cache_libcmp: runs of digits compare as numbers.
+func libcmpTest(a, b string) int {
+	for a != "" && b != "" {
+		if isDigit(a[0]) && isDigit(b[0]) {
+			i, j := 0, 0
+			for i < len(a) && isDigit(a[i]) {
+				i++
+			}
+			for j < len(b) && isDigit(b[j]) {
+				j++
+			}
+			x, _ := strconv.Atoi(a[:i])
+			y, _ := strconv.Atoi(b[:j])
+			if x != y {
+				return cmpInt(x, y)
+			}
+			a, b = a[i:], b[j:]
+			continue
+		}
+		if isDigit(a[0]) {
+			return 1
+		}
+		if isDigit(b[0]) {
+			return -1
+		}
+		if a[0] != b[0] {
+			return cmpInt(int(a[0]), int(b[0]))
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmpInt(len(a), len(b))
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func cmpInt(x, y int) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
 }

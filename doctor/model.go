@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -58,12 +59,10 @@ func viaText(o *ldso.Object) string {
 		return "/etc/ld.so.cache"
 	case ldso.ViaDefault:
 		return "default directory"
-	case ldso.ViaRPath:
-		return "DT_RPATH"
-	case ldso.ViaRunPath:
-		return "DT_RUNPATH"
-	case ldso.ViaPreload:
-		return o.From
+	case ldso.ViaPreload, ldso.ViaRPath, ldso.ViaRunPath:
+		if o.From != "" {
+			return o.From // "RPATH of /x/liba.so ($ORIGIN/../lib)"
+		}
 	}
 	if o.From != "" {
 		return o.From
@@ -211,25 +210,38 @@ func (m *model) resolve(lb *lib) {
 	lb.realGuest = m.loader.GuestPath(real)
 }
 
-// tried summarises the search path entries a failed search went through.
-func (l *lib) tried(max int) string {
-	var dirs []string
-	seen := map[string]bool{}
+// tried summarises a failed search: each rule the loader went through, in
+// order, with its entries when they are few.
+func (l *lib) tried() string {
+	type rule struct {
+		source  string
+		entries []string
+	}
+	var rules []*rule
+	index := map[string]*rule{}
 	for _, st := range l.search.Steps {
-		d := strings.TrimSuffix(st.Entry, "/")
-		if d == "" {
-			d = st.Source
+		r, ok := index[st.Source]
+		if !ok {
+			r = &rule{source: st.Source}
+			index[st.Source] = r
+			rules = append(rules, r)
 		}
-		if d == "" || seen[d] {
-			continue
+		if e := strings.TrimSuffix(st.Entry, "/"); e != "" && !slices.Contains(r.entries, e) {
+			r.entries = append(r.entries, e)
 		}
-		seen[d] = true
-		dirs = append(dirs, d)
 	}
-	if len(dirs) > max {
-		return strings.Join(dirs[:max], ", ") + fmt.Sprintf(" and %d more", len(dirs)-max)
+	var parts []string
+	for _, r := range rules {
+		switch {
+		case len(r.entries) == 0:
+			parts = append(parts, r.source)
+		case len(r.entries) <= 4:
+			parts = append(parts, r.source+" "+strings.Join(r.entries, ":"))
+		default:
+			parts = append(parts, fmt.Sprintf("%s (%d entries)", r.source, len(r.entries)))
+		}
 	}
-	return strings.Join(dirs, ", ")
+	return strings.Join(parts, ", ")
 }
 
 var cudartRE = regexp.MustCompile(`^libcudart(?:-[0-9a-f]+)?\.so\.(\d+)`)

@@ -42,7 +42,12 @@ fails, 1 otherwise.`,
 		Example: `  cudadeps doctor
   cudadeps doctor --probe
   cudadeps doctor /path/to/site-packages/torch --json`,
-		Args: cobra.MaximumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageError("doctor takes at most one TARGET, got %d: %q", len(args), args)
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if probeChild {
 				return exitWith(doctor.ProbeChild(a.stdout))

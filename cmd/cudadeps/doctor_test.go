@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/elftest"
+)
+
+// gpuRoot builds a host with driver 580.95.05, one GPU and the driver's
+// libcuda in a directory, for --root.
+func gpuRoot(t *testing.T, uvm bool) string {
+	t.Helper()
+	root := t.TempDir()
+	write := func(p, body string) {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obj := func(p string, spec elftest.Spec) {
+		if err := elftest.Write(filepath.Join(root, p), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := func(p, target string) {
+		if err := os.Symlink(target, filepath.Join(root, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const interp = "/lib64/ld-linux-x86-64.so.2"
+	obj(interp, elftest.Spec{Soname: "ld-linux-x86-64.so.2", VersionDefs: []string{"GLIBC_2.3"}})
+	obj("/lib64/libc.so.6", elftest.Spec{Soname: "libc.so.6", Interp: interp, VersionDefs: []string{"GLIBC_2.2.5", "GLIBC_2.38"}})
+	obj("/bin/sh", elftest.Spec{Interp: interp, Flags1: elf.DF_1_PIE, Needed: []string{"libc.so.6"}})
+	var syms []elftest.Symbol
+	for _, n := range []string{"cuInit", "cuGetProcAddress_v2", "cuDriverGetVersion"} {
+		syms = append(syms, elftest.Symbol{Name: n, Defined: true, Func: true})
+	}
+	obj("/usr/lib64/libcuda.so.580.95.05", elftest.Spec{Soname: "libcuda.so.1", Symbols: syms})
+	link("/usr/lib64/libcuda.so.1", "libcuda.so.580.95.05")
+	obj("/usr/local/cuda/lib64/stubs/libcuda.so", elftest.Spec{Soname: "libcuda.so.1", Symbols: syms})
+	link("/usr/local/cuda/lib64/stubs/libcuda.so.1", "libcuda.so")
+	write("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:46:41 UTC 2025\n")
+	write("/dev/nvidiactl", "")
+	write("/dev/nvidia0", "")
+	if uvm {
+		write("/dev/nvidia-uvm", "")
+	}
+	obj("/opt/hook/libhook.so", elftest.Spec{Soname: "libhook.so", Symbols: []elftest.Symbol{{Name: "cudaMalloc", Defined: true, Func: true}}})
+	return root
+}
+
+// quietEnv clears the variables doctor reads from this process.
+func quietEnv(t *testing.T) {
+	for _, k := range []string{"CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "LD_PRELOAD", "NVIDIA_VISIBLE_DEVICES",
+		"NVIDIA_DRIVER_CAPABILITIES", "KUBERNETES_SERVICE_HOST", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER", "container"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+}
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestDoctorHealthyJSON(t *testing.T) {
+	quietEnv(t)
+	root := gpuRoot(t, true)
+	code, out, stderr := runCLI("doctor", "--root", root, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	var rep struct {
+		Checks []struct {
+			ID, Status, Evidence, Advice string
+		} `json:"checks"`
+		Summary struct {
+			Status  string `json:"status"`
+			OK      int    `json:"ok"`
+			Driver  string `json:"driver"`
+			Libcuda string `json:"libcuda"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rep.Summary.Status != "ok" || rep.Summary.OK != len(rep.Checks) || rep.Summary.Driver != "580.95.05" ||
+		rep.Summary.Libcuda != "/usr/lib64/libcuda.so.580.95.05" {
+		t.Errorf("summary %+v", rep.Summary)
+	}
+	if len(rep.Checks) != 8 || rep.Checks[0].ID != "driver" {
+		t.Errorf("checks %+v", rep.Checks)
+	}
+}
+
+func TestDoctorFailureExitAndText(t *testing.T) {
+	quietEnv(t)
+	root := gpuRoot(t, false)
+	code, out, _ := runCLI("doctor", "--root", root)
+	if code != exitError {
+		t.Errorf("exit %d, want %d", code, exitError)
+	}
+	if !strings.Contains(out, "FAIL  devices") || !strings.Contains(out, "no /dev/nvidia-uvm") || !strings.Contains(out, "→ sudo modprobe nvidia-uvm") {
+		t.Errorf("output:\n%s", out)
+	}
+	if !strings.HasSuffix(out, "1 failure, 0 warnings, 7 ok\n") {
+		t.Errorf("closing line of\n%s", out)
+	}
+}
+
+func TestDoctorLoaderFlags(t *testing.T) {
+	quietEnv(t)
+	root := gpuRoot(t, true)
+	stubs := "/usr/local/cuda/lib64/stubs"
+	code, out, _ := runCLI("doctor", "--root", root, "--ld-library-path", stubs)
+	if code != exitError || !strings.Contains(out, "FAIL  libcuda") || !strings.Contains(out, "CUDA_ERROR_STUB_LIBRARY") {
+		t.Errorf("--ld-library-path %s: exit %d\n%s", stubs, code, out)
+	}
+	// An empty --ld-library-path replaces a stub-laden $LD_LIBRARY_PATH.
+	t.Setenv("LD_LIBRARY_PATH", stubs)
+	if code, out, _ := runCLI("doctor", "--root", root, "--ld-library-path", ""); code != exitOK {
+		t.Errorf("--ld-library-path \"\": exit %d\n%s", code, out)
+	}
+	if code, out, _ := runCLI("doctor", "--root", root); code != exitError || !strings.Contains(out, "LD_LIBRARY_PATH") {
+		t.Errorf("$LD_LIBRARY_PATH: exit %d\n%s", code, out)
+	}
+	os.Unsetenv("LD_LIBRARY_PATH")
+	code, out, _ = runCLI("doctor", "--root", root, "--preload", "/opt/hook/libhook.so")
+	if code != exitOK || !strings.Contains(out, "warn  interposers") || !strings.Contains(out, "interposes cudaMalloc") {
+		t.Errorf("--preload: exit %d\n%s", code, out)
+	}
+}
+
+func TestDoctorTarget(t *testing.T) {
+	quietEnv(t)
+	root := gpuRoot(t, true)
+	lib := filepath.Join(root, "opt/app/libapp.so")
+	if err := elftest.Write(lib, elftest.Spec{Soname: "libapp.so", Needed: []string{"libcudart.so.13"}}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runCLI("doctor", "--root", root, lib)
+	if code != exitOK || !strings.Contains(out, "libapp.so needs CUDA 13 (libcudart.so.13 in its closure)") || !strings.Contains(out, "static-runtime") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+}
+
+func TestDoctorBadInput(t *testing.T) {
+	quietEnv(t)
+	root := gpuRoot(t, true)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"doctor", "--root", root, filepath.Join(root, "nonexistent")}, "no such file or directory"},
+		{[]string{"doctor", "--root", root, "--probe"}, "--probe loads this machine's libcuda.so.1"},
+		{[]string{"doctor", "a", "b"}, "at most one TARGET"},
+		{[]string{"doctor", "--probe-timeout", "soon"}, "invalid argument"},
+	} {
+		code, out, stderr := runCLI(c.args...)
+		if code != exitUsage || out != "" || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", c.args[1:], code, out, stderr)
+		}
+	}
+}
+
+func TestDoctorProbeChildHidden(t *testing.T) {
+	_, help, _ := runCLI("doctor", "--help")
+	if strings.Contains(help, "probe-child") || !strings.Contains(help, "--probe ") {
+		t.Errorf("help:\n%s", help)
+	}
+}
