@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/doctor"
 	"github.com/cudadeps/cudadeps/internal/elftest"
 )
 
@@ -59,8 +60,10 @@ func gpuRoot(t *testing.T, uvm bool) string {
 	return root
 }
 
-// quietEnv clears the variables doctor reads from this process.
+// quietEnv clears the variables doctor reads from this process. The fake
+// roots have no ld.so.cache, so Triton is told where libcuda is.
 func quietEnv(t *testing.T) {
+	t.Setenv("TRITON_LIBCUDA_PATH", "/usr/lib64")
 	for _, k := range []string{"CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "LD_PRELOAD", "NVIDIA_VISIBLE_DEVICES",
 		"NVIDIA_DRIVER_CAPABILITIES", "KUBERNETES_SERVICE_HOST", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER", "container"} {
 		t.Setenv(k, "")
@@ -178,5 +181,15 @@ func TestDoctorProbeChildHidden(t *testing.T) {
 	_, help, _ := runCLI("doctor", "--help")
 	if strings.Contains(help, "probe-child") || !strings.Contains(help, "--probe ") {
 		t.Errorf("help:\n%s", help)
+	}
+}
+
+func TestDoctorProbeChildStatic(t *testing.T) {
+	if doctor.DlopenProbe {
+		t.Skip("the dlopen build's child is tested in package doctor")
+	}
+	code, out, _ := runCLI("doctor", "--probe-child")
+	if code != exitError || !strings.HasPrefix(out, "error dlopen ") || !strings.Contains(out, "-tags dlprobe") {
+		t.Errorf("exit %d, output %q", code, out)
 	}
 }
