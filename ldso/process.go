@@ -59,8 +59,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	host := absolute(file)
-	l.fs.addTree(filepath.Dir(host))
+	guest, host := l.locate(file)
 	fi := l.open(host)
 	if fi.err != nil {
 		return nil, mainError(file, fi.err)
@@ -92,7 +91,6 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	}
 	p.sysdirs = &pathList{via: ViaDefault, source: "system search path", dirs: sys, key: listKey(ViaDefault, sys)}
 
-	guest := l.fs.guestPath(host)
 	main := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaMain, Info: in, id: fi.id, lname: guest}
 	main.origin = path.Dir(guest)
 	if mode == AsExecuted {
@@ -262,7 +260,7 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 	}
 	o := &Object{
 		Name: name, Names: []string{name}, Path: f.guest, HostPath: f.host,
-		Via: f.via, From: f.from, Loader: loader, Info: f.fi.info, id: f.fi.id,
+		Via: f.via, From: f.from, Entry: f.entry, Source: f.owner, Loader: loader, Info: f.fi.info, id: f.fi.id,
 		origin: path.Dir(f.guest), lname: f.guest,
 	}
 	if f.via == ViaPath && !path.IsAbs(f.guest) {
@@ -292,9 +290,10 @@ func (p *Process) loadDeps(start []*Object) {
 	}
 	for i := 0; i < len(queue); i++ {
 		o := queue[i]
-		if o.faked || o.Info == nil {
+		if o.faked || o.Info == nil || o.depsDone {
 			continue
 		}
+		o.depsDone = true
 		for _, name := range o.Info.Needed {
 			// Tokens in a NEEDED entry are expanded first; the expanded
 			// string is the name the object is known by.
@@ -305,6 +304,7 @@ func (p *Process) loadDeps(start []*Object) {
 			}
 			dep := p.mapObject(name, o, nil, false)
 			dep.addNeededBy(o)
+			o.Deps = append(o.Deps, dep)
 			if !queued[dep] {
 				queued[dep] = true
 				queue = append(queue, dep)
@@ -370,9 +370,7 @@ func (p *Process) Dlopen(ctx context.Context, file string) (*Object, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	host := absolute(file)
-	p.l.fs.addTree(filepath.Dir(host))
-	guest := p.l.fs.guestPath(host)
+	guest, host := p.l.locate(file)
 	before := len(p.objs)
 	o := p.mapObject(guest, nil, nil, true)
 	if o == nil {
@@ -481,10 +479,30 @@ func (p *Process) Find(name string, from *Object) *Search {
 	s.Steps = t.steps
 	s.Problem = f.problem
 	if f.ok {
-		s.Found = &Object{Name: name, Path: f.guest, HostPath: f.host, Via: f.via, From: f.from, Info: f.fi.info, Loader: from}
+		s.Found = &Object{Name: name, Path: f.guest, HostPath: f.host, Via: f.via, From: f.from, Entry: f.entry, Source: f.owner, Info: f.fi.info, Loader: from}
 	}
 	return s
 }
 
 // Objects returns the process's objects in load order.
 func (p *Process) Objects() []*Object { return append([]*Object(nil), p.objs...) }
+
+// locate turns a path given by the caller into the loader's path and the
+// file on this machine: a member of a mounted wheel, a file inside the root
+// (seen without the root prefix), or any other file (reachable as itself).
+func (l *Loader) locate(file string) (guest, host string) {
+	if o, rel, isDir, ok := l.fs.lookupOverlay(file); ok && !isDir {
+		return path.Clean(file), o.handle(rel)
+	}
+	host = absolute(file)
+	l.fs.addTree(filepath.Dir(host))
+	return l.fs.guestPath(host), host
+}
+
+// Info reads the dynamic-linking facts of a file (or mounted wheel member)
+// through the loader's cache.
+func (l *Loader) Info(file string) (*elfscan.Info, error) {
+	_, host := l.locate(file)
+	fi := l.open(host)
+	return fi.info, fi.err
+}

@@ -36,14 +36,21 @@ type Object struct {
 	// HostPath is the same file on this machine (differs under a root).
 	HostPath string
 	Via      Via
-	// From describes the search list entry that found it, e.g.
-	// "RPATH of /site-packages/torch/lib/libtorch_cuda.so ($ORIGIN/../../nvidia/cu13/lib)".
+	// From names the search list that found it ("RPATH of
+	// /site-packages/torch/lib/libtorch_cuda.so", "LD_LIBRARY_PATH",
+	// "/etc/ld.so.cache", "system search path").
 	From string
+	// Entry is the entry of that list, as written ("$ORIGIN/../lib").
+	Entry string
+	// Source is the object whose DT_RPATH or DT_RUNPATH found it.
+	Source *Object
 	// Loader is the object whose NEEDED entry first brought it in.
 	Loader *Object
 	// NeededBy lists every object whose NEEDED entry it satisfied, in order.
 	NeededBy []*Object
-	Info     *elfscan.Info
+	// Deps are the objects that answered its NEEDED entries, in order.
+	Deps []*Object
+	Info *elfscan.Info
 	// Problem explains a miss beyond "no such file": candidates rejected for
 	// their class or machine, or a file the loader refuses.
 	Problem string
@@ -54,6 +61,7 @@ type Object struct {
 	id       fileID
 	lname    string // the name ld.so matches requests against (l_name)
 	faked    bool
+	depsDone bool
 	lrpath   *pathList // cached DT_RPATH search list
 	lrunpath *pathList // cached DT_RUNPATH search list
 	origin   string
