@@ -100,6 +100,9 @@ func (f *rootFS) resolve(guest string) (string, bool) {
 		}
 		return o.handle(rel), true
 	}
+	// Under a wheel's mount, directories may exist only in the wheel, so the
+	// path is cleaned before the real files under the mount are looked at.
+	guest = f.cleanUnderMount(guest)
 	if f.root == "" {
 		if !f.mayExist(guest) {
 			return "", false
@@ -276,4 +279,19 @@ func (f *rootFS) readFile(guest string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: guest, Err: fs.ErrNotExist}
 	}
 	return os.ReadFile(host)
+}
+
+func (f *rootFS) cleanUnderMount(guest string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.overlays) == 0 || !path.IsAbs(guest) {
+		return guest
+	}
+	clean := path.Clean(guest)
+	for _, o := range f.overlays {
+		if clean == o.mount || strings.HasPrefix(clean, o.mount+"/") {
+			return clean
+		}
+	}
+	return guest
 }

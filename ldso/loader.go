@@ -109,8 +109,12 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 	if opts.LDLibraryPath != nil {
 		l.llp, l.hasLLP = *opts.LDLibraryPath, true
 	} else if v, ok := lookup("LD_LIBRARY_PATH"); ok {
-		// Set but empty still counts: an empty entry is the working directory.
 		l.llp, l.hasLLP = v, true
+	}
+	// ld.so treats an empty LD_LIBRARY_PATH as unset (empty entries inside a
+	// longer value are the working directory).
+	if l.llp == "" {
+		l.hasLLP = false
 	}
 	if opts.PreloadSet {
 		l.preload = splitPreload(strings.Join(opts.Preload, " "), " :")

@@ -15,6 +15,7 @@ import (
 // pathList is one search list of the loader: the DT_RPATH of an object, the
 // DT_RUNPATH of an object, LD_LIBRARY_PATH or the default directories.
 type pathList struct {
+	note   string // a rule that does not apply, for explanations only
 	via    Via
 	source string  // "RPATH of /x/liba.so", "LD_LIBRARY_PATH", ...
 	owner  *Object // the object whose RPATH or RUNPATH this is
@@ -322,8 +323,13 @@ func (t *tracer) add(s Step) {
 // loader, in order, with the rules of _dl_map_object.
 func (p *Process) searchLists(loader *Object, t *tracer) []*pathList {
 	var lists []*pathList
+	note := func(via Via, source, detail string) {
+		if t != nil {
+			lists = append(lists, &pathList{via: via, source: source, note: detail})
+		}
+	}
 	if loader != nil && loader.Info != nil && loader.Info.HasRunPath {
-		t.add(Step{Via: ViaRPath, Source: "DT_RPATH", Outcome: OutcomeSkipped, Detail: "not searched: " + loader.displayName() + " has DT_RUNPATH"})
+		note(ViaRPath, "DT_RPATH", "not searched: "+loader.displayName()+" has DT_RUNPATH")
 	} else {
 		didMain := false
 		for o := loader; o != nil; o = o.Loader {
@@ -338,19 +344,19 @@ func (p *Process) searchLists(loader *Object, t *tracer) []*pathList {
 			}
 		}
 		if len(lists) == 0 {
-			t.add(Step{Via: ViaRPath, Source: "DT_RPATH", Outcome: OutcomeSkipped, Detail: "no object in the load chain has DT_RPATH"})
+			note(ViaRPath, "DT_RPATH", "no object in the load chain has DT_RPATH")
 		}
 	}
 	if p.llp != nil {
 		lists = append(lists, p.llp)
 	} else {
-		t.add(Step{Via: ViaLDLibraryPath, Source: "LD_LIBRARY_PATH", Outcome: OutcomeSkipped, Detail: "not set"})
+		note(ViaLDLibraryPath, "LD_LIBRARY_PATH", "not set")
 	}
 	if loader != nil {
 		if rp := p.runpath(loader); rp != nil {
 			lists = append(lists, rp)
 		} else {
-			t.add(Step{Via: ViaRunPath, Source: "DT_RUNPATH", Outcome: OutcomeSkipped, Detail: loader.displayName() + " has no DT_RUNPATH"})
+			note(ViaRunPath, "DT_RUNPATH", loader.displayName()+" has no DT_RUNPATH")
 		}
 	}
 	return lists
@@ -449,6 +455,10 @@ func (p *Process) search(name string, loader *Object, t *tracer) found {
 func (p *Process) searchUncached(name string, lists []*pathList, nodeflib bool, t *tracer) found {
 	var rejected []string
 	for _, pl := range lists {
+		if pl.note != "" {
+			t.add(Step{Via: pl.via, Source: pl.source, Outcome: OutcomeSkipped, Detail: pl.note})
+			continue
+		}
 		if f, done := p.searchList(name, pl, t, &rejected); done {
 			return f
 		}
