@@ -238,6 +238,9 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 			return nil
 		}
 		o := &Object{Name: name, Names: []string{name}, Via: ViaNotFound, Loader: loader, Problem: f.problem, Fatal: f.fatal, faked: true}
+		if !strings.Contains(name, "/") {
+			o.Searched = p.searchedDirs(loader)
+		}
 		p.objs = append(p.objs, o)
 		return o
 	}
@@ -408,6 +411,7 @@ func (p *Process) Result() *Result {
 		for _, by := range o.NeededBy {
 			r.Missing[i].NeededBy = appendUnique(r.Missing[i].NeededBy, by)
 		}
+		r.Missing[i].Requests = append(r.Missing[i].Requests, o)
 		if r.Missing[i].Problem == "" {
 			r.Missing[i].Problem = o.Problem
 		}
@@ -505,4 +509,92 @@ func (l *Loader) Info(file string) (*elfscan.Info, error) {
 	_, host := l.locate(file)
 	fi := l.open(host)
 	return fi.info, fi.err
+}
+
+// searchedDirs lists the directories of the search lists a name needed by
+// loader goes through (not the cache or the default directories).
+func (p *Process) searchedDirs(loader *Object) []SearchDir {
+	var out []SearchDir
+	for _, pl := range p.searchLists(loader, nil) {
+		for _, d := range pl.dirs {
+			out = append(out, SearchDir{Via: pl.via, Source: pl.source, Entry: d.entry, Dir: d.dir})
+		}
+	}
+	return out
+}
+
+// Register counts the object at file as loaded, without loading what it
+// needs: a library of a distribution imported earlier, whose own
+// dependencies were the business of that import.
+func (p *Process) Register(ctx context.Context, file string) (*Object, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	guest, host := p.l.locate(file)
+	fi := p.l.open(host)
+	if fi.err != nil {
+		return nil, mainError(file, fi.err)
+	}
+	if fi.info.Class != p.want.class || fi.info.Machine != p.want.machine {
+		return nil, fmt.Errorf("%s: %s %s cannot be loaded into this process", file, fi.info.Class, machineName(fi.info.Machine))
+	}
+	if o := p.lookupLoaded(guest); o != nil {
+		return o, nil
+	}
+	for _, o := range p.objs {
+		if !o.faked && fi.id != (fileID{}) && o.id == fi.id {
+			return o, nil
+		}
+	}
+	o := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaLoaded, From: "already imported", Info: fi.info, id: fi.id, lname: guest, origin: path.Dir(guest), depsDone: true}
+	p.objs = append(p.objs, o)
+	return o, nil
+}
+
+// Reach is the part of the process that o brings in: o and everything its
+// NEEDED entries reach, in load order, with the misses and version errors
+// among them. It is the result of dlopen'ing o.
+func (p *Process) Reach(o *Object) *Result {
+	in := map[*Object]bool{o: true}
+	queue := []*Object{o}
+	for i := 0; i < len(queue); i++ {
+		for _, d := range queue[i].Deps {
+			if !in[d] {
+				in[d] = true
+				queue = append(queue, d)
+			}
+		}
+	}
+	r := &Result{Main: o, Arch: p.arch, Warnings: p.res.Warnings}
+	for _, x := range p.objs {
+		if in[x] {
+			r.Objects = append(r.Objects, x)
+		}
+	}
+	if p.rtld != nil && in[p.rtld] && !p.contains(p.rtld) {
+		r.Objects = append(r.Objects, p.rtld)
+	}
+	full := p.Result()
+	for _, m := range full.Missing {
+		var keep []*Object
+		var reqs []*Object
+		for _, req := range m.Requests {
+			if in[req] {
+				reqs = append(reqs, req)
+				for _, by := range req.NeededBy {
+					keep = appendUnique(keep, by)
+				}
+			}
+		}
+		if len(reqs) > 0 {
+			m.NeededBy, m.Requests = keep, reqs
+			r.Missing = append(r.Missing, m)
+		}
+	}
+	for _, v := range full.VersionErrors {
+		if in[v.Object] {
+			r.VersionErrors = append(r.VersionErrors, v)
+		}
+	}
+	return r
 }

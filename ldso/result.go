@@ -57,6 +57,11 @@ type Object struct {
 	// Fatal is set when the loader would stop here instead of going on: a
 	// file on the search path that is not a loadable object.
 	Fatal bool
+	// Searched are, for a name not found, the directories the loader
+	// searched besides its cache and default directories (RPATH, LD_LIBRARY_PATH,
+	// RUNPATH entries, in order): where a library could be placed for the
+	// loader to find it.
+	Searched []SearchDir
 
 	id       fileID
 	lname    string // the name ld.so matches requests against (l_name)
@@ -70,10 +75,21 @@ type Object struct {
 // Found reports whether the loader found the object.
 func (o *Object) Found() bool { return !o.faked }
 
+// SearchDir is one directory of a search list, as the loader expands it.
+type SearchDir struct {
+	Via    Via    `json:"via"`
+	Source string `json:"source"` // "RPATH of X", "LD_LIBRARY_PATH", "RUNPATH of X"
+	Entry  string `json:"entry"`  // as written
+	Dir    string `json:"dir"`    // expanded, as the loader sees it; "" is the working directory
+}
+
 // Miss is a name the loader could not find, with everything that needed it.
 type Miss struct {
 	Name     string
 	NeededBy []*Object
+	// Requests are the individual failed searches: who needed the name and
+	// which directories were searched for it.
+	Requests []*Object
 	// Problem explains a miss beyond "no such file" (wrong class, invalid).
 	Problem string
 	Fatal   bool
