@@ -129,6 +129,9 @@ func Import(ctx context.Context, manifests []*Manifest, opts ImportOptions) (*Ca
 				continue
 			}
 			rel := &Release{Version: mc.Version, Label: m.Label, Date: m.Date, CUDA: releaseCUDA, Pos: Pos{File: m.Name}}
+			if slices.ContainsFunc(mc.Archives, func(a *ManifestArchive) bool { return a.CUDAVariant != "" }) {
+				rel.CUDA = 0 // the variants say it per archive
+			}
 			for _, ma := range mc.Archives {
 				if !onPlatform(ma.Platform) {
 					continue

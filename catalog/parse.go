@@ -63,15 +63,16 @@ type archiveDoc struct {
 }
 
 var (
-	nameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9_]*$`)
-	sonameRE  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.so(\.[A-Za-z0-9_.+-]+)?$`)
-	versionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._+-]*$`)
-	dateRE    = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
-	variantRE = regexp.MustCompile(`^cuda[1-9][0-9]*$`)
-	sha256RE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	pathRE    = regexp.MustCompile(`^[A-Za-z0-9_+-][A-Za-z0-9._+-]*(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)*$`)
-	yamlLine  = regexp.MustCompile(`^(?:yaml: )?line ([0-9]+): (.*)$`)
-	inTypeRE  = regexp.MustCompile(` in type [A-Za-z0-9_.*\[\]]+`)
+	nameRE       = regexp.MustCompile(`^[a-z0-9][a-z0-9_]*$`)
+	sonameRE     = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.so(\.[A-Za-z0-9_.+-]+)?$`)
+	versionRE    = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._+-]*$`)
+	dateRE       = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
+	variantRE    = regexp.MustCompile(`^cuda[1-9][0-9]*$`)
+	sha256RE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	pathRE       = regexp.MustCompile(`^[A-Za-z0-9_+-][A-Za-z0-9._+-]*(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)*$`)
+	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line ([0-9]+): (.*)$`)
+	inTypeRE     = regexp.MustCompile(` in type [A-Za-z0-9_.*\[\]]+`)
+	unknownField = regexp.MustCompile(`^field (.+) not found$`)
 )
 
 // ValidSoname reports whether s looks like a shared object name (no path).
@@ -116,10 +117,13 @@ func yamlError(name string, err error) error {
 func lineError(name, msg string) error {
 	msg = strings.TrimSpace(msg)
 	msg = inTypeRE.ReplaceAllString(msg, "")
-	msg = strings.Replace(msg, "field ", "unknown key ", 1)
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
-		return &ParseError{Pos: Pos{File: name, Line: n}, Msg: m[2]}
+		text := m[2]
+		if f := unknownField.FindStringSubmatch(text); f != nil {
+			text = fmt.Sprintf("unknown key %q", f[1])
+		}
+		return &ParseError{Pos: Pos{File: name, Line: n}, Msg: text}
 	}
 	return &ParseError{Pos: Pos{File: name}, Msg: strings.TrimPrefix(msg, "yaml: ")}
 }

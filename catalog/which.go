@@ -294,9 +294,10 @@ func (c *Catalog) noFit(soname string, q Query, all, onPlatform []candidate) err
 			major = ms[0]
 		}
 	}
-	// A whole CUDA generation may skip a platform: CUDA 13 has no
+	// A whole toolkit generation may skip a platform: CUDA 13 has no
 	// linux-aarch64 archives, Jetson Thor uses linux-sbsa.
-	if major != 0 {
+	tied := slices.ContainsFunc(all, func(x candidate) bool { return x.rel.CUDA != 0 })
+	if major != 0 && tied {
 		if labels, missing := c.generationLacks(comp.Product, major, q.Platform); missing {
 			e.Reason = prefix + fmt.Sprintf("%s %s has no %s archives", title, strings.Join(labels, ", "), q.Platform)
 			if q.Platform == LinuxAarch64 && major >= 13 {
