@@ -1,0 +1,281 @@
+// Package lddtest runs the real dynamic loader (the host's ld.so, or the arm64 ld.so of a sysroot under qemu-aarch64-static) and parses what it prints, as the oracle for tests.
+package lddtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Line is one object line of `ld.so --list` output.
+type Line struct {
+	Name     string // the name the object was requested by
+	Path     string // where it was found; empty when not found
+	NotFound bool
+}
+
+func (l Line) String() string {
+	switch {
+	case l.NotFound:
+		return l.Name + " => not found"
+	case l.Name == l.Path:
+		return l.Path
+	}
+	return l.Name + " => " + l.Path
+}
+
+// VersionError is one "version `X' not found" diagnostic.
+type VersionError struct {
+	Provider, Version, RequiredBy string
+	Weak                          bool
+}
+
+// Output is the parsed trace of one object.
+type Output struct {
+	Lines         []Line
+	VersionErrors []VersionError
+	// Fatal is set when the loader stopped with an error.
+	Fatal string
+	// Warnings are diagnostics the loader survives (a preload it ignores).
+	Warnings []string
+	Static   bool
+	Raw      string
+}
+
+// RequireOracles reports whether missing oracle tools must fail the tests
+// (CI) instead of skipping them.
+func RequireOracles() bool { return os.Getenv("CUDADEPS_REQUIRE_ORACLES") == "1" }
+
+// Need skips (or, under CUDADEPS_REQUIRE_ORACLES=1, fails) a test when an
+// oracle it depends on is missing.
+func Need(t testing.TB, ok bool, format string, a ...any) {
+	t.Helper()
+	if ok {
+		return
+	}
+	msg := fmt.Sprintf(format, a...)
+	if RequireOracles() {
+		t.Fatalf("oracle unavailable (CUDADEPS_REQUIRE_ORACLES=1): %s", msg)
+	}
+	t.Skipf("oracle unavailable: %s", msg)
+}
+
+// HostLoader returns the host's x86_64 loader, if present.
+func HostLoader() (string, bool) {
+	for _, p := range []string{"/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"} {
+		if _, err := os.Stat(p); err == nil {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// Qemu returns the path of qemu-aarch64-static, if installed.
+func Qemu() (string, bool) {
+	p, err := exec.LookPath("qemu-aarch64-static")
+	return p, err == nil
+}
+
+// List runs the host's loader on file in trace mode, as ldd does
+// (LD_TRACE_LOADED_OBJECTS=1; `ld.so --list` would stop at the first
+// missing library instead of listing it), with exactly the environment given.
+func List(ctx context.Context, ldso, file string, env []string) (*Output, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ldso, file)
+	cmd.Env = append([]string{"LD_TRACE_LOADED_OBJECTS=1"}, env...)
+	return run(cmd, "")
+}
+
+// ListQemu runs the arm64 loader of root under qemu-aarch64-static in trace
+// mode on file. Paths inside root are printed as the guest sees them.
+func ListQemu(ctx context.Context, qemu, root, file string, env []string) (*Output, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	args := []string{"-E", "LD_TRACE_LOADED_OBJECTS=1"}
+	for _, e := range env {
+		args = append(args, "-E", e)
+	}
+	interp := filepath.Join(root, "lib/ld-linux-aarch64.so.1")
+	args = append(args, "-L", root, interp, file)
+	cmd := exec.CommandContext(ctx, qemu, args...)
+	cmd.Env = []string{}
+	out, err := run(cmd, interp)
+	return out, err
+}
+
+var (
+	reArrow   = regexp.MustCompile(`^\t(.+?) => (.+?)(?: \(0x[0-9a-f]+\))?$`)
+	rePlain   = regexp.MustCompile(`^\t(.+?) \(0x[0-9a-f]+\)$`)
+	reVersion = regexp.MustCompile("^(?:.*?: )?(\\S+): (weak )?version [`'](.+?)' not found \\(required by (.+)\\)$")
+)
+
+func run(cmd *exec.Cmd, interp string) (*Output, error) {
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	out := &Output{Raw: stdout.String() + stderr.String()}
+	sc := bufio.NewScanner(bytes.NewReader(stdout.Bytes()))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.TrimSpace(line) == "statically linked":
+			out.Static = true
+		case strings.HasPrefix(line, "\tlinux-vdso.so") || strings.HasPrefix(line, "\tlinux-gate.so"):
+		case reArrow.MatchString(line):
+			m := reArrow.FindStringSubmatch(line)
+			if m[2] == "not found" {
+				out.Lines = append(out.Lines, Line{Name: m[1], NotFound: true})
+			} else {
+				out.Lines = append(out.Lines, Line{Name: m[1], Path: m[2]})
+			}
+		case rePlain.MatchString(line):
+			m := rePlain.FindStringSubmatch(line)
+			p := m[1]
+			if interp != "" && p == interp {
+				// qemu prints the loader under the path it was started as.
+				p = "/lib/ld-linux-aarch64.so.1"
+			}
+			out.Lines = append(out.Lines, Line{Name: p, Path: p})
+		}
+	}
+	sc = bufio.NewScanner(bytes.NewReader(stderr.Bytes()))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if m := reVersion.FindStringSubmatch(line); m != nil {
+			out.VersionErrors = append(out.VersionErrors, VersionError{Provider: m[1], Weak: m[2] != "", Version: m[3], RequiredBy: m[4]})
+			continue
+		}
+		if strings.Contains(line, "cannot be preloaded") {
+			out.Warnings = append(out.Warnings, line)
+			continue
+		}
+		if strings.Contains(line, "error while loading shared libraries") || strings.Contains(line, "cannot open") || strings.Contains(line, "not a dynamic executable") {
+			out.Fatal = line
+		}
+	}
+	if err != nil && out.Fatal == "" && len(out.Lines) == 0 && !out.Static {
+		return out, fmt.Errorf("%s: %v: %s", strings.Join(cmd.Args, " "), err, strings.TrimSpace(out.Raw))
+	}
+	return out, nil
+}
+
+// SortedVersionErrors returns the errors in a canonical order.
+func (o *Output) SortedVersionErrors() []VersionError {
+	v := append([]VersionError(nil), o.VersionErrors...)
+	sort.Slice(v, func(i, j int) bool {
+		a, b := v[i], v[j]
+		if a.RequiredBy != b.RequiredBy {
+			return a.RequiredBy < b.RequiredBy
+		}
+		if a.Provider != b.Provider {
+			return a.Provider < b.Provider
+		}
+		return a.Version < b.Version
+	})
+	return v
+}
+
+// SharedDir finds the shared data folder that sits beside the repository
+// (REPO/../shared), skipping or failing the test when it is absent.
+func SharedDir(t testing.TB) string {
+	t.Helper()
+	if d := os.Getenv("CUDADEPS_SHARED"); d != "" {
+		return d
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			shared := filepath.Join(dir, "..", "shared")
+			if st, err := os.Stat(filepath.Join(shared, "corpus")); err == nil && st.IsDir() {
+				return shared
+			}
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	Need(t, false, "the shared data folder (../shared beside the repository) is absent")
+	return ""
+}
+
+// DpkgExtract unpacks a .deb into dir with dpkg-deb.
+func DpkgExtract(t testing.TB, deb, dir string) {
+	t.Helper()
+	_, err := exec.LookPath("dpkg-deb")
+	Need(t, err == nil, "dpkg-deb is not installed")
+	if out, err := exec.Command("dpkg-deb", "-x", deb, dir).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -x %s: %v: %s", deb, err, out)
+	}
+}
+
+// Sysroot is an unpacked arm64 system tree and the tools to maintain it.
+type Sysroot struct {
+	Root  string // the tree
+	Tools string // the unpacked libc-bin (sbin/ldconfig)
+	Qemu  string
+}
+
+// ArmSysroot unpacks the arm64 Debian packages of the shared corpus into a
+// sysroot (glibc, libstdc++, libgcc, BLAS/LAPACK, CUDA 11.8 libraries) and
+// builds its ld.so.cache with the arm64 ldconfig under qemu. extraConf lines
+// are added to etc/ld.so.conf.d/extra.conf before the cache is built.
+func ArmSysroot(t testing.TB, extraConf ...string) *Sysroot {
+	t.Helper()
+	qemu, ok := Qemu()
+	Need(t, ok, "qemu-aarch64-static is not installed (Debian package qemu-user-static)")
+	shared := SharedDir(t)
+	debs, _ := filepath.Glob(filepath.Join(shared, "corpus", "debian", "arm64", "*.deb"))
+	Need(t, len(debs) > 0, "no arm64 packages in %s", shared)
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	tools := filepath.Join(base, "libc-bin")
+	for _, deb := range debs {
+		if strings.Contains(filepath.Base(deb), "libc-bin_") {
+			DpkgExtract(t, deb, tools)
+			continue
+		}
+		DpkgExtract(t, deb, root)
+	}
+	conf := "include /etc/ld.so.conf.d/*.conf\n"
+	if err := os.WriteFile(filepath.Join(root, "etc", "ld.so.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if len(extraConf) > 0 {
+		if err := os.WriteFile(filepath.Join(root, "etc", "ld.so.conf.d", "extra.conf"), []byte(strings.Join(extraConf, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Sysroot{Root: root, Tools: tools, Qemu: qemu}
+	s.RebuildCache(t)
+	return s
+}
+
+// RebuildCache runs the arm64 ldconfig of the unpacked libc-bin on the root.
+func (s *Sysroot) RebuildCache(t testing.TB) {
+	t.Helper()
+	ldconfig := filepath.Join(s.Tools, "sbin", "ldconfig")
+	if out, err := exec.Command(s.Qemu, ldconfig, "-r", s.Root).CombinedOutput(); err != nil {
+		t.Fatalf("ldconfig -r %s: %v: %s", s.Root, err, out)
+	}
+}
+
+// List runs the sysroot's loader in trace mode on file.
+func (s *Sysroot) List(ctx context.Context, file string, env []string) (*Output, error) {
+	return ListQemu(ctx, s.Qemu, s.Root, file, env)
+}

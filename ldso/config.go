@@ -1,0 +1,413 @@
+package ldso
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cudadeps/cudadeps/elfscan"
+)
+
+// ArchConfig is what a loader of one architecture searches, beyond the
+// objects' own paths: the parts of ld.so that were fixed when glibc was
+// built (system directories, $LIB) or that depend on the CPU (hwcaps
+// subdirectories, $PLATFORM).
+type ArchConfig struct {
+	Machine elf.Machine
+	Class   elf.Class
+	Flags   uint32 // e_flags of the objects (float ABI on ARM, RISC-V)
+
+	// Interp is the loader's own path (PT_INTERP of a program of this arch).
+	Interp string
+	// SystemDirs are the default directories, in order, each ending in "/".
+	SystemDirs []string
+	// HWCaps are the glibc-hwcaps subdirectory names the CPU supports, best
+	// first (x86-64-v4, x86-64-v3, ...).
+	HWCaps []string
+	// Legacy are the legacy hwcaps subdirectories tried in every search
+	// directory by glibc before 2.37 (tls/haswell/x86_64/, ...), in order;
+	// the directory itself ("") is tried last and is not listed.
+	Legacy []string
+	// Platform and Lib are the values of $PLATFORM and $LIB.
+	Platform string
+	Lib      string
+	// GlibcVersion is the loader's glibc version when known ("2.36").
+	GlibcVersion string
+	// Source says where these facts came from (the loader's --help, or the
+	// layout of the root).
+	Source string
+}
+
+// subdirs returns the subdirectories tried inside every search directory,
+// in the loader's order; the last entry is "" (the directory itself).
+func (a *ArchConfig) subdirs() []string {
+	out := make([]string, 0, len(a.HWCaps)+len(a.Legacy)+1)
+	for _, h := range a.HWCaps {
+		out = append(out, "glibc-hwcaps/"+h+"/")
+	}
+	out = append(out, a.Legacy...)
+	return append(out, "")
+}
+
+// interpFor gives the usual PT_INTERP for an architecture.
+func interpFor(m elf.Machine, c elf.Class, flags uint32) string {
+	switch m {
+	case elf.EM_X86_64:
+		if c == elf.ELFCLASS32 {
+			return "/libx32/ld-linux-x32.so.2"
+		}
+		return "/lib64/ld-linux-x86-64.so.2"
+	case elf.EM_AARCH64:
+		return "/lib/ld-linux-aarch64.so.1"
+	case elf.EM_386:
+		return "/lib/ld-linux.so.2"
+	case elf.EM_ARM:
+		if flags&0x400 != 0 {
+			return "/lib/ld-linux-armhf.so.3"
+		}
+		return "/lib/ld-linux.so.3"
+	case elf.EM_PPC64:
+		return "/lib64/ld64.so.2"
+	case elf.EM_S390:
+		return "/lib/ld64.so.1"
+	case elf.EM_RISCV:
+		return "/lib/ld-linux-riscv64-lp64d.so.1"
+	}
+	return ""
+}
+
+// multiarchTriplet is Debian's multiarch directory name for an architecture.
+func multiarchTriplet(m elf.Machine, c elf.Class, flags uint32) string {
+	switch m {
+	case elf.EM_X86_64:
+		if c == elf.ELFCLASS32 {
+			return "x86_64-linux-gnux32"
+		}
+		return "x86_64-linux-gnu"
+	case elf.EM_AARCH64:
+		return "aarch64-linux-gnu"
+	case elf.EM_386:
+		return "i386-linux-gnu"
+	case elf.EM_ARM:
+		if flags&0x400 != 0 {
+			return "arm-linux-gnueabihf"
+		}
+		return "arm-linux-gnueabi"
+	case elf.EM_PPC64:
+		return "powerpc64le-linux-gnu"
+	case elf.EM_S390:
+		return "s390x-linux-gnu"
+	case elf.EM_RISCV:
+		return "riscv64-linux-gnu"
+	}
+	return ""
+}
+
+func platformName(m elf.Machine) string {
+	switch m {
+	case elf.EM_X86_64:
+		return "x86_64"
+	case elf.EM_AARCH64:
+		return "aarch64"
+	case elf.EM_386:
+		return "i686"
+	case elf.EM_ARM:
+		return "v7l"
+	case elf.EM_PPC64:
+		return "power9"
+	case elf.EM_S390:
+		return "z13"
+	case elf.EM_RISCV:
+		return "riscv64"
+	}
+	return strings.ToLower(strings.TrimPrefix(m.String(), "EM_"))
+}
+
+// hostMachine is the ELF machine of the running program's host.
+func hostMachine() elf.Machine {
+	switch runtime.GOARCH {
+	case "amd64":
+		return elf.EM_X86_64
+	case "arm64":
+		return elf.EM_AARCH64
+	case "386":
+		return elf.EM_386
+	case "arm":
+		return elf.EM_ARM
+	case "ppc64le":
+		return elf.EM_PPC64
+	case "s390x":
+		return elf.EM_S390
+	case "riscv64":
+		return elf.EM_RISCV
+	}
+	return elf.EM_NONE
+}
+
+// archFromLayout derives an ArchConfig from the files of a root: Debian's
+// multiarch directories, or lib64, or lib; the glibc version from the
+// version definitions of libc.so.6. It is used for foreign roots and when
+// the loader cannot be asked.
+func archFromLayout(fsys *rootFS, m elf.Machine, c elf.Class, flags uint32) *ArchConfig {
+	a := &ArchConfig{Machine: m, Class: c, Flags: flags, Interp: interpFor(m, c, flags), Platform: platformName(m), Source: "layout of " + fsys.describe()}
+	switch t := multiarchTriplet(m, c, flags); {
+	case t != "" && (fsys.isDir("/lib/"+t) || fsys.isDir("/usr/lib/"+t)):
+		// Debian and Ubuntu: multiarch directories first, then /lib, /usr/lib.
+		a.SystemDirs = []string{"/lib/" + t + "/", "/usr/lib/" + t + "/", "/lib/", "/usr/lib/"}
+	case c == elf.ELFCLASS64 && m != elf.EM_RISCV && (fsys.isDir("/lib64") || fsys.isDir("/usr/lib64")):
+		// Fedora, RHEL, SUSE, Arch: 64-bit libraries in lib64.
+		a.SystemDirs = []string{"/lib64/", "/usr/lib64/"}
+	default:
+		a.SystemDirs = []string{"/lib/", "/usr/lib/"}
+	}
+	a.Lib = strings.Trim(a.SystemDirs[0], "/")
+	a.GlibcVersion = glibcVersion(fsys, a)
+	if m == elf.EM_X86_64 && c == elf.ELFCLASS64 && hostMachine() == elf.EM_X86_64 {
+		a.HWCaps = x86HWCapsFromCPUInfo()
+	}
+	if a.GlibcVersion != "" && versionLess(a.GlibcVersion, "2.37") {
+		// Before 2.37 the loader also tries the legacy hwcaps subdirectories:
+		// "tls", the platform and the CPU's important hwcaps.
+		comps := []string{"tls", a.Platform}
+		if m == elf.EM_AARCH64 {
+			comps = append(comps, "atomics")
+		}
+		a.Legacy = legacyCombinations(comps)
+	}
+	return a
+}
+
+// legacyCombinations lists the subdirectories glibc 2.36 and earlier build
+// from the legacy hwcaps names: every non-empty subset, largest mask first,
+// each in component order ("tls/haswell/x86_64/", ..., "x86_64/").
+func legacyCombinations(comps []string) []string {
+	n := len(comps)
+	if n == 0 || n > 10 {
+		return nil
+	}
+	var out []string
+	for mask := (1 << n) - 1; mask > 0; mask-- {
+		var parts []string
+		for i, c := range comps {
+			if mask&(1<<(n-1-i)) != 0 {
+				parts = append(parts, c)
+			}
+		}
+		out = append(out, strings.Join(parts, "/")+"/")
+	}
+	return out
+}
+
+// glibcVersion reads the highest GLIBC_2.N version that libc.so.6 defines.
+func glibcVersion(fsys *rootFS, a *ArchConfig) string {
+	for _, dir := range a.SystemDirs {
+		host, ok := fsys.resolve(dir + "libc.so.6")
+		if !ok {
+			continue
+		}
+		info, err := elfscan.ReadFile(host)
+		if err != nil || info.Machine != a.Machine || info.Class != a.Class {
+			continue
+		}
+		best := ""
+		for _, d := range info.VersionDefs {
+			if v, ok := strings.CutPrefix(d.Name, "GLIBC_"); ok && isVersion(v) {
+				if best == "" || versionLess(best, v) {
+					best = v
+				}
+			}
+		}
+		if best != "" {
+			return best
+		}
+	}
+	return ""
+}
+
+func isVersion(v string) bool {
+	for _, p := range strings.Split(v, ".") {
+		if _, err := strconv.Atoi(p); err != nil {
+			return false
+		}
+	}
+	return v != ""
+}
+
+// versionLess compares dotted numeric versions.
+func versionLess(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(pa) || i < len(pb); i++ {
+		var x, y int
+		if i < len(pa) {
+			x, _ = strconv.Atoi(pa[i])
+		}
+		if i < len(pb) {
+			y, _ = strconv.Atoi(pb[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
+
+// x86HWCapsFromCPUInfo decides the x86-64 ISA levels from /proc/cpuinfo
+// when the loader itself cannot be asked.
+func x86HWCapsFromCPUInfo() []string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return nil
+	}
+	flags := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "flags" {
+			for _, f := range strings.Fields(v) {
+				flags[f] = true
+			}
+			break
+		}
+	}
+	all := func(names ...string) bool {
+		for _, n := range names {
+			if !flags[n] {
+				return false
+			}
+		}
+		return true
+	}
+	v2 := all("cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3")
+	v3 := v2 && all("avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave")
+	v4 := v3 && all("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
+	var out []string
+	if v4 {
+		out = append(out, "x86-64-v4")
+	}
+	if v3 {
+		out = append(out, "x86-64-v3")
+	}
+	if v2 {
+		out = append(out, "x86-64-v2")
+	}
+	return out
+}
+
+// probeLoader asks a runnable loader for its own configuration: since glibc
+// 2.33, `ld.so --help` prints its system directories, the glibc-hwcaps
+// subdirectories it supports and the legacy hwcaps subdirectories it
+// searches. This is exact for the host and costs about a millisecond.
+func probeLoader(ctx context.Context, interp string, base *ArchConfig) (*ArchConfig, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, interp, "--help")
+	cmd.Env = []string{"LC_ALL=C"}
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("run %s --help: %w", interp, err)
+	}
+	a := *base
+	if err := parseLoaderHelp(string(out), &a); err != nil {
+		return nil, fmt.Errorf("%s --help: %w", interp, err)
+	}
+	a.Interp = interp
+	a.Source = interp + " --help"
+	return &a, nil
+}
+
+// parseLoaderHelp reads the sections of `ld.so --help` into a.
+func parseLoaderHelp(out string, a *ArchConfig) error {
+	var dirs, hwcaps []string
+	var legacy []string
+	legacyPlatform := ""
+	section := ""
+	for _, line := range strings.Split(out, "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(t, "Shared library search path"):
+			section = "dirs"
+			continue
+		case strings.HasPrefix(t, "Subdirectories of glibc-hwcaps"):
+			section = "hwcaps"
+			continue
+		case strings.HasPrefix(t, "No subdirectories of glibc-hwcaps"):
+			section = ""
+			continue
+		case strings.HasPrefix(t, "Legacy HWCAP subdirectories"):
+			section = "legacy"
+			continue
+		case t == "":
+			if section != "" && section != "dirs" {
+				section = ""
+			}
+			continue
+		case !strings.HasPrefix(line, "  "):
+			section = ""
+			continue
+		}
+		switch section {
+		case "dirs":
+			if d, ok := strings.CutSuffix(t, " (system search path)"); ok {
+				dirs = append(dirs, strings.TrimSuffix(d, "/")+"/")
+			}
+		case "hwcaps":
+			name, rest, _ := strings.Cut(t, " ")
+			if strings.Contains(rest, "searched") && !strings.Contains(rest, "not searched") {
+				hwcaps = append(hwcaps, name)
+			}
+		case "legacy":
+			name, rest, _ := strings.Cut(t, " ")
+			if !strings.Contains(rest, "searched") || strings.Contains(rest, "not searched") {
+				continue
+			}
+			if strings.Contains(rest, "AT_PLATFORM") {
+				legacyPlatform = name
+				continue
+			}
+			legacy = append(legacy, name)
+		}
+	}
+	if len(dirs) == 0 {
+		return fmt.Errorf("no system search path in the output")
+	}
+	a.SystemDirs = dirs
+	a.Lib = strings.Trim(dirs[0], "/")
+	a.HWCaps = hwcaps
+	a.Legacy = nil
+	if legacyPlatform != "" || len(legacy) > 0 {
+		// Search order puts "tls" first, then the platform, then the rest.
+		var comps []string
+		rest := legacy
+		if len(rest) > 0 && rest[0] == "tls" {
+			comps = append(comps, "tls")
+			rest = rest[1:]
+		}
+		if legacyPlatform != "" {
+			comps = append(comps, legacyPlatform)
+			a.Platform = legacyPlatform
+		}
+		comps = append(comps, rest...)
+		a.Legacy = legacyCombinations(comps)
+	}
+	return nil
+}
+
+// cleanDir normalises a directory for display.
+func cleanDir(d string) string {
+	if d == "" {
+		return "."
+	}
+	if d == "/" {
+		return d
+	}
+	return path.Clean(d)
+}

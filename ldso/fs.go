@@ -1,0 +1,297 @@
+package ldso
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// rootFS maps the paths the loader sees (guest paths) to files on this
+// machine. On the host the two are the same. Under --root DIR, a guest path
+// is resolved inside DIR the way a chroot would (absolute symlinks stay in
+// DIR); paths that lie inside the trees being scanned are also found where
+// they are, so a wheel tree outside the sysroot still resolves its $ORIGIN.
+//
+// Directory listings are cached: the loader probes many directories (each
+// search directory times every hwcaps subdirectory), almost all of them
+// absent, and a scan of a large tree asks the same questions thousands of
+// times.
+type rootFS struct {
+	root  string   // "" on the host; else an absolute, clean host path
+	trees []string // host paths of scanned trees reachable as themselves
+
+	mu       sync.Mutex
+	dirs     map[string]*dirListing // host dir → listing
+	overlays []*zipOverlay          // mounted wheels
+}
+
+type dirListing struct {
+	exists bool
+	names  map[string]bool // nil when the directory could not be listed
+}
+
+func newRootFS(root string) (*rootFS, error) {
+	f := &rootFS{dirs: make(map[string]*dirListing)}
+	if root != "" && root != "/" {
+		abs, err := filepath.Abs(root)
+		if err != nil {
+			return nil, err
+		}
+		st, err := os.Stat(abs)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			return nil, &fs.PathError{Op: "root", Path: root, Err: syscall.ENOTDIR}
+		}
+		f.root = abs
+	}
+	return f, nil
+}
+
+func (f *rootFS) describe() string {
+	if f.root == "" {
+		return "this host"
+	}
+	return f.root
+}
+
+// addTree makes a scanned tree reachable under its own host path.
+func (f *rootFS) addTree(hostPath string) {
+	if f.root == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.trees {
+		if t == hostPath {
+			return
+		}
+	}
+	f.trees = append(f.trees, hostPath)
+}
+
+// guestPath converts a host path given on the command line to the path the
+// loader would use: inside the root it is stripped of the root prefix.
+func (f *rootFS) guestPath(host string) string {
+	if f.root == "" {
+		return host
+	}
+	if rel, ok := strings.CutPrefix(host, f.root); ok && (rel == "" || rel[0] == '/') {
+		if rel == "" {
+			return "/"
+		}
+		return rel
+	}
+	return host
+}
+
+// resolve finds the host file behind a guest path, following symlinks; ok
+// is false when nothing exists there.
+func (f *rootFS) resolve(guest string) (string, bool) {
+	if o, rel, isDir, ok := f.lookupOverlay(guest); ok {
+		if isDir {
+			return "", false
+		}
+		return o.handle(rel), true
+	}
+	// Under a wheel's mount, directories may exist only in the wheel, so the
+	// path is cleaned before the real files under the mount are looked at.
+	guest = f.cleanUnderMount(guest)
+	if f.root == "" {
+		if !f.mayExist(guest) {
+			return "", false
+		}
+		if _, err := os.Stat(guest); err != nil {
+			return "", false
+		}
+		return guest, true
+	}
+	if !path.IsAbs(guest) {
+		// Relative paths (an empty RPATH entry, a relative LD_LIBRARY_PATH)
+		// are relative to the working directory, as for the loader.
+		if _, err := os.Stat(guest); err != nil {
+			return "", false
+		}
+		return guest, true
+	}
+	if host, ok := f.inRoot(guest); ok {
+		return host, true
+	}
+	f.mu.Lock()
+	trees := f.trees
+	f.mu.Unlock()
+	for _, t := range trees {
+		if guest == t || strings.HasPrefix(guest, t+"/") {
+			if _, err := os.Stat(guest); err == nil {
+				return guest, true
+			}
+		}
+	}
+	return "", false
+}
+
+// inRoot resolves guest inside the root with chroot semantics.
+func (f *rootFS) inRoot(guest string) (string, bool) {
+	resolved, err := f.walk(guest, 0)
+	if err != nil {
+		return "", false
+	}
+	host := f.root + resolved
+	if _, err := os.Lstat(host); err != nil {
+		return "", false
+	}
+	return host, true
+}
+
+const maxSymlinks = 40 // MAXSYMLINKS on Linux
+
+// walk resolves every symlink of guest within the root and returns the
+// resulting guest path.
+func (f *rootFS) walk(guest string, depth int) (string, error) {
+	// Components are taken one by one, not cleaned first: ".." after a
+	// symlink goes to the parent of the link's target, as in the kernel.
+	parts := strings.Split(guest, "/")
+	cur := "/"
+	for i := 0; i < len(parts); i++ {
+		p := parts[i]
+		if p == "" || p == "." {
+			continue
+		}
+		if p == ".." {
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, p)
+		if !f.mayExist(f.root + next) {
+			return "", fs.ErrNotExist
+		}
+		st, err := os.Lstat(f.root + next)
+		if err != nil {
+			return "", err
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if depth >= maxSymlinks {
+			return "", syscall.ELOOP
+		}
+		depth++
+		target, err := os.Readlink(f.root + next)
+		if err != nil {
+			return "", err
+		}
+		if !path.IsAbs(target) {
+			target = path.Join(cur, target)
+		}
+		rest := strings.Join(parts[i+1:], "/")
+		resolvedTarget, err := f.walk(target, depth)
+		if err != nil {
+			return "", err
+		}
+		return f.walk(path.Join(resolvedTarget, rest), depth)
+	}
+	return cur, nil
+}
+
+// mayExist answers from the cached listing of the parent directory whether
+// a host path can exist. It errs on the side of "maybe".
+func (f *rootFS) mayExist(host string) bool {
+	dir, name := path.Split(host)
+	if name == "" {
+		return true
+	}
+	l := f.listing(path.Clean(dir))
+	if !l.exists {
+		return false
+	}
+	if l.names == nil {
+		return true
+	}
+	return l.names[name]
+}
+
+// dirExists reports whether a host directory exists, from the cache.
+func (f *rootFS) listing(hostDir string) *dirListing {
+	f.mu.Lock()
+	l, ok := f.dirs[hostDir]
+	f.mu.Unlock()
+	if ok {
+		return l
+	}
+	l = &dirListing{}
+	entries, err := os.ReadDir(hostDir)
+	switch {
+	case err == nil:
+		l.exists = true
+		l.names = make(map[string]bool, len(entries))
+		for _, e := range entries {
+			l.names[e.Name()] = true
+		}
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+	default:
+		// Unreadable (EACCES) but maybe present: let open decide.
+		if st, serr := os.Stat(hostDir); serr == nil && st.IsDir() {
+			l.exists = true
+		}
+	}
+	f.mu.Lock()
+	f.dirs[hostDir] = l
+	f.mu.Unlock()
+	return l
+}
+
+// isDir reports whether a guest path is a directory.
+func (f *rootFS) isDir(guest string) bool {
+	if _, _, isDir, ok := f.lookupOverlay(guest); ok {
+		return isDir
+	}
+	host, ok := f.resolve(guest)
+	if !ok {
+		return false
+	}
+	st, err := os.Stat(host)
+	return err == nil && st.IsDir()
+}
+
+// dirExists reports whether the directory of a search path exists (guest).
+func (f *rootFS) dirExists(guestDir string) bool {
+	d := strings.TrimSuffix(guestDir, "/")
+	if d == "" {
+		if guestDir == "/" {
+			return true
+		}
+		return true // the working directory
+	}
+	return f.isDir(d)
+}
+
+// readFile reads a whole small file under the root (ld.so.cache, ld.so.preload).
+func (f *rootFS) readFile(guest string) ([]byte, error) {
+	host, ok := f.resolve(guest)
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: guest, Err: fs.ErrNotExist}
+	}
+	return os.ReadFile(host)
+}
+
+func (f *rootFS) cleanUnderMount(guest string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.overlays) == 0 || !path.IsAbs(guest) {
+		return guest
+	}
+	clean := path.Clean(guest)
+	for _, o := range f.overlays {
+		if clean == o.mount || strings.HasPrefix(clean, o.mount+"/") {
+			return clean
+		}
+	}
+	return guest
+}

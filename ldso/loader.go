@@ -1,0 +1,267 @@
+// Package ldso answers, as glibc's ld.so would, where each needed soname of an object is found, and why.
+//
+// The rules are those of glibc 2.28 and later, applied in the order of
+// _dl_map_object: a name with a slash is a path; otherwise DT_RPATH of the
+// needing object and of every object above it in the load chain (only when
+// the needing object has no DT_RUNPATH), LD_LIBRARY_PATH, the needing
+// object's own DT_RUNPATH, /etc/ld.so.cache, then the default directories
+// (the last two skipped under DF_1_NODEFLIB, the cache only for entries in
+// default directories). Each search directory is tried with its
+// glibc-hwcaps (and, before glibc 2.37, legacy hwcaps) subdirectories first.
+// Candidates of another class or machine are skipped; a file that is not a
+// loadable ELF object stops the loader. Objects load breadth-first, and a
+// name that matches an object already loaded (by the name it was loaded
+// under or its DT_SONAME, or by being the same file) is satisfied by it.
+// Symbol version requirements are checked against the provider's
+// definitions.
+//
+// The same code produces the answer and the explanation: every step of a
+// search can be recorded, so `why` can never disagree with `scan`.
+package ldso
+
+import (
+	"context"
+	"debug/elf"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cudadeps/cudadeps/elfscan"
+)
+
+// Options configure a Loader.
+type Options struct {
+	// Root is a sysroot whose ld.so.cache, ld.so.preload and default
+	// directories are used (an aarch64 tree on an x86_64 host, say). Empty
+	// means this host.
+	Root string
+	// LDLibraryPath replaces $LD_LIBRARY_PATH when non-nil; an empty string
+	// means none.
+	LDLibraryPath *string
+	// Preload replaces $LD_PRELOAD when PreloadSet is true.
+	Preload    []string
+	PreloadSet bool
+	// NoPreloadFile ignores /etc/ld.so.preload.
+	NoPreloadFile bool
+	// LookupEnv reads the environment (os.LookupEnv when nil).
+	LookupEnv func(string) (string, bool)
+	// Arch overrides the calibration of the loader for objects of its
+	// machine and class (tests, or a loader that cannot be asked).
+	Arch *ArchConfig
+	// NoProbe stops the loader from running the host's ld.so --help to
+	// learn its configuration; the layout of the root is used instead.
+	NoProbe bool
+}
+
+// Loader models the dynamic loader of one system (the host or a root). It is
+// safe for concurrent use; it caches what it reads, so one Loader should
+// serve a whole scan.
+type Loader struct {
+	opts    Options
+	fs      *rootFS
+	cache   *Cache
+	cacheEr error
+	llp     string
+	hasLLP  bool
+	preload []string
+
+	mu     sync.Mutex
+	arches map[archKey]*ArchConfig
+	infos  map[string]*fileInfo // host path → read result
+	memo   map[string]*found    // search memo
+}
+
+type archKey struct {
+	m     elf.Machine
+	c     elf.Class
+	flags uint32
+}
+
+// fileInfo is what the loader learns from opening one file.
+type fileInfo struct {
+	info *elfscan.Info
+	err  error
+	id   fileID
+}
+
+type fileID struct{ dev, ino uint64 }
+
+// New prepares a loader model.
+func New(ctx context.Context, opts Options) (*Loader, error) {
+	fsys, err := newRootFS(opts.Root)
+	if err != nil {
+		return nil, fmt.Errorf("root %s: %w", opts.Root, err)
+	}
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	l := &Loader{
+		opts:   opts,
+		fs:     fsys,
+		arches: map[archKey]*ArchConfig{},
+		infos:  map[string]*fileInfo{},
+		memo:   map[string]*found{},
+	}
+	if opts.LDLibraryPath != nil {
+		l.llp, l.hasLLP = *opts.LDLibraryPath, true
+	} else if v, ok := lookup("LD_LIBRARY_PATH"); ok {
+		l.llp, l.hasLLP = v, true
+	}
+	// ld.so treats an empty LD_LIBRARY_PATH as unset (empty entries inside a
+	// longer value are the working directory).
+	if l.llp == "" {
+		l.hasLLP = false
+	}
+	if opts.PreloadSet {
+		l.preload = splitPreload(strings.Join(opts.Preload, " "), " :")
+	} else {
+		v, _ := lookup("LD_PRELOAD")
+		l.preload = splitPreload(v, " :")
+	}
+	if data, err := fsys.readFile("/etc/ld.so.cache"); err == nil {
+		c, perr := ParseCache(data)
+		if perr != nil {
+			// ld.so ignores a cache it cannot read; we say so.
+			l.cacheEr = fmt.Errorf("%s/etc/ld.so.cache: %w (the loader ignores it)", strings.TrimSuffix(fsys.root, "/"), perr)
+		} else {
+			c.Path = "/etc/ld.so.cache"
+			l.cache = c
+		}
+	}
+	return l, nil
+}
+
+// Cache returns the ld.so.cache the loader uses (nil when there is none) and
+// the reason it was ignored, if it was.
+func (l *Loader) Cache() (*Cache, error) { return l.cache, l.cacheEr }
+
+// LDLibraryPath returns the LD_LIBRARY_PATH the model uses, and whether it
+// is set at all.
+func (l *Loader) LDLibraryPath() (string, bool) { return l.llp, l.hasLLP }
+
+// Preload returns the LD_PRELOAD entries the model uses.
+func (l *Loader) Preload() []string { return append([]string(nil), l.preload...) }
+
+// Root returns the sysroot ("" for the host).
+func (l *Loader) Root() string { return l.fs.root }
+
+// GuestPath converts a path on this machine to the path the modelled loader
+// would see.
+func (l *Loader) GuestPath(host string) string { return l.fs.guestPath(host) }
+
+// Arch returns the calibration used for objects of a machine and class.
+func (l *Loader) Arch(ctx context.Context, m elf.Machine, c elf.Class, flags uint32) *ArchConfig {
+	if m == elf.EM_ARM || m == elf.EM_RISCV {
+		flags &= 0x406 // only the float-ABI bits change the loader
+	} else {
+		flags = 0
+	}
+	k := archKey{m, c, flags}
+	l.mu.Lock()
+	a, ok := l.arches[k]
+	l.mu.Unlock()
+	if ok {
+		return a
+	}
+	a = l.calibrate(ctx, m, c, flags)
+	l.mu.Lock()
+	if prev, ok := l.arches[k]; ok {
+		a = prev
+	} else {
+		l.arches[k] = a
+	}
+	l.mu.Unlock()
+	return a
+}
+
+func (l *Loader) calibrate(ctx context.Context, m elf.Machine, c elf.Class, flags uint32) *ArchConfig {
+	if l.opts.Arch != nil && l.opts.Arch.Machine == m && l.opts.Arch.Class == c {
+		return l.opts.Arch
+	}
+	base := archFromLayout(l.fs, m, c, flags)
+	if l.fs.root == "" && !l.opts.NoProbe && m == hostMachine() && base.Interp != "" {
+		if _, err := os.Stat(base.Interp); err == nil {
+			if a, err := probeLoader(ctx, base.Interp, base); err == nil {
+				a.GlibcVersion = base.GlibcVersion
+				return a
+			}
+		}
+	}
+	return base
+}
+
+// splitPreload splits LD_PRELOAD (spaces and colons) or /etc/ld.so.preload
+// (whitespace and colons); empty entries are skipped, as ld.so does.
+func splitPreload(s, seps string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(seps, r) })
+}
+
+// preloadFile reads /etc/ld.so.preload of the root.
+func (l *Loader) preloadFile() []string {
+	if l.opts.NoPreloadFile {
+		return nil
+	}
+	data, err := l.fs.readFile("/etc/ld.so.preload")
+	if err != nil {
+		return nil
+	}
+	return splitPreload(string(data), " \t\n:")
+}
+
+// open reads a candidate file once per loader.
+func (l *Loader) open(host string) *fileInfo {
+	l.mu.Lock()
+	fi, ok := l.infos[host]
+	l.mu.Unlock()
+	if ok {
+		return fi
+	}
+	fi = &fileInfo{}
+	if mfi, ok := l.openMember(host); ok {
+		fi = mfi
+	} else if f, err := os.Open(host); err != nil {
+		fi.err = err
+	} else {
+		st, serr := f.Stat()
+		switch {
+		case serr != nil:
+			fi.err = serr
+		case st.IsDir():
+			fi.err = syscall.EISDIR
+		default:
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+				fi.id = fileID{uint64(sys.Dev), uint64(sys.Ino)}
+			}
+			fi.info, fi.err = elfscan.Read(f, st.Size(), host)
+		}
+		f.Close()
+	}
+	l.mu.Lock()
+	if prev, ok := l.infos[host]; ok {
+		fi = prev
+	} else {
+		l.infos[host] = fi
+	}
+	l.mu.Unlock()
+	return fi
+}
+
+// absolute makes a command-line path absolute the way the loader does for
+// $ORIGIN: the working directory is prefixed, nothing is cleaned.
+func absolute(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return p
+	}
+	if strings.HasSuffix(wd, "/") {
+		return wd + p
+	}
+	return wd + "/" + p
+}

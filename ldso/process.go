@@ -1,0 +1,508 @@
+package ldso
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/cudadeps/cudadeps/elfscan"
+)
+
+// Process is the loader's list of loaded objects for one program: the main
+// object, its preloads and everything loaded since. It is not safe for
+// concurrent use; the Loader behind it is.
+type Process struct {
+	l         *Loader
+	arch      *ArchConfig
+	archKey   string
+	cacheArch cacheArch
+	hwprio    map[string]int
+	subdirs   []string
+	want      expect
+	sysdirs   *pathList
+	llp       *pathList
+
+	main *Object
+	rtld *Object
+	objs []*Object // the link map list in order, misses included
+	res  *Result
+}
+
+// MainMode says how the main object came to run.
+type MainMode int
+
+const (
+	// AsListed is `ld.so --list FILE`: $ORIGIN of the main object is the
+	// directory of FILE as given.
+	AsListed MainMode = iota
+	// AsExecuted is a program started by the kernel: ld.so takes $ORIGIN of
+	// the main program from /proc/self/exe, i.e. its real path.
+	AsExecuted
+)
+
+// Closure loads the object at path as `ld.so --list path` would and returns
+// every object in load order, the misses and the version errors.
+func (l *Loader) Closure(ctx context.Context, file string) (*Result, error) {
+	p, err := l.Start(ctx, file, AsListed)
+	if err != nil {
+		return nil, err
+	}
+	return p.Result(), nil
+}
+
+// Start creates a process whose main program is file: the program, its
+// preloads and its dependencies are loaded.
+func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	guest, host := l.locate(file)
+	fi := l.open(host)
+	if fi.err != nil {
+		return nil, mainError(file, fi.err)
+	}
+	in := fi.info
+	if !in.Dynamic {
+		return nil, fmt.Errorf("%s: not a dynamic object (no PT_DYNAMIC): statically linked", file)
+	}
+	if in.Type != 3 && in.Type != 2 { // ET_DYN, ET_EXEC
+		return nil, fmt.Errorf("%s: %s cannot be loaded (only shared objects and executables)", file, in.Type)
+	}
+	arch := l.Arch(ctx, in.Machine, in.Class, in.Flags)
+	p := &Process{
+		l:         l,
+		arch:      arch,
+		archKey:   fmt.Sprintf("%d/%d/%d", in.Machine, in.Class, in.Data),
+		cacheArch: cacheArchFor(in.Machine, in.Class, in.Flags),
+		subdirs:   arch.subdirs(),
+		want:      expect{class: in.Class, data: in.Data, machine: in.Machine},
+		hwprio:    map[string]int{},
+		res:       &Result{Arch: arch},
+	}
+	for i, h := range arch.HWCaps {
+		p.hwprio[h] = i + 1
+	}
+	var sys []searchDir
+	for _, d := range arch.SystemDirs {
+		sys = append(sys, searchDir{entry: strings.TrimSuffix(d, "/"), dir: d})
+	}
+	p.sysdirs = &pathList{via: ViaDefault, source: "system search path", dirs: sys, key: listKey(ViaDefault, sys)}
+
+	main := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaMain, Info: in, id: fi.id, lname: guest}
+	main.origin = path.Dir(guest)
+	if mode == AsExecuted {
+		if real, err := filepath.EvalSymlinks(host); err == nil {
+			main.origin = l.fs.guestPath(filepath.Dir(real))
+		}
+		// The kernel-started program's link map has an empty name.
+		main.Names, main.lname = nil, ""
+	}
+	p.main = main
+	p.objs = append(p.objs, main)
+	p.res.Main = main
+	p.res.Objects = nil
+
+	if l.hasLLP {
+		p.llp = newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", main.origin, arch))
+	}
+	p.startInterpreter(in)
+
+	// Preloads are searched as if main needed them; a failure is a warning.
+	var start = []*Object{main}
+	for _, src := range []struct {
+		names []string
+		what  string
+	}{{l.preload, "LD_PRELOAD"}, {l.preloadFile(), "/etc/ld.so.preload"}} {
+		for _, name := range src.names {
+			before := len(p.objs)
+			o := p.mapObject(name, main, nil, true)
+			if o == nil {
+				p.res.Warnings = append(p.res.Warnings, fmt.Sprintf("object '%s' from %s cannot be preloaded (cannot open shared object file): ignored", name, src.what))
+				continue
+			}
+			if len(p.objs) > before {
+				o.Via = ViaPreload
+				o.From = src.what
+			}
+			start = append(start, o)
+		}
+	}
+	p.loadDeps(start)
+	p.checkVersions(p.objs)
+	return p, nil
+}
+
+func mainError(file string, err error) error {
+	var fe *elfscan.FormatError
+	switch {
+	case errors.Is(err, elfscan.ErrNotELF):
+		return fmt.Errorf("%s: not an ELF file", file)
+	case errors.As(err, &fe):
+		return fmt.Errorf("%s: %s", file, fe.Msg)
+	}
+	return err
+}
+
+// startInterpreter registers the dynamic loader itself: it is loaded before
+// anything else and answers to its PT_INTERP path and its soname.
+func (p *Process) startInterpreter(main *elfscan.Info) {
+	interp := main.Interp
+	if interp == "" {
+		interp = p.arch.Interp
+	}
+	if interp == "" {
+		return
+	}
+	rt := &Object{Name: interp, Names: []string{interp}, Path: interp, Via: ViaInterpreter, From: "PT_INTERP", lname: interp}
+	if host, ok := p.l.fs.resolve(interp); ok {
+		fi := p.l.open(host)
+		if fi.err == nil {
+			rt.HostPath, rt.Info, rt.id = host, fi.info, fi.id
+		}
+	}
+	if rt.Info == nil {
+		// Without the file we still know its usual soname.
+		rt.Info = &elfscan.Info{Soname: path.Base(interp)}
+	}
+	if rt.id != (fileID{}) && rt.id == p.main.id {
+		p.rtld = p.main
+		return
+	}
+	p.rtld = rt
+}
+
+// lookupLoaded is _dl_lookup_map: an object answers to the name it was
+// opened under, every name it was requested by, and its DT_SONAME.
+func (p *Process) lookupLoaded(name string) *Object {
+	candidates := p.objs
+	if p.rtld != nil && !p.contains(p.rtld) {
+		candidates = append(append([]*Object(nil), p.objs...), p.rtld)
+	}
+	for _, o := range candidates {
+		if o.faked {
+			continue
+		}
+		if o.matches(name) {
+			return o
+		}
+		if o.Info != nil && o.Info.Soname == name {
+			o.Names = append(o.Names, name)
+			return o
+		}
+	}
+	return nil
+}
+
+func (o *Object) matches(name string) bool {
+	if o.lname != "" && o.lname == name {
+		return true
+	}
+	for _, n := range o.Names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Process) contains(o *Object) bool {
+	for _, x := range p.objs {
+		if x == o {
+			return true
+		}
+	}
+	return false
+}
+
+// mapObject is _dl_map_object: name is already loaded, or is searched for
+// (or opened, when it has a slash) and loaded. A miss becomes a faked entry,
+// as in ld.so's trace mode, unless noFake (preloads) is set.
+func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool) *Object {
+	if o := p.lookupLoaded(name); o != nil {
+		if o == p.rtld && !p.contains(o) {
+			p.objs = append(p.objs, o)
+		}
+		return o
+	}
+	var f found
+	if strings.Contains(name, "/") {
+		f = p.openPath(name, t)
+	} else {
+		f = p.search(name, loader, t)
+	}
+	if !f.ok {
+		if noFake {
+			return nil
+		}
+		o := &Object{Name: name, Names: []string{name}, Via: ViaNotFound, Loader: loader, Problem: f.problem, Fatal: f.fatal, faked: true}
+		p.objs = append(p.objs, o)
+		return o
+	}
+	// The same file under another name is the same object (ld.so compares
+	// device and inode after opening).
+	if f.fi.id != (fileID{}) {
+		for _, o := range p.objs {
+			if !o.faked && o.id == f.fi.id {
+				o.Names = append(o.Names, name)
+				return o
+			}
+		}
+		if p.rtld != nil && p.rtld.id == f.fi.id {
+			p.rtld.Names = append(p.rtld.Names, name)
+			if !p.contains(p.rtld) {
+				p.objs = append(p.objs, p.rtld)
+			}
+			return p.rtld
+		}
+	}
+	o := &Object{
+		Name: name, Names: []string{name}, Path: f.guest, HostPath: f.host,
+		Via: f.via, From: f.from, Entry: f.entry, Source: f.owner, Loader: loader, Info: f.fi.info, id: f.fi.id,
+		origin: path.Dir(f.guest), lname: f.guest,
+	}
+	if f.via == ViaPath && !path.IsAbs(f.guest) {
+		o.origin = path.Dir(absolute(f.guest))
+	}
+	if in := f.fi.info; in.Type == 2 { // ET_EXEC
+		o.Problem = "cannot dynamically load executable"
+		o.Fatal = true
+	} else if in.Flags1&0x08000000 != 0 { // DF_1_PIE
+		o.Problem = "cannot dynamically load position-independent executable"
+		o.Fatal = true
+	}
+	p.objs = append(p.objs, o)
+	return o
+}
+
+// loadDeps is _dl_map_object_deps: breadth-first over the NEEDED entries of
+// the start objects and of everything they bring in.
+func (p *Process) loadDeps(start []*Object) {
+	queued := map[*Object]bool{}
+	queue := make([]*Object, 0, len(start)+16)
+	for _, o := range start {
+		if !queued[o] {
+			queued[o] = true
+			queue = append(queue, o)
+		}
+	}
+	for i := 0; i < len(queue); i++ {
+		o := queue[i]
+		if o.faked || o.Info == nil || o.depsDone {
+			continue
+		}
+		o.depsDone = true
+		for _, name := range o.Info.Needed {
+			// Tokens in a NEEDED entry are expanded first; the expanded
+			// string is the name the object is known by.
+			if strings.Contains(name, "$") {
+				if e, ok := expandDST(name, o.origin, p.arch); ok {
+					name = e
+				}
+			}
+			dep := p.mapObject(name, o, nil, false)
+			dep.addNeededBy(o)
+			o.Deps = append(o.Deps, dep)
+			if !queued[dep] {
+				queued[dep] = true
+				queue = append(queue, dep)
+			}
+		}
+	}
+}
+
+func (o *Object) addNeededBy(by *Object) {
+	for _, x := range o.NeededBy {
+		if x == by {
+			return
+		}
+	}
+	o.NeededBy = append(o.NeededBy, by)
+}
+
+// checkVersions is _dl_check_map_versions for each object: every version an
+// object needs from a file must be defined by the object that answers to
+// that name; a provider without version definitions only draws a warning,
+// and requirements on missing files are not checked.
+func (p *Process) checkVersions(objs []*Object) {
+	for _, o := range objs {
+		if o.faked || o.Info == nil {
+			continue
+		}
+		for _, vn := range o.Info.VersionNeeds {
+			prov := p.findNeeded(vn.File)
+			if prov == nil || prov.faked || prov.Info == nil {
+				continue
+			}
+			if len(prov.Info.VersionDefs) == 0 {
+				p.res.Warnings = append(p.res.Warnings, fmt.Sprintf("%s: no version information available (required by %s)", prov.displayName(), o.displayName()))
+				continue
+			}
+			for _, v := range vn.Versions {
+				if !prov.Info.HasVersion(v.Name, v.Hash) {
+					p.res.VersionErrors = append(p.res.VersionErrors, VersionError{Object: o, File: vn.File, Provider: prov, Version: v.Name, Weak: v.Weak()})
+				}
+			}
+		}
+	}
+}
+
+// findNeeded matches a vn_file name against the loaded objects by the names
+// they were loaded under (not by soname, as in ld.so).
+func (p *Process) findNeeded(name string) *Object {
+	for _, o := range p.objs {
+		if o.matches(name) {
+			return o
+		}
+	}
+	if p.rtld != nil && p.rtld.matches(name) {
+		return p.rtld
+	}
+	return nil
+}
+
+// Dlopen opens the object at file into the running process as dlopen(3)
+// with a path would (its load chain starts at itself; the main program's
+// DT_RPATH still applies) and loads what it needs. It returns the object.
+func (p *Process) Dlopen(ctx context.Context, file string) (*Object, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	guest, host := p.l.locate(file)
+	before := len(p.objs)
+	o := p.mapObject(guest, nil, nil, true)
+	if o == nil {
+		fi := p.l.open(host)
+		if fi.err != nil {
+			return nil, mainError(file, fi.err)
+		}
+		return nil, fmt.Errorf("%s: cannot be loaded into this process (%s %s)", file, fi.info.Class, machineName(fi.info.Machine))
+	}
+	if len(p.objs) > before {
+		o.Via = ViaDlopen
+	}
+	p.loadDeps([]*Object{o})
+	p.checkVersions(p.objs[before:])
+	return o, nil
+}
+
+// Result summarises the process: its objects in load order, the misses
+// grouped by name, the version errors.
+func (p *Process) Result() *Result {
+	r := p.res
+	r.Objects = append([]*Object(nil), p.objs...)
+	r.Missing = nil
+	idx := map[string]int{}
+	for _, o := range p.objs {
+		if !o.faked {
+			continue
+		}
+		i, ok := idx[o.Name]
+		if !ok {
+			idx[o.Name] = len(r.Missing)
+			r.Missing = append(r.Missing, Miss{Name: o.Name, Problem: o.Problem, Fatal: o.Fatal})
+			i = len(r.Missing) - 1
+		}
+		for _, by := range o.NeededBy {
+			r.Missing[i].NeededBy = appendUnique(r.Missing[i].NeededBy, by)
+		}
+		if r.Missing[i].Problem == "" {
+			r.Missing[i].Problem = o.Problem
+		}
+		r.Missing[i].Fatal = r.Missing[i].Fatal || o.Fatal
+	}
+	return r
+}
+
+func appendUnique(list []*Object, o *Object) []*Object {
+	for _, x := range list {
+		if x == o {
+			return list
+		}
+	}
+	return append(list, o)
+}
+
+// Main returns the main object.
+func (p *Process) Main() *Object { return p.main }
+
+// Search is the explanation of where the loader looks for one name.
+type Search struct {
+	Name string
+	// From is the object that needs Name.
+	From *Object
+	// Found is what the search finds (nil when nothing).
+	Found *Object
+	// Loaded is the object that answers to Name in From's closure before any
+	// search happens (its soname, or an earlier NEEDED), when there is one.
+	Loaded *Object
+	Steps  []Step
+	// Problem explains rejections when nothing was found.
+	Problem string
+}
+
+// Find explains where the loader looks for name when the object at from
+// needs it, from being the main object as with `ld.so --list from`.
+func (l *Loader) Find(ctx context.Context, name, from string) (*Search, error) {
+	p, err := l.Start(ctx, from, AsListed)
+	if err != nil {
+		return nil, err
+	}
+	return p.Find(name, p.main), nil
+}
+
+// Find explains the search for name as needed by the loaded object from.
+func (p *Process) Find(name string, from *Object) *Search {
+	s := &Search{Name: name, From: from}
+	for _, o := range p.objs {
+		if !o.faked && o != from && (o.matches(name) || o.Info != nil && o.Info.Soname == name) {
+			s.Loaded = o
+			break
+		}
+	}
+	if s.Loaded == nil && p.rtld != nil && (p.rtld.matches(name) || p.rtld.Info != nil && p.rtld.Info.Soname == name) {
+		s.Loaded = p.rtld
+	}
+	t := &tracer{}
+	var f found
+	if strings.Contains(name, "/") {
+		exp := name
+		if e, ok := expandDST(name, from.origin, p.arch); ok {
+			exp = e
+		}
+		f = p.openPath(exp, t)
+	} else {
+		f = p.search(name, from, t)
+	}
+	s.Steps = t.steps
+	s.Problem = f.problem
+	if f.ok {
+		s.Found = &Object{Name: name, Path: f.guest, HostPath: f.host, Via: f.via, From: f.from, Entry: f.entry, Source: f.owner, Info: f.fi.info, Loader: from}
+	}
+	return s
+}
+
+// Objects returns the process's objects in load order.
+func (p *Process) Objects() []*Object { return append([]*Object(nil), p.objs...) }
+
+// locate turns a path given by the caller into the loader's path and the
+// file on this machine: a member of a mounted wheel, a file inside the root
+// (seen without the root prefix), or any other file (reachable as itself).
+func (l *Loader) locate(file string) (guest, host string) {
+	if o, rel, isDir, ok := l.fs.lookupOverlay(file); ok && !isDir {
+		return path.Clean(file), o.handle(rel)
+	}
+	host = absolute(file)
+	l.fs.addTree(filepath.Dir(host))
+	return l.fs.guestPath(host), host
+}
+
+// Info reads the dynamic-linking facts of a file (or mounted wheel member)
+// through the loader's cache.
+func (l *Loader) Info(file string) (*elfscan.Info, error) {
+	_, host := l.locate(file)
+	fi := l.open(host)
+	return fi.info, fi.err
+}
