@@ -65,7 +65,6 @@ type Object struct {
 	lrpath   *pathList // cached DT_RPATH search list
 	lrunpath *pathList // cached DT_RUNPATH search list
 	origin   string
-	nodeflib bool
 }
 
 // Found reports whether the loader found the object.
