@@ -100,11 +100,11 @@ func TestTorchCorpusSonamesMap(t *testing.T) {
 
 // Every NVIDIA library in the Debian corpus (CUDA 11.8 and driver packages),
 // and each NVIDIA soname they need, maps to a component or a driver. Set
-// CUDADEPS_DEBIAN_LARGE to the directory of corpus/debian/fetch-large.sh to
+// CUDADEPS_LARGE_DEBS to the directory of corpus/debian/fetch-large.sh to
 // include libcublas11 and libcusolver11.
 func TestDebianCorpusSonamesMap(t *testing.T) {
 	dirs := []string{sharedDir(t, "corpus/debian")}
-	if extra := os.Getenv("CUDADEPS_DEBIAN_LARGE"); extra != "" {
+	if extra := os.Getenv("CUDADEPS_LARGE_DEBS"); extra != "" {
 		dirs = append(dirs, extra)
 	}
 	sonames := map[string]string{}
