@@ -3,7 +3,7 @@ package cudadeps
 
 import _ "embed"
 
-//go:generate go run ./cmd/cudadeps catalog import data/manifests -o catalog.yaml
+//go:generate go run ./cmd/cudadeps catalog import -q data/manifests -o catalog.yaml
 
 //go:embed catalog.yaml
 var defaultCatalog []byte

@@ -1,12 +1,4 @@
 // Package catalog knows which NVIDIA archive provides a soname for a platform and CUDA major.
-//
-// A catalog is YAML (see doc/catalog.md): products with their base URL,
-// driver sonames that are never downloaded, and components (NVIDIA's
-// redistrib keys such as libcudss) whose releases list one archive per
-// platform and CUDA variant together with the sonames inside it. The
-// default catalog is generated from NVIDIA's redistrib manifests and a
-// curated soname table, embedded in the binary, and can be layered with
-// more catalog files and pointed at a mirror.
 package catalog
 
 import (
@@ -58,8 +50,11 @@ func (p Pos) String() string {
 	return fmt.Sprintf("%s:%d", p.File, p.Line)
 }
 
-// Catalog is a loaded, checked set of products, drivers and components.
-// It is not modified after loading and is safe for concurrent use.
+// Catalog is a loaded, checked set of products (with their base URL),
+// driver sonames that are never downloaded, and components (NVIDIA's
+// redistrib keys such as libcudss) whose releases list one archive per
+// platform and CUDA variant with the sonames inside it. It is not modified
+// after loading and is safe for concurrent use.
 type Catalog struct {
 	products   map[string]*Product
 	drivers    map[string]*Driver
