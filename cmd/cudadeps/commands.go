@@ -7,5 +7,6 @@ func (a *app) commands() []*cobra.Command {
 	return []*cobra.Command{
 		a.scanCommand(),
 		a.whyCommand(),
+		a.catalogCommand(),
 	}
 }
