@@ -315,6 +315,9 @@ func (c *Client) download(ctx context.Context, req Request, cached string, consu
 		return resumed, fmt.Errorf("%w (download deleted)", err)
 	case terr != nil:
 		// The network failed: keep what arrived for the next run.
+		if fi, err := f.Stat(); err == nil && fi.Size() == 0 {
+			removeFiles(part, meta)
+		}
 		return resumed, terr
 	case ctx.Err() != nil:
 		return resumed, fmt.Errorf("download %s: %w", req.label(), ctx.Err())
@@ -576,7 +579,7 @@ func (c *Client) transfer(ctx context.Context, req Request, f *os.File, meta str
 			failures++
 		}
 		if failures > c.retries {
-			return fmt.Errorf("download %s: %w (giving up after %d attempts without progress)", redactURL(req.URL), err, failures)
+			return fmt.Errorf("%w (giving up after %s without progress)", err, attempts(failures))
 		}
 		wait := backoff(c.waitMin, c.waitMax, failures, nil, time.Now())
 		c.log.Warn("download interrupted; resuming", "name", req.label(), "at", have, "size", req.Size, "reason", err, "retry_in", wait)
@@ -615,10 +618,17 @@ func (c *Client) fetchFrom(ctx context.Context, req Request, f *os.File, off int
 	resp, err := c.http.Do(hreq)
 	if err != nil {
 		// The client has already retried what was worth retrying.
-		return 0, val, &permanentError{fmt.Errorf("download %s: %w", where, err)}
+		var se *StatusError
+		if !errors.As(err, &se) {
+			err = fmt.Errorf("download %s: %w", where, err)
+		}
+		return 0, val, &permanentError{err}
 	}
 	defer resp.Body.Close()
-	next := validatorOf(req.URL, resp)
+	next := val
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent {
+		next = validatorOf(req.URL, resp)
+	}
 	body := newStallReader(resp.Body, c.stall, func() { cancel(errStalled) })
 	defer body.stop()
 	switch resp.StatusCode {

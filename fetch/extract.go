@@ -113,9 +113,11 @@ func intoNewDir(destDir string, fill func(dir string) (extracted, error)) error 
 	if err != nil {
 		return fmt.Errorf("destination %s: %w", destDir, err)
 	}
-	if empty, err := isEmptyDir(dest); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	empty, err := isEmptyDir(dest)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("destination %s: %w", dest, err)
-	} else if err == nil && !empty {
+	} else if exists && !empty {
 		return fmt.Errorf("destination %s exists and is not empty", dest)
 	}
 	parent := filepath.Dir(dest)
@@ -134,6 +136,12 @@ func intoNewDir(destDir string, fill func(dir string) (extracted, error)) error 
 	res, err := fill(tree)
 	if err != nil {
 		return err
+	}
+	if exists {
+		// os.Rename will not replace a directory, even an empty one.
+		if err := os.Remove(dest); err != nil {
+			return fmt.Errorf("destination %s: %w", dest, err)
+		}
 	}
 	if err := os.Rename(filepath.Join(tree, filepath.FromSlash(res.root)), dest); err != nil {
 		return fmt.Errorf("move into place: %w", err)
@@ -433,7 +441,7 @@ func (t *tree) unzip(ctx context.Context, zr *zip.Reader) error {
 	// before writing anything. The writes are bounded again as they happen,
 	// since declarations can lie.
 	if len(zr.File) > t.lim.MaxEntries {
-		return fmt.Errorf("%d entries: more than the limit of %d", len(zr.File), t.lim.MaxEntries)
+		return fmt.Errorf("%d entries: more than the limit of %d entries", len(zr.File), t.lim.MaxEntries)
 	}
 	var total uint64
 	for _, f := range zr.File {

@@ -243,9 +243,12 @@ func (c *Client) newHTTPClient(headerTimeout time.Duration) *retryablehttp.Clien
 		Transport: transport,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 10 {
-				return errors.New("stopped after 10 redirects")
+				return &policyError{errors.New("stopped after 10 redirects")}
 			}
-			return c.checkScheme(req.URL)
+			if err := c.checkScheme(req.URL); err != nil {
+				return &policyError{err}
+			}
+			return nil
 		},
 	}
 	rc.Logger = nil
@@ -256,6 +259,10 @@ func (c *Client) newHTTPClient(headerTimeout time.Duration) *retryablehttp.Clien
 		return backoff(lo, hi, attempt, resp, time.Now())
 	}
 	rc.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+		var pe *policyError
+		if errors.As(err, &pe) {
+			return false, err
+		}
 		retry, cerr := retryablehttp.DefaultRetryPolicy(ctx, resp, err)
 		if retry {
 			why := ""
@@ -273,12 +280,16 @@ func (c *Client) newHTTPClient(headerTimeout time.Duration) *retryablehttp.Clien
 			resp.Body.Close()
 		}
 		var ue *url.Error
-		if resp != nil && !errors.As(err, &ue) {
+		isURLErr := errors.As(err, &ue)
+		if resp != nil && !isURLErr {
 			// Retries spent on an HTTP status (429, 5xx).
 			return nil, &StatusError{URL: resp.Request.URL.Redacted(), Status: resp.Status, Code: resp.StatusCode, Tries: tries}
 		}
+		if isURLErr {
+			err = ue.Err // the caller names the URL
+		}
 		if tries > 1 {
-			return nil, fmt.Errorf("%w (after %d attempts)", err, tries)
+			return nil, fmt.Errorf("%w (after %s)", err, attempts(tries))
 		}
 		return nil, err
 	}
@@ -307,10 +318,23 @@ type StatusError struct {
 
 func (e *StatusError) Error() string {
 	if e.Tries > 1 {
-		return fmt.Sprintf("GET %s: %s (after %d attempts)", e.URL, e.Status, e.Tries)
+		return fmt.Sprintf("GET %s: %s (after %s)", e.URL, e.Status, attempts(e.Tries))
 	}
 	return fmt.Sprintf("GET %s: %s", e.URL, e.Status)
 }
+
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
+}
+
+// policyError is a refusal of ours (a redirect to plain http): never retried.
+type policyError struct{ err error }
+
+func (e *policyError) Error() string { return e.err.Error() }
+func (e *policyError) Unwrap() error { return e.err }
 
 // checkScheme enforces the transport policy: https anywhere, plain http to
 // loopback (a local mirror or test server) or when explicitly allowed.
