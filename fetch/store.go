@@ -18,9 +18,9 @@ import (
 // Key names one installed component: the same component, version, platform
 // and CUDA variant is installed at most once per store.
 type Key struct {
-	Component string `json:"component"`          // e.g. "libcudss"
-	Version   string `json:"version"`            // e.g. "0.8.0.10"
-	Platform  string `json:"platform"`           // e.g. "linux-sbsa"
+	Component string `json:"component"`         // e.g. "libcudss"
+	Version   string `json:"version"`           // e.g. "0.8.0.10"
+	Platform  string `json:"platform"`          // e.g. "linux-sbsa"
 	Variant   string `json:"variant,omitempty"` // "" or a CUDA variant such as "cuda13"
 }
 
