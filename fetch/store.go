@@ -133,8 +133,9 @@ func DefaultStoreDir() (string, error) {
 	return filepath.Join(home, ".local", "share", "cudadeps"), nil
 }
 
-// OpenStore opens (creating it if needed) the store in dir; "" means
-// DefaultStoreDir().
+// OpenStore opens the store in dir; "" means DefaultStoreDir(). Nothing is
+// created until something is installed: reading a store that does not
+// exist yet finds it empty.
 func OpenStore(dir string) (*Store, error) {
 	if dir == "" {
 		d, err := DefaultStoreDir()
@@ -147,12 +148,20 @@ func OpenStore(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	for _, d := range []string{"pkgs", ".staging", ".locks"} {
-		if err := os.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
-			return nil, fmt.Errorf("store %s: %w", abs, err)
-		}
+	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("store %s: not a directory", abs)
 	}
 	return &Store{dir: abs}, nil
+}
+
+// prepare creates the store's directories, before the first write.
+func (s *Store) prepare() error {
+	for _, d := range []string{"pkgs", ".staging", ".locks"} {
+		if err := os.MkdirAll(filepath.Join(s.dir, d), 0o755); err != nil {
+			return fmt.Errorf("store %s: %w", s.dir, err)
+		}
+	}
+	return nil
 }
 
 // Dir is the store's directory.
@@ -246,13 +255,23 @@ func (s *Store) removeOne(ctx context.Context, k Key) error {
 	if err := k.validate(); err != nil {
 		return err
 	}
+	dir := s.entryDir(k)
+	installed := func() bool {
+		_, err := os.Lstat(filepath.Join(dir, recordName))
+		return err == nil
+	}
+	if !installed() {
+		return fmt.Errorf("remove %s: %w", k, ErrNotInstalled)
+	}
+	if err := s.prepare(); err != nil {
+		return err
+	}
 	unlock, err := lockFile(ctx, s.lockPath(k), nil, "removal of "+k.String())
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	dir := s.entryDir(k)
-	if _, err := os.Lstat(filepath.Join(dir, recordName)); errors.Is(err, fs.ErrNotExist) {
+	if !installed() {
 		return fmt.Errorf("remove %s: %w", k, ErrNotInstalled)
 	}
 	trash, err := os.MkdirTemp(filepath.Join(s.dir, ".staging"), k.id()+".")
@@ -323,6 +342,11 @@ func (s *Store) Install(ctx context.Context, c *Client, items []Item) ([]Entry, 
 		}
 		todo = append(todo, i)
 		reqs = append(reqs, it.Request)
+	}
+	if len(todo) > 0 {
+		if err := s.prepare(); err != nil {
+			return nil, err
+		}
 	}
 	prog := c.newProgress(reqs)
 	sem := make(chan struct{}, c.parallel)

@@ -501,6 +501,25 @@ func TestRemove(t *testing.T) {
 	}
 }
 
+// Reading a store that does not exist finds it empty and creates nothing.
+func TestStoreReadOnlyCreatesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s := openStore(t, dir)
+	if list, err := s.List(); err != nil || len(list) != 0 {
+		t.Errorf("List = %v, %v", list, err)
+	}
+	if _, ok, err := s.Lookup(testKey()); ok || err != nil {
+		t.Errorf("Lookup = %v, %v", ok, err)
+	}
+	if err := s.Remove(context.Background(), testKey()); !errors.Is(err, ErrNotInstalled) {
+		t.Errorf("Remove = %v", err)
+	}
+	mustNotExist(t, dir)
+	if _, err := OpenStore(writeFile(t, t.TempDir(), "f", nil)); err == nil {
+		t.Error("a file accepted as the store directory")
+	}
+}
+
 func TestKeyValidation(t *testing.T) {
 	s := openStore(t, t.TempDir())
 	for _, k := range []Key{
@@ -532,6 +551,9 @@ func TestInstallWaitHonoursContext(t *testing.T) {
 	a := tarBytes(t, []member{file("top/a", "a")})
 	p := writeFile(t, t.TempDir(), "a.tar", a)
 	s := openStore(t, t.TempDir())
+	if err := s.prepare(); err != nil {
+		t.Fatal(err)
+	}
 	unlock, err := lockFile(context.Background(), s.lockPath(testKey()), nil, "test")
 	if err != nil {
 		t.Fatal(err)

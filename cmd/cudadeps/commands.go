@@ -4,5 +4,7 @@ import "github.com/spf13/cobra"
 
 // commands lists every subcommand; each lives in its own file.
 func (a *app) commands() []*cobra.Command {
-	return []*cobra.Command{}
+	return []*cobra.Command{
+		a.storeCommand(),
+	}
 }
