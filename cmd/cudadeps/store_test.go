@@ -104,9 +104,9 @@ func TestStoreListJSON(t *testing.T) {
 		Store   string `json:"store"`
 		Entries []struct {
 			Component, Version, Platform, Variant, Dir, URL, SHA256, Layout string
-			Size                                                           int64
-			InstalledAt                                                    string `json:"installed_at"`
-			Files                                                          []string
+			Size                                                            int64
+			InstalledAt                                                     string `json:"installed_at"`
+			Files                                                           []string
 		} `json:"entries"`
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
