@@ -8,5 +8,6 @@ func (a *app) commands() []*cobra.Command {
 		a.scanCommand(),
 		a.whyCommand(),
 		a.catalogCommand(),
+		a.storeCommand(),
 	}
 }
