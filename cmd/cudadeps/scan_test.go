@@ -13,8 +13,8 @@ import (
 	"github.com/cudadeps/cudadeps/internal/elftest"
 )
 
-// runCLI runs one command line in-process.
-func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+// runCmd runs one command line in-process.
+func runCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code = run(context.Background(), args, strings.NewReader(""), &out, &errb)
@@ -49,7 +49,7 @@ func torchLikeTree(t *testing.T, dir string, withCudss bool) {
 func TestScanTreeJSONAndExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	torchLikeTree(t, dir, false)
-	stdout, stderr, code := runCLI(t, "scan", "--json", "--ld-library-path", "", dir)
+	stdout, stderr, code := runCmd(t, "scan", "--json", "--ld-library-path", "", dir)
 	if code != exitMissing {
 		t.Fatalf("exit %d, want %d; stderr: %s", code, exitMissing, stderr)
 	}
@@ -99,7 +99,7 @@ func TestScanTreeJSONAndExitCodes(t *testing.T) {
 
 	// With cuDSS present everything resolves: exit 0.
 	torchLikeTree(t, dir, true)
-	if _, stderr, code := runCLI(t, "scan", dir); code != exitOK {
+	if _, stderr, code := runCmd(t, "scan", dir); code != exitOK {
 		t.Fatalf("exit %d with everything present; stderr: %s", code, stderr)
 	}
 }
@@ -130,7 +130,7 @@ func TestScanWheelWithoutUnpacking(t *testing.T) {
 	if err := os.WriteFile(whl, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, code := runCLI(t, "scan", "--json", whl)
+	stdout, stderr, code := runCmd(t, "scan", "--json", whl)
 	if code != exitMissing {
 		t.Fatalf("exit %d; stderr %s", code, stderr)
 	}
@@ -142,7 +142,7 @@ func TestScanWheelWithoutUnpacking(t *testing.T) {
 	if err := elftest.Write(filepath.Join(site, "nvidia/cu13/lib/libcudss.so.0"), elftest.Spec{Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}); err != nil {
 		t.Fatal(err)
 	}
-	if stdout, stderr, code := runCLI(t, "scan", "--site-packages", site, whl); code != exitOK {
+	if stdout, stderr, code := runCmd(t, "scan", "--site-packages", site, whl); code != exitOK {
 		t.Fatalf("wheel over a site-packages with cuDSS: exit %d; stderr %s\n%s", code, stderr, stdout)
 	}
 }
@@ -151,7 +151,7 @@ func TestWhyExplainsAMiss(t *testing.T) {
 	dir := t.TempDir()
 	torchLikeTree(t, dir, false)
 	lib := filepath.Join(dir, "torch/lib/libtorch_cuda.so")
-	stdout, _, code := runCLI(t, "why", "libcudss.so.0", "--from", lib, "--ld-library-path", "")
+	stdout, _, code := runCmd(t, "why", "libcudss.so.0", "--from", lib, "--ld-library-path", "")
 	if code != exitMissing {
 		t.Fatalf("exit %d, want 3", code)
 	}
@@ -160,7 +160,7 @@ func TestWhyExplainsAMiss(t *testing.T) {
 			t.Errorf("why output lacks %q:\n%s", want, stdout)
 		}
 	}
-	stdout, _, code = runCLI(t, "why", "libcudart.so.13", "--from", lib, "--json")
+	stdout, _, code = runCmd(t, "why", "libcudart.so.13", "--from", lib, "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0", code)
 	}
@@ -176,18 +176,18 @@ func TestWhyExplainsAMiss(t *testing.T) {
 	if r.Found == nil || r.Found.Via != "rpath" || r.Found.Entry != "$ORIGIN/../../nvidia/cu13/lib" {
 		t.Fatalf("found = %+v", r.Found)
 	}
-	if _, _, code := runCLI(t, "why", "libx.so"); code != exitUsage {
+	if _, _, code := runCmd(t, "why", "libx.so"); code != exitUsage {
 		t.Errorf("why without --from: exit %d, want 2", code)
 	}
 }
 
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{{"scan"}, {"scan", "--bogus", "x"}, {"nosuchcommand"}} {
-		if _, _, code := runCLI(t, args...); code != exitUsage {
+		if _, _, code := runCmd(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
-	_, stderr, code := runCLI(t, "scan", "/nonexistent/file.so")
+	_, stderr, code := runCmd(t, "scan", "/nonexistent/file.so")
 	if code != exitError || !strings.Contains(stderr, "/nonexistent/file.so") {
 		t.Errorf("missing file: exit %d, stderr %q", code, stderr)
 	}
