@@ -16,6 +16,7 @@ import (
 
 	"github.com/cudadeps/cudadeps"
 	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/fetch"
 )
 
 func (a *app) catalogCommand() *cobra.Command {
@@ -580,8 +581,15 @@ func writeFileAtomic(path string, data []byte) error {
 	return nil
 }
 
-// scanExtractor gives import --scan its way to bring archives in.
+// scanExtractor gives import --scan its way to bring archives in: the same
+// verified, cached downloads and safe extraction as every install.
 func (a *app) scanExtractor(cacheDir string, allowHTTP bool) (catalog.Extractor, error) {
-	_, _ = cacheDir, allowHTTP
-	return nil, errors.New("import --scan: this build has no archive fetcher")
+	c, err := fetch.NewClient(fetch.Options{CacheDir: cacheDir, AllowHTTP: allowHTTP, Logger: a.logger, Progress: a.progressWriter()})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, ref catalog.ArchiveRef, dir string) error {
+		name := fmt.Sprintf("%s %s (%s %s)", ref.Component, ref.Version, ref.Platform, ref.CUDAVariant)
+		return c.Unpack(ctx, fetch.Request{Name: strings.TrimSpace(name), URL: ref.URL, SHA256: ref.SHA256, Size: ref.Size}, dir)
+	}, nil
 }

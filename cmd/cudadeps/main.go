@@ -161,3 +161,12 @@ func newLogger(w io.Writer, verbose, quiet bool) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
+
+// progressWriter is where downloads report progress: stderr (a bar on a
+// terminal, plain lines elsewhere), or nowhere under --quiet.
+func (a *app) progressWriter() io.Writer {
+	if a.opts.quiet {
+		return nil
+	}
+	return a.stderr
+}
