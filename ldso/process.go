@@ -2,6 +2,7 @@ package ldso
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"path"
@@ -71,26 +72,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	if in.Type != 3 && in.Type != 2 { // ET_DYN, ET_EXEC
 		return nil, fmt.Errorf("%s: %s cannot be loaded (only shared objects and executables)", file, in.Type)
 	}
-	arch := l.Arch(ctx, in.Machine, in.Class, in.Flags)
-	p := &Process{
-		l:         l,
-		arch:      arch,
-		archKey:   fmt.Sprintf("%d/%d/%d", in.Machine, in.Class, in.Data),
-		cacheArch: cacheArchFor(in.Machine, in.Class, in.Flags),
-		subdirs:   arch.subdirs(),
-		want:      expect{class: in.Class, data: in.Data, machine: in.Machine},
-		hwprio:    map[string]int{},
-		res:       &Result{Arch: arch},
-	}
-	for i, h := range arch.HWCaps {
-		p.hwprio[h] = i + 1
-	}
-	var sys []searchDir
-	for _, d := range arch.SystemDirs {
-		sys = append(sys, searchDir{entry: strings.TrimSuffix(d, "/"), dir: d})
-	}
-	p.sysdirs = &pathList{via: ViaDefault, source: "system search path", dirs: sys, key: listKey(ViaDefault, sys)}
-
+	p := l.newProcess(ctx, in)
 	main := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaMain, Info: in, id: fi.id, lname: guest}
 	main.origin = path.Dir(guest)
 	if mode == AsExecuted {
@@ -106,7 +88,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	p.res.Objects = nil
 
 	if l.hasLLP {
-		p.llp = newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", main.origin, arch))
+		p.llp = newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", main.origin, p.arch))
 	}
 	p.startInterpreter(in)
 
@@ -144,6 +126,61 @@ func mainError(file string, err error) error {
 		return fmt.Errorf("%s: %s", file, fe.Msg)
 	}
 	return err
+}
+
+// newProcess prepares an empty process for objects like in.
+func (l *Loader) newProcess(ctx context.Context, in *elfscan.Info) *Process {
+	arch := l.Arch(ctx, in.Machine, in.Class, in.Flags)
+	p := &Process{
+		l:         l,
+		arch:      arch,
+		archKey:   fmt.Sprintf("%d/%d/%d", in.Machine, in.Class, in.Data),
+		cacheArch: cacheArchFor(in.Machine, in.Class, in.Flags),
+		subdirs:   arch.subdirs(),
+		want:      expect{class: in.Class, data: in.Data, machine: in.Machine},
+		hwprio:    map[string]int{},
+		res:       &Result{Arch: arch},
+	}
+	for i, h := range arch.HWCaps {
+		p.hwprio[h] = i + 1
+	}
+	var sys []searchDir
+	for _, d := range arch.SystemDirs {
+		sys = append(sys, searchDir{entry: strings.TrimSuffix(d, "/"), dir: d})
+	}
+	p.sysdirs = &pathList{via: ViaDefault, source: "system search path", dirs: sys, key: listKey(ViaDefault, sys)}
+	return p
+}
+
+// StartEmpty creates a process whose main program has no dependencies and
+// no search paths of its own, for objects like the one at like (a plain
+// program of that class and machine): the context in which a library is
+// dlopen'ed by a program that adds nothing to the search.
+func (l *Loader) StartEmpty(ctx context.Context, like *elfscan.Info) *Process {
+	p := l.newProcess(ctx, like)
+	in := &elfscan.Info{Class: like.Class, Data: like.Data, Machine: like.Machine, Flags: like.Flags, Type: elf.ET_EXEC, Dynamic: true}
+	main := &Object{Name: "(program)", Via: ViaMain, Info: in}
+	p.main = main
+	p.objs = append(p.objs, main)
+	p.res.Main = main
+	if l.hasLLP {
+		p.llp = newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", "", p.arch))
+	}
+	p.startInterpreter(in)
+	var start = []*Object{main}
+	for _, name := range append(append([]string(nil), l.preload...), l.preloadFile()...) {
+		before := len(p.objs)
+		o := p.mapObject(name, main, nil, true)
+		if o == nil {
+			continue
+		}
+		if len(p.objs) > before {
+			o.Via = ViaPreload
+		}
+		start = append(start, o)
+	}
+	p.loadDeps(start)
+	return p
 }
 
 // startInterpreter registers the dynamic loader itself: it is loaded before
@@ -450,6 +487,11 @@ type Search struct {
 // Find explains where the loader looks for name when the object at from
 // needs it, from being the main object as with `ld.so --list from`.
 func (l *Loader) Find(ctx context.Context, name, from string) (*Search, error) {
+	if from == "" {
+		// A plain program of this host's kind, without paths of its own.
+		p := l.StartEmpty(ctx, &elfscan.Info{Class: elf.ELFCLASS64, Data: elf.ELFDATA2LSB, Machine: hostMachine()})
+		return p.Find(name, p.main), nil
+	}
 	p, err := l.Start(ctx, from, AsListed)
 	if err != nil {
 		return nil, err

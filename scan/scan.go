@@ -352,6 +352,14 @@ func appendUnique(list []string, s string) []string {
 	return append(list, s)
 }
 
+// NewReport builds a report from roots computed elsewhere (the resolver's
+// per-import processes).
+func NewReport(roots []*Root) *Report {
+	r := &Report{Roots: roots}
+	r.aggregate()
+	return r
+}
+
 // aggregate merges the misses and version errors of all roots.
 func (r *Report) aggregate() {
 	r.Missing = []Missing{}
