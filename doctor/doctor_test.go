@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
 	"strings"
@@ -448,4 +449,26 @@ func TestTargetErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want one line with %q", c.target, err, c.want)
 		}
 	}
+}
+
+// TestPlainProgramModel: with no program in the root to stand for a CUDA
+// program, the loader model uses a plain one, and finds the same libcuda.
+func TestPlainProgramModel(t *testing.T) {
+	h := newGPUHost(t)
+	h.remove("/bin/sh")
+	h.env["PATH"] = "/usr/local/bin:/usr/bin"
+	r := h.report()
+	onlyFailing(t, r)
+	expect(t, r, CheckLibcuda, OK, []string{"/usr/lib64/libcuda.so.1 → /usr/lib64/libcuda.so.580.95.05 (/etc/ld.so.cache)"})
+}
+
+// TestProgramFromPATH: python3 on PATH (inside the root) is the program
+// modelled; its DT_RUNPATH is searched for libcuda.so.1 like any other.
+func TestProgramFromPATH(t *testing.T) {
+	h := newGPUHost(t)
+	h.elf("/opt/py/bin/python3", elftest.Spec{Interp: interp, Flags1: elf.DF_1_PIE, Needed: []string{"libc.so.6"}, RunPath: elftest.Str("$ORIGIN/../lib")})
+	h.elf("/opt/py/lib/libcuda.so.1", elftest.Spec{Soname: "libcuda.so.1", Symbols: driverSymbols()})
+	h.env["PATH"] = "/opt/py/bin:/usr/bin"
+	r := h.report()
+	expect(t, r, CheckLibcuda, OK, []string{"load /opt/py/bin/../lib/libcuda.so.1 (RUNPATH of /opt/py/bin/python3"})
 }

@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,7 +73,7 @@ func viaText(o *ldso.Object) string {
 
 // shown writes "path → real" when the path is a link to another name.
 func (l *lib) shown() string {
-	if l.obj.Path == l.realGuest || l.realGuest == "" {
+	if path.Clean(l.obj.Path) == l.realGuest || l.realGuest == "" {
 		return l.obj.Path
 	}
 	return l.obj.Path + " → " + l.realGuest
@@ -124,11 +125,10 @@ func buildModel(ctx context.Context, d *diag) *model {
 		}
 	}
 	if p == nil {
-		m.err = "no program to model the loader with"
-		if len(tried) > 0 {
-			m.err += " (" + tried[len(tried)-1] + ")"
-		}
-		return m
+		// No program to stand for: a plain one of this machine, without
+		// search paths of its own.
+		d.log.Debug("modelling a plain program", "tried", tried)
+		p = l.StartEmpty(ctx, hostLike())
 	}
 	m.proc = p
 	if d.target != nil {
@@ -159,6 +159,24 @@ func buildModel(ctx context.Context, d *diag) *model {
 	m.libcuda = m.find("libcuda.so.1", from)
 	m.nvml = m.find("libnvidia-ml.so.1", from)
 	return m
+}
+
+// hostLike describes a program of the machine doctor runs on.
+func hostLike() *elfscan.Info {
+	in := &elfscan.Info{Class: elf.ELFCLASS64, Data: elf.ELFDATA2LSB}
+	switch runtime.GOARCH {
+	case "amd64":
+		in.Machine = elf.EM_X86_64
+	case "arm64":
+		in.Machine = elf.EM_AARCH64
+	case "ppc64le":
+		in.Machine = elf.EM_PPC64
+	case "riscv64":
+		in.Machine = elf.EM_RISCV
+	case "s390x":
+		in.Machine, in.Data = elf.EM_S390, elf.ELFDATA2MSB
+	}
+	return in
 }
 
 // programCandidates lists programs whose loader view stands for "a CUDA

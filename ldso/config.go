@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"runtime"
 	"strconv"
 	"strings"
@@ -399,15 +398,4 @@ func parseLoaderHelp(out string, a *ArchConfig) error {
 		a.Legacy = legacyCombinations(comps)
 	}
 	return nil
-}
-
-// cleanDir normalises a directory for display.
-func cleanDir(d string) string {
-	if d == "" {
-		return "."
-	}
-	if d == "/" {
-		return d
-	}
-	return path.Clean(d)
 }

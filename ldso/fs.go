@@ -25,8 +25,9 @@ type rootFS struct {
 	root  string   // "" on the host; else an absolute, clean host path
 	trees []string // host paths of scanned trees reachable as themselves
 
-	mu   sync.Mutex
-	dirs map[string]*dirListing // host dir → listing
+	mu       sync.Mutex
+	dirs     map[string]*dirListing // host dir → listing
+	overlays []*zipOverlay          // mounted wheels
 }
 
 type dirListing struct {
@@ -93,6 +94,15 @@ func (f *rootFS) guestPath(host string) string {
 // resolve finds the host file behind a guest path, following symlinks; ok
 // is false when nothing exists there.
 func (f *rootFS) resolve(guest string) (string, bool) {
+	if o, rel, isDir, ok := f.lookupOverlay(guest); ok {
+		if isDir {
+			return "", false
+		}
+		return o.handle(rel), true
+	}
+	// Under a wheel's mount, directories may exist only in the wheel, so the
+	// path is cleaned before the real files under the mount are looked at.
+	guest = f.cleanUnderMount(guest)
 	if f.root == "" {
 		if !f.mayExist(guest) {
 			return "", false
@@ -239,6 +249,9 @@ func (f *rootFS) listing(hostDir string) *dirListing {
 
 // isDir reports whether a guest path is a directory.
 func (f *rootFS) isDir(guest string) bool {
+	if _, _, isDir, ok := f.lookupOverlay(guest); ok {
+		return isDir
+	}
 	host, ok := f.resolve(guest)
 	if !ok {
 		return false
@@ -266,4 +279,19 @@ func (f *rootFS) readFile(guest string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: guest, Err: fs.ErrNotExist}
 	}
 	return os.ReadFile(host)
+}
+
+func (f *rootFS) cleanUnderMount(guest string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.overlays) == 0 || !path.IsAbs(guest) {
+		return guest
+	}
+	clean := path.Clean(guest)
+	for _, o := range f.overlays {
+		if clean == o.mount || strings.HasPrefix(clean, o.mount+"/") {
+			return clean
+		}
+	}
+	return guest
 }

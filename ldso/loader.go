@@ -109,8 +109,12 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 	if opts.LDLibraryPath != nil {
 		l.llp, l.hasLLP = *opts.LDLibraryPath, true
 	} else if v, ok := lookup("LD_LIBRARY_PATH"); ok {
-		// Set but empty still counts: an empty entry is the working directory.
 		l.llp, l.hasLLP = v, true
+	}
+	// ld.so treats an empty LD_LIBRARY_PATH as unset (empty entries inside a
+	// longer value are the working directory).
+	if l.llp == "" {
+		l.hasLLP = false
 	}
 	if opts.PreloadSet {
 		l.preload = splitPreload(strings.Join(opts.Preload, " "), " :")
@@ -134,6 +138,13 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 // Cache returns the ld.so.cache the loader uses (nil when there is none) and
 // the reason it was ignored, if it was.
 func (l *Loader) Cache() (*Cache, error) { return l.cache, l.cacheEr }
+
+// LDLibraryPath returns the LD_LIBRARY_PATH the model uses, and whether it
+// is set at all.
+func (l *Loader) LDLibraryPath() (string, bool) { return l.llp, l.hasLLP }
+
+// Preload returns the LD_PRELOAD entries the model uses.
+func (l *Loader) Preload() []string { return append([]string(nil), l.preload...) }
 
 // Root returns the sysroot ("" for the host).
 func (l *Loader) Root() string { return l.fs.root }
@@ -210,8 +221,9 @@ func (l *Loader) open(host string) *fileInfo {
 		return fi
 	}
 	fi = &fileInfo{}
-	f, err := os.Open(host)
-	if err != nil {
+	if mfi, ok := l.openMember(host); ok {
+		fi = mfi
+	} else if f, err := os.Open(host); err != nil {
 		fi.err = err
 	} else {
 		st, serr := f.Stat()

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -174,15 +173,6 @@ func TestHostLibrariesMatchLoader(t *testing.T) {
 	if checked < 50 {
 		t.Fatalf("only %d objects compared", checked)
 	}
-}
-
-func sortedKeys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // TestArmSysrootMatchesLoader checks every ELF shared object of the arm64

@@ -2,6 +2,7 @@ package ldso
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"path"
@@ -59,8 +60,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	host := absolute(file)
-	l.fs.addTree(filepath.Dir(host))
+	guest, host := l.locate(file)
 	fi := l.open(host)
 	if fi.err != nil {
 		return nil, mainError(file, fi.err)
@@ -72,27 +72,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	if in.Type != 3 && in.Type != 2 { // ET_DYN, ET_EXEC
 		return nil, fmt.Errorf("%s: %s cannot be loaded (only shared objects and executables)", file, in.Type)
 	}
-	arch := l.Arch(ctx, in.Machine, in.Class, in.Flags)
-	p := &Process{
-		l:         l,
-		arch:      arch,
-		archKey:   fmt.Sprintf("%d/%d/%d", in.Machine, in.Class, in.Data),
-		cacheArch: cacheArchFor(in.Machine, in.Class, in.Flags),
-		subdirs:   arch.subdirs(),
-		want:      expect{class: in.Class, data: in.Data, machine: in.Machine},
-		hwprio:    map[string]int{},
-		res:       &Result{Arch: arch},
-	}
-	for i, h := range arch.HWCaps {
-		p.hwprio[h] = i + 1
-	}
-	var sys []searchDir
-	for _, d := range arch.SystemDirs {
-		sys = append(sys, searchDir{entry: strings.TrimSuffix(d, "/"), dir: d})
-	}
-	p.sysdirs = &pathList{via: ViaDefault, source: "system search path", dirs: sys, key: listKey(ViaDefault, sys)}
-
-	guest := l.fs.guestPath(host)
+	p := l.newProcess(ctx, in)
 	main := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaMain, Info: in, id: fi.id, lname: guest}
 	main.origin = path.Dir(guest)
 	if mode == AsExecuted {
@@ -108,7 +88,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	p.res.Objects = nil
 
 	if l.hasLLP {
-		p.llp = newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", main.origin, arch))
+		p.llp = newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", main.origin, p.arch))
 	}
 	p.startInterpreter(in)
 
@@ -146,6 +126,61 @@ func mainError(file string, err error) error {
 		return fmt.Errorf("%s: %s", file, fe.Msg)
 	}
 	return err
+}
+
+// newProcess prepares an empty process for objects like in.
+func (l *Loader) newProcess(ctx context.Context, in *elfscan.Info) *Process {
+	arch := l.Arch(ctx, in.Machine, in.Class, in.Flags)
+	p := &Process{
+		l:         l,
+		arch:      arch,
+		archKey:   fmt.Sprintf("%d/%d/%d", in.Machine, in.Class, in.Data),
+		cacheArch: cacheArchFor(in.Machine, in.Class, in.Flags),
+		subdirs:   arch.subdirs(),
+		want:      expect{class: in.Class, data: in.Data, machine: in.Machine},
+		hwprio:    map[string]int{},
+		res:       &Result{Arch: arch},
+	}
+	for i, h := range arch.HWCaps {
+		p.hwprio[h] = i + 1
+	}
+	var sys []searchDir
+	for _, d := range arch.SystemDirs {
+		sys = append(sys, searchDir{entry: strings.TrimSuffix(d, "/"), dir: d})
+	}
+	p.sysdirs = &pathList{via: ViaDefault, source: "system search path", dirs: sys, key: listKey(ViaDefault, sys)}
+	return p
+}
+
+// StartEmpty creates a process whose main program has no dependencies and
+// no search paths of its own, for objects like the one at like (a plain
+// program of that class and machine): the context in which a library is
+// dlopen'ed by a program that adds nothing to the search.
+func (l *Loader) StartEmpty(ctx context.Context, like *elfscan.Info) *Process {
+	p := l.newProcess(ctx, like)
+	in := &elfscan.Info{Class: like.Class, Data: like.Data, Machine: like.Machine, Flags: like.Flags, Type: elf.ET_EXEC, Dynamic: true}
+	main := &Object{Name: "(program)", Via: ViaMain, Info: in}
+	p.main = main
+	p.objs = append(p.objs, main)
+	p.res.Main = main
+	if l.hasLLP {
+		p.llp = newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", "", p.arch))
+	}
+	p.startInterpreter(in)
+	var start = []*Object{main}
+	for _, name := range append(append([]string(nil), l.preload...), l.preloadFile()...) {
+		before := len(p.objs)
+		o := p.mapObject(name, main, nil, true)
+		if o == nil {
+			continue
+		}
+		if len(p.objs) > before {
+			o.Via = ViaPreload
+		}
+		start = append(start, o)
+	}
+	p.loadDeps(start)
+	return p
 }
 
 // startInterpreter registers the dynamic loader itself: it is loaded before
@@ -240,6 +275,9 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 			return nil
 		}
 		o := &Object{Name: name, Names: []string{name}, Via: ViaNotFound, Loader: loader, Problem: f.problem, Fatal: f.fatal, faked: true}
+		if !strings.Contains(name, "/") {
+			o.Searched = p.searchedDirs(loader)
+		}
 		p.objs = append(p.objs, o)
 		return o
 	}
@@ -262,7 +300,7 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 	}
 	o := &Object{
 		Name: name, Names: []string{name}, Path: f.guest, HostPath: f.host,
-		Via: f.via, From: f.from, Loader: loader, Info: f.fi.info, id: f.fi.id,
+		Via: f.via, From: f.from, Entry: f.entry, Source: f.owner, Loader: loader, Info: f.fi.info, id: f.fi.id,
 		origin: path.Dir(f.guest), lname: f.guest,
 	}
 	if f.via == ViaPath && !path.IsAbs(f.guest) {
@@ -292,9 +330,10 @@ func (p *Process) loadDeps(start []*Object) {
 	}
 	for i := 0; i < len(queue); i++ {
 		o := queue[i]
-		if o.faked || o.Info == nil {
+		if o.faked || o.Info == nil || o.depsDone {
 			continue
 		}
+		o.depsDone = true
 		for _, name := range o.Info.Needed {
 			// Tokens in a NEEDED entry are expanded first; the expanded
 			// string is the name the object is known by.
@@ -305,6 +344,7 @@ func (p *Process) loadDeps(start []*Object) {
 			}
 			dep := p.mapObject(name, o, nil, false)
 			dep.addNeededBy(o)
+			o.Deps = append(o.Deps, dep)
 			if !queued[dep] {
 				queued[dep] = true
 				queue = append(queue, dep)
@@ -370,9 +410,7 @@ func (p *Process) Dlopen(ctx context.Context, file string) (*Object, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	host := absolute(file)
-	p.l.fs.addTree(filepath.Dir(host))
-	guest := p.l.fs.guestPath(host)
+	guest, host := p.l.locate(file)
 	before := len(p.objs)
 	o := p.mapObject(guest, nil, nil, true)
 	if o == nil {
@@ -410,6 +448,7 @@ func (p *Process) Result() *Result {
 		for _, by := range o.NeededBy {
 			r.Missing[i].NeededBy = appendUnique(r.Missing[i].NeededBy, by)
 		}
+		r.Missing[i].Requests = append(r.Missing[i].Requests, o)
 		if r.Missing[i].Problem == "" {
 			r.Missing[i].Problem = o.Problem
 		}
@@ -448,6 +487,11 @@ type Search struct {
 // Find explains where the loader looks for name when the object at from
 // needs it, from being the main object as with `ld.so --list from`.
 func (l *Loader) Find(ctx context.Context, name, from string) (*Search, error) {
+	if from == "" {
+		// A plain program of this host's kind, without paths of its own.
+		p := l.StartEmpty(ctx, &elfscan.Info{Class: elf.ELFCLASS64, Data: elf.ELFDATA2LSB, Machine: hostMachine()})
+		return p.Find(name, p.main), nil
+	}
 	p, err := l.Start(ctx, from, AsListed)
 	if err != nil {
 		return nil, err
@@ -481,10 +525,118 @@ func (p *Process) Find(name string, from *Object) *Search {
 	s.Steps = t.steps
 	s.Problem = f.problem
 	if f.ok {
-		s.Found = &Object{Name: name, Path: f.guest, HostPath: f.host, Via: f.via, From: f.from, Info: f.fi.info, Loader: from}
+		s.Found = &Object{Name: name, Path: f.guest, HostPath: f.host, Via: f.via, From: f.from, Entry: f.entry, Source: f.owner, Info: f.fi.info, Loader: from}
 	}
 	return s
 }
 
 // Objects returns the process's objects in load order.
 func (p *Process) Objects() []*Object { return append([]*Object(nil), p.objs...) }
+
+// locate turns a path given by the caller into the loader's path and the
+// file on this machine: a member of a mounted wheel, a file inside the root
+// (seen without the root prefix), or any other file (reachable as itself).
+func (l *Loader) locate(file string) (guest, host string) {
+	if o, rel, isDir, ok := l.fs.lookupOverlay(file); ok && !isDir {
+		return path.Clean(file), o.handle(rel)
+	}
+	host = absolute(file)
+	l.fs.addTree(filepath.Dir(host))
+	return l.fs.guestPath(host), host
+}
+
+// Info reads the dynamic-linking facts of a file (or mounted wheel member)
+// through the loader's cache.
+func (l *Loader) Info(file string) (*elfscan.Info, error) {
+	_, host := l.locate(file)
+	fi := l.open(host)
+	return fi.info, fi.err
+}
+
+// searchedDirs lists the directories of the search lists a name needed by
+// loader goes through (not the cache or the default directories).
+func (p *Process) searchedDirs(loader *Object) []SearchDir {
+	var out []SearchDir
+	for _, pl := range p.searchLists(loader, nil) {
+		for _, d := range pl.dirs {
+			out = append(out, SearchDir{Via: pl.via, Source: pl.source, Entry: d.entry, Dir: d.dir})
+		}
+	}
+	return out
+}
+
+// Register counts the object at file as loaded, without loading what it
+// needs: a library of a distribution imported earlier, whose own
+// dependencies were the business of that import.
+func (p *Process) Register(ctx context.Context, file string) (*Object, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	guest, host := p.l.locate(file)
+	fi := p.l.open(host)
+	if fi.err != nil {
+		return nil, mainError(file, fi.err)
+	}
+	if fi.info.Class != p.want.class || fi.info.Machine != p.want.machine {
+		return nil, fmt.Errorf("%s: %s %s cannot be loaded into this process", file, fi.info.Class, machineName(fi.info.Machine))
+	}
+	if o := p.lookupLoaded(guest); o != nil {
+		return o, nil
+	}
+	for _, o := range p.objs {
+		if !o.faked && fi.id != (fileID{}) && o.id == fi.id {
+			return o, nil
+		}
+	}
+	o := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaLoaded, From: "already imported", Info: fi.info, id: fi.id, lname: guest, origin: path.Dir(guest), depsDone: true}
+	p.objs = append(p.objs, o)
+	return o, nil
+}
+
+// Reach is the part of the process that o brings in: o and everything its
+// NEEDED entries reach, in load order, with the misses and version errors
+// among them. It is the result of dlopen'ing o.
+func (p *Process) Reach(o *Object) *Result {
+	in := map[*Object]bool{o: true}
+	queue := []*Object{o}
+	for i := 0; i < len(queue); i++ {
+		for _, d := range queue[i].Deps {
+			if !in[d] {
+				in[d] = true
+				queue = append(queue, d)
+			}
+		}
+	}
+	r := &Result{Main: o, Arch: p.arch, Warnings: p.res.Warnings}
+	for _, x := range p.objs {
+		if in[x] {
+			r.Objects = append(r.Objects, x)
+		}
+	}
+	if p.rtld != nil && in[p.rtld] && !p.contains(p.rtld) {
+		r.Objects = append(r.Objects, p.rtld)
+	}
+	full := p.Result()
+	for _, m := range full.Missing {
+		var keep []*Object
+		var reqs []*Object
+		for _, req := range m.Requests {
+			if in[req] {
+				reqs = append(reqs, req)
+				for _, by := range req.NeededBy {
+					keep = appendUnique(keep, by)
+				}
+			}
+		}
+		if len(reqs) > 0 {
+			m.NeededBy, m.Requests = keep, reqs
+			r.Missing = append(r.Missing, m)
+		}
+	}
+	for _, v := range full.VersionErrors {
+		if in[v.Object] {
+			r.VersionErrors = append(r.VersionErrors, v)
+		}
+	}
+	return r
+}

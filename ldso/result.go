@@ -36,37 +36,60 @@ type Object struct {
 	// HostPath is the same file on this machine (differs under a root).
 	HostPath string
 	Via      Via
-	// From describes the search list entry that found it, e.g.
-	// "RPATH of /site-packages/torch/lib/libtorch_cuda.so ($ORIGIN/../../nvidia/cu13/lib)".
+	// From names the search list that found it ("RPATH of
+	// /site-packages/torch/lib/libtorch_cuda.so", "LD_LIBRARY_PATH",
+	// "/etc/ld.so.cache", "system search path").
 	From string
+	// Entry is the entry of that list, as written ("$ORIGIN/../lib").
+	Entry string
+	// Source is the object whose DT_RPATH or DT_RUNPATH found it.
+	Source *Object
 	// Loader is the object whose NEEDED entry first brought it in.
 	Loader *Object
 	// NeededBy lists every object whose NEEDED entry it satisfied, in order.
 	NeededBy []*Object
-	Info     *elfscan.Info
+	// Deps are the objects that answered its NEEDED entries, in order.
+	Deps []*Object
+	Info *elfscan.Info
 	// Problem explains a miss beyond "no such file": candidates rejected for
 	// their class or machine, or a file the loader refuses.
 	Problem string
 	// Fatal is set when the loader would stop here instead of going on: a
 	// file on the search path that is not a loadable object.
 	Fatal bool
+	// Searched are, for a name not found, the directories the loader
+	// searched besides its cache and default directories (RPATH, LD_LIBRARY_PATH,
+	// RUNPATH entries, in order): where a library could be placed for the
+	// loader to find it.
+	Searched []SearchDir
 
 	id       fileID
 	lname    string // the name ld.so matches requests against (l_name)
 	faked    bool
+	depsDone bool
 	lrpath   *pathList // cached DT_RPATH search list
 	lrunpath *pathList // cached DT_RUNPATH search list
 	origin   string
-	nodeflib bool
 }
 
 // Found reports whether the loader found the object.
 func (o *Object) Found() bool { return !o.faked }
 
+// SearchDir is one directory of a search list, as the loader expands it.
+type SearchDir struct {
+	Via    Via    `json:"via"`
+	Source string `json:"source"` // "RPATH of X", "LD_LIBRARY_PATH", "RUNPATH of X"
+	Entry  string `json:"entry"`  // as written
+	Dir    string `json:"dir"`    // expanded, as the loader sees it; "" is the working directory
+}
+
 // Miss is a name the loader could not find, with everything that needed it.
 type Miss struct {
 	Name     string
 	NeededBy []*Object
+	// Requests are the individual failed searches: who needed the name and
+	// which directories were searched for it.
+	Requests []*Object
 	// Problem explains a miss beyond "no such file" (wrong class, invalid).
 	Problem string
 	Fatal   bool

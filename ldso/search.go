@@ -15,8 +15,10 @@ import (
 // pathList is one search list of the loader: the DT_RPATH of an object, the
 // DT_RUNPATH of an object, LD_LIBRARY_PATH or the default directories.
 type pathList struct {
+	note   string // a rule that does not apply, for explanations only
 	via    Via
-	source string // "RPATH of /x/liba.so", "LD_LIBRARY_PATH", ...
+	source string  // "RPATH of /x/liba.so", "LD_LIBRARY_PATH", ...
+	owner  *Object // the object whose RPATH or RUNPATH this is
 	dirs   []searchDir
 	key    string // identifies the expanded list, for the search memo
 }
@@ -163,10 +165,11 @@ const (
 // Step is one thing the loader tries while searching for a name.
 type Step struct {
 	Via     Via     `json:"via"`
-	Source  string  `json:"source"`          // "RPATH of X", "LD_LIBRARY_PATH", "/etc/ld.so.cache", ...
-	Entry   string  `json:"entry,omitempty"` // the path list entry as written
-	Dir     string  `json:"dir,omitempty"`   // the directory tried (with hwcaps subdirectory)
-	Path    string  `json:"path,omitempty"`  // the candidate file
+	Source  string  `json:"source"`           // "RPATH of X", "LD_LIBRARY_PATH", "/etc/ld.so.cache", ...
+	Entry   string  `json:"entry,omitempty"`  // the path list entry as written
+	Dir     string  `json:"dir,omitempty"`    // the directory tried (with hwcaps subdirectory)
+	Subdir  string  `json:"subdir,omitempty"` // the hwcaps subdirectory part of Dir, if any
+	Path    string  `json:"path,omitempty"`   // the candidate file
 	Outcome Outcome `json:"outcome"`
 	Detail  string  `json:"detail,omitempty"`
 }
@@ -178,6 +181,8 @@ type found struct {
 	host    string
 	via     Via
 	from    string
+	entry   string
+	owner   *Object
 	fi      *fileInfo
 	problem string // why candidates were rejected, when nothing was found
 	fatal   bool
@@ -316,9 +321,16 @@ func (t *tracer) add(s Step) {
 
 // searchLists returns the lists the loader consults for a name needed by
 // loader, in order, with the rules of _dl_map_object.
-func (p *Process) searchLists(loader *Object) []*pathList {
+func (p *Process) searchLists(loader *Object, t *tracer) []*pathList {
 	var lists []*pathList
-	if loader == nil || loader.Info == nil || !loader.Info.HasRunPath {
+	note := func(via Via, source, detail string) {
+		if t != nil {
+			lists = append(lists, &pathList{via: via, source: source, note: detail})
+		}
+	}
+	if loader != nil && loader.Info != nil && loader.Info.HasRunPath {
+		note(ViaRPath, "DT_RPATH", "not searched: "+loader.displayName()+" has DT_RUNPATH")
+	} else {
 		didMain := false
 		for o := loader; o != nil; o = o.Loader {
 			if rp := p.rpath(o); rp != nil {
@@ -331,13 +343,20 @@ func (p *Process) searchLists(loader *Object) []*pathList {
 				lists = append(lists, rp)
 			}
 		}
+		if len(lists) == 0 {
+			note(ViaRPath, "DT_RPATH", "no object in the load chain has DT_RPATH")
+		}
 	}
 	if p.llp != nil {
 		lists = append(lists, p.llp)
+	} else {
+		note(ViaLDLibraryPath, "LD_LIBRARY_PATH", "not set")
 	}
 	if loader != nil {
 		if rp := p.runpath(loader); rp != nil {
 			lists = append(lists, rp)
+		} else {
+			note(ViaRunPath, "DT_RUNPATH", loader.displayName()+" has no DT_RUNPATH")
 		}
 	}
 	return lists
@@ -356,6 +375,7 @@ func (p *Process) rpath(o *Object) *pathList {
 		return nil
 	}
 	if pl := newPathList(ViaRPath, "RPATH of "+o.displayName(), decompose(o.Info.RPath, ":", o.origin, p.arch)); pl != nil {
+		pl.owner = o
 		o.lrpath = pl
 		return pl
 	}
@@ -374,6 +394,7 @@ func (p *Process) runpath(o *Object) *pathList {
 		return nil
 	}
 	if pl := newPathList(ViaRunPath, "RUNPATH of "+o.displayName(), decompose(o.Info.RunPath, ":", o.origin, p.arch)); pl != nil {
+		pl.owner = o
 		o.lrunpath = pl
 		return pl
 	}
@@ -400,7 +421,7 @@ func (p *Process) nodeflib(loader *Object) bool {
 // search finds a name without a slash. With a tracer it records every step
 // and bypasses the memo.
 func (p *Process) search(name string, loader *Object, t *tracer) found {
-	lists := p.searchLists(loader)
+	lists := p.searchLists(loader, t)
 	nodeflib := p.nodeflib(loader)
 	var key string
 	if t == nil {
@@ -434,6 +455,10 @@ func (p *Process) search(name string, loader *Object, t *tracer) found {
 func (p *Process) searchUncached(name string, lists []*pathList, nodeflib bool, t *tracer) found {
 	var rejected []string
 	for _, pl := range lists {
+		if pl.note != "" {
+			t.add(Step{Via: pl.via, Source: pl.source, Outcome: OutcomeSkipped, Detail: pl.note})
+			continue
+		}
 		if f, done := p.searchList(name, pl, t, &rejected); done {
 			return f
 		}
@@ -487,19 +512,15 @@ func (p *Process) searchList(name string, pl *pathList, t *tracer, rejected *[]s
 		for _, sub := range p.subdirs {
 			dir := d.dir + sub
 			if !p.l.fs.dirExists(dir) {
-				t.add(Step{Via: pl.via, Source: pl.source, Entry: d.entry, Dir: dir, Outcome: OutcomeNoDir})
+				t.add(Step{Via: pl.via, Source: pl.source, Entry: d.entry, Dir: dir, Subdir: sub, Outcome: OutcomeNoDir})
 				continue
 			}
 			cand := dir + name
 			v := p.l.verify(cand, p.want)
-			t.add(Step{Via: pl.via, Source: pl.source, Entry: d.entry, Dir: dir, Path: cand, Outcome: v.outcome, Detail: v.detail})
+			t.add(Step{Via: pl.via, Source: pl.source, Entry: d.entry, Dir: dir, Subdir: sub, Path: cand, Outcome: v.outcome, Detail: v.detail})
 			switch v.outcome {
 			case OutcomeFound:
-				from := pl.source
-				if d.entry != "" && pl.via != ViaDefault {
-					from += " (" + d.entry + ")"
-				}
-				return found{ok: true, guest: cand, host: v.host, via: pl.via, from: from, fi: v.fi}, true
+				return found{ok: true, guest: cand, host: v.host, via: pl.via, from: pl.source, entry: d.entry, owner: pl.owner, fi: v.fi}, true
 			case OutcomeInvalid:
 				return found{problem: cand + ": " + v.detail, fatal: true}, true
 			case OutcomeWrongClass, OutcomeWrongMachine, OutcomeUnreadable:

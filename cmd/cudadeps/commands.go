@@ -5,6 +5,10 @@ import "github.com/spf13/cobra"
 // commands lists every subcommand; each lives in its own file.
 func (a *app) commands() []*cobra.Command {
 	return []*cobra.Command{
+		a.scanCommand(),
+		a.whyCommand(),
+		a.catalogCommand(),
+		a.storeCommand(),
 		a.doctorCommand(),
 	}
 }

@@ -66,7 +66,7 @@ fails, 1 otherwise.`,
 			if len(args) == 1 {
 				opts.Target = args[0]
 			}
-			if a.opts.ldLibSet {
+			if cmd.Flags().Changed("ld-library-path") {
 				llp := a.opts.ldLibraryPath
 				opts.LDLibraryPath = &llp
 			}

@@ -71,7 +71,7 @@ func quietEnv(t *testing.T) {
 	}
 }
 
-func runCLI(args ...string) (int, string, string) {
+func doctorCLI(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
@@ -80,7 +80,7 @@ func runCLI(args ...string) (int, string, string) {
 func TestDoctorHealthyJSON(t *testing.T) {
 	quietEnv(t)
 	root := gpuRoot(t, true)
-	code, out, stderr := runCLI("doctor", "--root", root, "--json")
+	code, out, stderr := doctorCLI("doctor", "--root", root, "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 	}
@@ -110,7 +110,7 @@ func TestDoctorHealthyJSON(t *testing.T) {
 func TestDoctorFailureExitAndText(t *testing.T) {
 	quietEnv(t)
 	root := gpuRoot(t, false)
-	code, out, _ := runCLI("doctor", "--root", root)
+	code, out, _ := doctorCLI("doctor", "--root", root)
 	if code != exitError {
 		t.Errorf("exit %d, want %d", code, exitError)
 	}
@@ -126,20 +126,20 @@ func TestDoctorLoaderFlags(t *testing.T) {
 	quietEnv(t)
 	root := gpuRoot(t, true)
 	stubs := "/usr/local/cuda/lib64/stubs"
-	code, out, _ := runCLI("doctor", "--root", root, "--ld-library-path", stubs)
+	code, out, _ := doctorCLI("doctor", "--root", root, "--ld-library-path", stubs)
 	if code != exitError || !strings.Contains(out, "FAIL  libcuda") || !strings.Contains(out, "CUDA_ERROR_STUB_LIBRARY") {
 		t.Errorf("--ld-library-path %s: exit %d\n%s", stubs, code, out)
 	}
 	// An empty --ld-library-path replaces a stub-laden $LD_LIBRARY_PATH.
 	t.Setenv("LD_LIBRARY_PATH", stubs)
-	if code, out, _ := runCLI("doctor", "--root", root, "--ld-library-path", ""); code != exitOK {
+	if code, out, _ := doctorCLI("doctor", "--root", root, "--ld-library-path", ""); code != exitOK {
 		t.Errorf("--ld-library-path \"\": exit %d\n%s", code, out)
 	}
-	if code, out, _ := runCLI("doctor", "--root", root); code != exitError || !strings.Contains(out, "LD_LIBRARY_PATH") {
+	if code, out, _ := doctorCLI("doctor", "--root", root); code != exitError || !strings.Contains(out, "LD_LIBRARY_PATH") {
 		t.Errorf("$LD_LIBRARY_PATH: exit %d\n%s", code, out)
 	}
 	os.Unsetenv("LD_LIBRARY_PATH")
-	code, out, _ = runCLI("doctor", "--root", root, "--preload", "/opt/hook/libhook.so")
+	code, out, _ = doctorCLI("doctor", "--root", root, "--preload", "/opt/hook/libhook.so")
 	if code != exitOK || !strings.Contains(out, "warn  interposers") || !strings.Contains(out, "interposes cudaMalloc") {
 		t.Errorf("--preload: exit %d\n%s", code, out)
 	}
@@ -152,7 +152,7 @@ func TestDoctorTarget(t *testing.T) {
 	if err := elftest.Write(lib, elftest.Spec{Soname: "libapp.so", Needed: []string{"libcudart.so.13"}}); err != nil {
 		t.Fatal(err)
 	}
-	code, out, _ := runCLI("doctor", "--root", root, lib)
+	code, out, _ := doctorCLI("doctor", "--root", root, lib)
 	if code != exitOK || !strings.Contains(out, "libapp.so needs CUDA 13 (libcudart.so.13 in its closure)") || !strings.Contains(out, "static-runtime") {
 		t.Errorf("exit %d\n%s", code, out)
 	}
@@ -170,7 +170,7 @@ func TestDoctorBadInput(t *testing.T) {
 		{[]string{"doctor", "a", "b"}, "at most one TARGET"},
 		{[]string{"doctor", "--probe-timeout", "soon"}, "invalid argument"},
 	} {
-		code, out, stderr := runCLI(c.args...)
+		code, out, stderr := doctorCLI(c.args...)
 		if code != exitUsage || out != "" || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", c.args[1:], code, out, stderr)
 		}
@@ -178,7 +178,7 @@ func TestDoctorBadInput(t *testing.T) {
 }
 
 func TestDoctorProbeChildHidden(t *testing.T) {
-	_, help, _ := runCLI("doctor", "--help")
+	_, help, _ := doctorCLI("doctor", "--help")
 	if strings.Contains(help, "probe-child") || !strings.Contains(help, "--probe ") {
 		t.Errorf("help:\n%s", help)
 	}
@@ -188,7 +188,7 @@ func TestDoctorProbeChildStatic(t *testing.T) {
 	if doctor.DlopenProbe {
 		t.Skip("the dlopen build's child is tested in package doctor")
 	}
-	code, out, _ := runCLI("doctor", "--probe-child")
+	code, out, _ := doctorCLI("doctor", "--probe-child")
 	if code != exitError || !strings.HasPrefix(out, "error dlopen ") || !strings.Contains(out, "-tags dlprobe") {
 		t.Errorf("exit %d, output %q", code, out)
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -90,10 +91,15 @@ func exitWith(code int) error {
 	return &codeError{code: code}
 }
 
-// isUsageError recognises cobra's own flag and argument errors.
+// isUsageError recognises cobra's own flag, argument and command errors.
 func isUsageError(err error) bool {
 	var fe *flagError
-	return errors.As(err, &fe)
+	if errors.As(err, &fe) {
+		return true
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
+		strings.HasPrefix(msg, "unknown shorthand flag") || strings.Contains(msg, "required flag(s)")
 }
 
 type flagError struct{ err error }
@@ -154,4 +160,13 @@ func newLogger(w io.Writer, verbose, quiet bool) *slog.Logger {
 		level = slog.LevelWarn
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// progressWriter is where downloads report progress: stderr (a bar on a
+// terminal, plain lines elsewhere), or nowhere under --quiet.
+func (a *app) progressWriter() io.Writer {
+	if a.opts.quiet {
+		return nil
+	}
+	return a.stderr
 }

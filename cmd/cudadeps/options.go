@@ -13,7 +13,6 @@ type globalOptions struct {
 	// Loader model.
 	root          string
 	ldLibraryPath string
-	ldLibSet      bool // --ld-library-path was given (an empty value is meaningful)
 	preload       []string
 
 	// Catalog.
@@ -41,9 +40,6 @@ func (o *globalOptions) addLoaderFlags(cmd *cobra.Command) {
 	f.StringVar(&o.root, "root", "", "scan another system's tree: ld.so.cache, ld.so.preload and default directories come from `DIR` (e.g. an aarch64 sysroot)")
 	f.StringVar(&o.ldLibraryPath, "ld-library-path", "", "use this `PATH` list instead of $LD_LIBRARY_PATH (\"\" for none)")
 	f.StringSliceVar(&o.preload, "preload", nil, "objects loaded first, as with LD_PRELOAD (default: $LD_PRELOAD)")
-	cmd.PreRun = chainPreRun(cmd.PreRun, func(cmd *cobra.Command, _ []string) {
-		o.ldLibSet = cmd.Flags().Changed("ld-library-path")
-	})
 }
 
 // addCatalogFlags registers the flags that choose and layer catalogs.
@@ -63,13 +59,4 @@ func (o *globalOptions) addStoreFlags(cmd *cobra.Command) {
 // addJSONFlag registers --json.
 func (o *globalOptions) addJSONFlag(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON on stdout")
-}
-
-func chainPreRun(prev func(*cobra.Command, []string), next func(*cobra.Command, []string)) func(*cobra.Command, []string) {
-	return func(cmd *cobra.Command, args []string) {
-		if prev != nil {
-			prev(cmd, args)
-		}
-		next(cmd, args)
-	}
 }

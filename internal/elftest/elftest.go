@@ -113,15 +113,6 @@ func (b *builder) word(v uint32)  { _ = binary.Write(&b.buf, b.order, v) }
 func (b *builder) half(v uint16)  { _ = binary.Write(&b.buf, b.order, v) }
 func (b *builder) xword(v uint64) { _ = binary.Write(&b.buf, b.order, v) }
 
-// addr writes an address-sized field.
-func (b *builder) addr(v uint64) {
-	if b.is64 {
-		b.xword(v)
-	} else {
-		b.word(uint32(v))
-	}
-}
-
 func (b *builder) align(n int) {
 	for b.buf.Len()%n != 0 {
 		b.buf.WriteByte(0)

@@ -1,0 +1,365 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/cudadeps/cudadeps/elfscan"
+)
+
+// BaseURL is where NVIDIA publishes the archives of a product.
+func BaseURL(product string) string {
+	return "https://developer.download.nvidia.com/compute/" + product + "/redist/"
+}
+
+// ArchiveRef names one archive to fetch for a scan.
+type ArchiveRef struct {
+	Component    string
+	Version      string
+	Platform     string
+	CUDAVariant  string
+	URL          string // the mirror's when one is set
+	RelativePath string
+	SHA256       string
+	Size         int64
+}
+
+// Extractor brings archive a in, verified against its sha256 and size, and
+// unpacks it into the empty directory dir. The fetch code provides it; the
+// catalog only reads what lands in dir.
+type Extractor func(ctx context.Context, a ArchiveRef, dir string) error
+
+// ImportOptions shape Import.
+type ImportOptions struct {
+	Table      *Table   // nil: the embedded curated table
+	Platforms  []string // only these platforms; nil: all
+	Components []string // only these components; nil: all
+	// Extract, when set, makes Import read the sonames of the ELF files
+	// inside each archive instead of taking them from the table.
+	Extract Extractor
+	Mirror  string // fetch scanned archives from here instead of NVIDIA
+	WorkDir string // where one archive at a time is unpacked; "" for the system's temporary directory
+	Logger  *slog.Logger
+}
+
+// Import builds a catalog from NVIDIA's manifests: every archive of a
+// Linux platform, with the sonames the table (or, with Extract, the archive
+// itself) says it provides; archives that provide nothing known are left
+// out. The table's driver libraries and its knowledge of components without
+// archives are carried along, so the result stands on its own.
+func Import(ctx context.Context, manifests []*Manifest, opts ImportOptions) (*Catalog, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	table := opts.Table
+	if table == nil {
+		var err error
+		if table, err = EmbeddedTable(); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range opts.Platforms {
+		if !ValidPlatform(p) {
+			return nil, fmt.Errorf("unknown platform %q (want one of %s)", p, strings.Join(Platforms(), ", "))
+		}
+	}
+	mirror := ""
+	if opts.Mirror != "" {
+		var err error
+		if mirror, err = NormalizeMirror(opts.Mirror); err != nil {
+			return nil, err
+		}
+	}
+	wanted := func(comp string) bool { return len(opts.Components) == 0 || slices.Contains(opts.Components, comp) }
+	onPlatform := func(p string) bool { return len(opts.Platforms) == 0 || slices.Contains(opts.Platforms, p) }
+
+	c := &Catalog{products: map[string]*Product{}, drivers: map[string]*Driver{}, components: map[string]*Component{}}
+	const tableName = "soname table"
+	for soname, advice := range table.Drivers {
+		c.drivers[soname] = &Driver{Soname: soname, Advice: advice, Pos: Pos{File: tableName}}
+	}
+	addProduct := func(name string) *Product {
+		if p, ok := c.products[name]; ok {
+			return p
+		}
+		p := &Product{Name: name, Title: table.Products[name], Pos: Pos{File: tableName}}
+		c.products[name] = p
+		return p
+	}
+
+	ordered := slices.Clone(manifests)
+	slices.SortStableFunc(ordered, func(a, b *Manifest) int {
+		if c := strings.Compare(a.Product, b.Product); c != 0 {
+			return c
+		}
+		return CompareVersions(a.Label, b.Label)
+	})
+	newest := map[string]string{} // component → version whose title and license it carries
+	for _, m := range ordered {
+		releaseCUDA := 0
+		if m.Product == "cuda" {
+			// A CUDA toolkit release builds all its archives for its own major.
+			major, _, _ := strings.Cut(m.Label, ".")
+			releaseCUDA, _ = strconv.Atoi(major)
+		}
+		for _, mc := range m.Components {
+			if !wanted(mc.Key) {
+				continue
+			}
+			tc := table.Components[mc.Key]
+			switch {
+			case table.Skipped(mc.Key):
+				log.Debug("holds no shared library", "component", mc.Key, "manifest", m.Name)
+				continue
+			case tc == nil && opts.Extract == nil:
+				log.Info("no sonames known for this component: left out (import --scan reads them from the archives)", "component", mc.Key, "manifest", m.Name)
+				continue
+			}
+			rel := &Release{Version: mc.Version, Label: m.Label, Date: m.Date, CUDA: releaseCUDA, Pos: Pos{File: m.Name}}
+			if slices.ContainsFunc(mc.Archives, func(a *ManifestArchive) bool { return a.CUDAVariant != "" }) {
+				rel.CUDA = 0 // the variants say it per archive
+			}
+			for _, ma := range mc.Archives {
+				if !onPlatform(ma.Platform) {
+					continue
+				}
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				a := &Archive{Platform: ma.Platform, CUDAVariant: ma.CUDAVariant, RelativePath: ma.RelativePath,
+					SHA256: ma.SHA256, Size: ma.Size, Pos: Pos{File: m.Name}}
+				if opts.Extract != nil {
+					sonames, err := scanArchive(ctx, opts, log, ArchiveRef{
+						Component: mc.Key, Version: mc.Version, Platform: ma.Platform, CUDAVariant: ma.CUDAVariant,
+						URL: urlFor(mirror, m.Product, ma.RelativePath), RelativePath: ma.RelativePath,
+						SHA256: ma.SHA256, Size: ma.Size,
+					})
+					if err != nil {
+						return nil, err
+					}
+					a.Sonames = sonames
+				} else {
+					a.Sonames = tc.Sonames(mc.Version, a.CUDAMajor(rel), ma.Platform)
+				}
+				a.Sonames = slices.DeleteFunc(a.Sonames, func(s string) bool {
+					if _, driver := table.Drivers[s]; driver {
+						log.Warn("a driver library inside an archive is not offered", "soname", s, "archive", ma.RelativePath)
+						return true
+					}
+					return false
+				})
+				if len(a.Sonames) == 0 {
+					log.Debug("archive provides no known soname: left out", "archive", ma.RelativePath)
+					continue
+				}
+				rel.Archives = append(rel.Archives, a)
+			}
+			if len(rel.Archives) == 0 {
+				continue
+			}
+			sortArchives(rel.Archives)
+			comp, ok := c.components[mc.Key]
+			if !ok {
+				comp = &Component{Name: mc.Key, Product: m.Product, Pos: Pos{File: m.Name}}
+				c.components[mc.Key] = comp
+			}
+			if comp.Product != m.Product {
+				return nil, fmt.Errorf("%s: component %s belongs to product %s in another manifest", m.Name, mc.Key, comp.Product)
+			}
+			if err := addRelease(comp, rel); err != nil {
+				return nil, fmt.Errorf("%s: %w", m.Name, err)
+			}
+			if v, seen := newest[mc.Key]; !seen || CompareVersions(mc.Version, v) >= 0 {
+				newest[mc.Key] = mc.Version
+				comp.Title, comp.License = mc.Title, mc.License
+			}
+			addProduct(m.Product).BaseURL = BaseURL(m.Product)
+		}
+	}
+	for name, tc := range table.Components {
+		if !wanted(name) {
+			continue
+		}
+		comp, ok := c.components[name]
+		if !ok {
+			comp = &Component{Name: name, Product: tc.Product, Title: tc.Title, Pos: Pos{File: tableName}}
+			c.components[name] = comp
+			addProduct(tc.Product)
+		}
+		comp.Sonames = append(comp.Sonames, tc.Known()...)
+	}
+	for _, comp := range c.components {
+		sortReleases(comp.Releases)
+		for _, r := range comp.Releases {
+			for _, a := range r.Archives {
+				comp.Sonames = append(comp.Sonames, a.Sonames...)
+			}
+		}
+		comp.Sonames = sortedUnique(comp.Sonames)
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// addRelease adds rel to comp; the same version from two manifests (a
+// component unchanged between toolkit releases) must name the same files.
+func addRelease(comp *Component, rel *Release) error {
+	i := slices.IndexFunc(comp.Releases, func(r *Release) bool { return r.Version == rel.Version })
+	if i < 0 {
+		comp.Releases = append(comp.Releases, rel)
+		return nil
+	}
+	old := comp.Releases[i]
+	for _, a := range rel.Archives {
+		j := slices.IndexFunc(old.Archives, func(o *Archive) bool {
+			return o.Platform == a.Platform && o.CUDAVariant == a.CUDAVariant
+		})
+		if j < 0 {
+			old.Archives = append(old.Archives, a)
+			continue
+		}
+		if o := old.Archives[j]; o.SHA256 != a.SHA256 || o.Size != a.Size || o.RelativePath != a.RelativePath {
+			return fmt.Errorf("component %s %s %s: two different archives of one version", comp.Name, rel.Version, a.Platform)
+		}
+	}
+	sortArchives(old.Archives)
+	// The later release label names the newer manifest that still ships it.
+	if CompareVersions(rel.Label, old.Label) > 0 {
+		old.Label, old.Date = rel.Label, rel.Date
+	}
+	return nil
+}
+
+func urlFor(mirror, product, rel string) string {
+	if mirror != "" {
+		return mirror + rel
+	}
+	return BaseURL(product) + rel
+}
+
+func scanArchive(ctx context.Context, opts ImportOptions, log *slog.Logger, ref ArchiveRef) ([]string, error) {
+	dir, err := os.MkdirTemp(opts.WorkDir, "cudadeps-scan-*")
+	if err != nil {
+		return nil, fmt.Errorf("scan %s: %w", ref.RelativePath, err)
+	}
+	defer os.RemoveAll(dir)
+	log.Info("scanning archive", "component", ref.Component, "version", ref.Version, "platform", ref.Platform, "variant", ref.CUDAVariant, "url", ref.URL)
+	if err := opts.Extract(ctx, ref, dir); err != nil {
+		return nil, fmt.Errorf("scan %s: %w", ref.RelativePath, err)
+	}
+	return ScanDir(dir, ref.Platform, log)
+}
+
+// ScanDir lists the SONAMEs of the ELF shared objects under dir that run on
+// platform. Files in stubs/ directories (link-time stand-ins such as the
+// toolkit's stub libcuda.so) are not libraries anyone should load, so they
+// are skipped, as are symbolic links (their targets are scanned), files
+// that are not ELF, and objects built for another machine.
+func ScanDir(dir, platform string, log *slog.Logger) ([]string, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	want := elf.EM_X86_64
+	if platform != LinuxX86_64 {
+		want = elf.EM_AARCH64
+	}
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == "stubs" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := elfscan.ReadFile(path)
+		if errors.Is(err, elfscan.ErrNotELF) {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if err != nil {
+			log.Warn("unreadable ELF file skipped", "file", rel, "err", err)
+			return nil
+		}
+		if info.Soname == "" {
+			return nil
+		}
+		if info.Machine != want {
+			log.Warn("ELF file for another machine skipped", "file", rel, "machine", info.Machine, "platform", platform)
+			return nil
+		}
+		out = append(out, info.Soname)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan %s: %w", dir, err)
+	}
+	return sortedUnique(out), nil
+}
+
+// Encode writes the catalog as YAML, with header as leading comment lines.
+// The output is deterministic: the same catalog gives the same bytes.
+func (c *Catalog) Encode(header string) ([]byte, error) {
+	doc := fileDoc{
+		Format:     FormatVersion,
+		Products:   map[string]*productDoc{},
+		Drivers:    map[string]*driverDoc{},
+		Components: map[string]*componentDoc{},
+	}
+	for name, p := range c.products {
+		doc.Products[name] = &productDoc{Title: p.Title, BaseURL: p.BaseURL}
+	}
+	for name, d := range c.drivers {
+		doc.Drivers[name] = &driverDoc{Advice: d.Advice}
+	}
+	for name, comp := range c.components {
+		cd := &componentDoc{Product: comp.Product, Title: comp.Title, License: comp.License, Sonames: comp.Sonames}
+		for _, r := range comp.Releases {
+			rd := &releaseDoc{Version: r.Version, Release: r.Label, Date: r.Date, CUDA: r.CUDA}
+			for _, a := range r.Archives {
+				rd.Archives = append(rd.Archives, &archiveDoc{
+					Platform: a.Platform, CUDAVariant: a.CUDAVariant, Path: a.RelativePath,
+					SHA256: a.SHA256, Size: a.Size, Sonames: a.Sonames,
+				})
+			}
+			cd.Releases = append(cd.Releases, rd)
+		}
+		doc.Components[name] = cd
+	}
+	var buf bytes.Buffer
+	for _, line := range strings.Split(strings.TrimRight(header, "\n"), "\n") {
+		if header == "" {
+			break
+		}
+		buf.WriteString(strings.TrimRight("# "+line, " ") + "\n")
+	}
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, fmt.Errorf("encode catalog: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("encode catalog: %w", err)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,142 @@
+package catalog
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestParseManifestShapes(t *testing.T) {
+	text := `{
+  "release_date": "2025-08-04",
+  "release_label": "13.0.0",
+  "release_product": "cuda",
+  "libfoo": {
+    "name": "Foo", "license": "CUDA Toolkit", "license_path": "libfoo/LICENSE.txt", "version": "13.0.1.2",
+    "linux-x86_64": {"relative_path": "libfoo/linux-x86_64/libfoo-13.0.1.2-archive.tar.xz", "sha256": "` + sha1 + `", "md5": "x", "size": "1487372"},
+    "linux-ppc64le": {"relative_path": "libfoo/linux-ppc64le/x.tar.xz", "sha256": "` + sha1 + `", "size": "1"},
+    "windows-x86_64": {"relative_path": "libfoo/windows-x86_64/x.zip", "sha256": "` + sha1 + `", "size": "1"}
+  },
+  "libvar": {
+    "name": "Var", "version": "0.8.0.10", "cuda_variant": ["12", "13"],
+    "linux-sbsa": {
+      "cuda13": {"relative_path": "libvar/linux-sbsa/libvar-0.8.0.10_cuda13-archive.tar.xz", "sha256": "` + sha3 + `", "size": "30"},
+      "cuda12": {"relative_path": "libvar/linux-sbsa/libvar-0.8.0.10_cuda12-archive.tar.xz", "sha256": "` + sha2 + `", "size": 20}
+    },
+    "linux-aarch64": {"cuda12": {"relative_path": "libvar/linux-aarch64/a.tar.xz", "sha256": "` + sha1 + `", "size": "10"}}
+  },
+  "driver_assistant": {"name": "x", "version": "0.22", "linux-all": {"relative_path": "a/b", "sha256": "` + sha1 + `", "size": "1"}},
+  "cudnn_samples": {"name": "x", "version": "9.12", "source": {"relative_path": "a/b", "sha256": "` + sha1 + `", "size": "1"}}
+}`
+	m, err := ParseManifest([]byte(text), "redistrib_13.0.0.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Product != "cuda" || m.Label != "13.0.0" || m.Date != "2025-08-04" || len(m.Components) != 4 {
+		t.Fatalf("manifest %+v", m)
+	}
+	byKey := map[string]*ManifestComponent{}
+	for _, c := range m.Components {
+		byKey[c.Key] = c
+	}
+	foo := byKey["libfoo"]
+	if foo.Title != "Foo" || foo.License != "CUDA Toolkit" || foo.Version != "13.0.1.2" || len(foo.Archives) != 1 {
+		t.Fatalf("libfoo %+v", foo)
+	}
+	if a := foo.Archives[0]; a.Platform != LinuxX86_64 || a.Size != 1487372 || a.CUDAVariant != "" {
+		t.Errorf("libfoo archive %+v", a)
+	}
+	v := byKey["libvar"]
+	if len(v.Archives) != 3 {
+		t.Fatalf("libvar archives %d", len(v.Archives))
+	}
+	got := []string{}
+	for _, a := range v.Archives {
+		got = append(got, a.Platform+"/"+a.CUDAVariant+"/"+strconv.FormatInt(a.Size, 10))
+	}
+	if strings.Join(got, " ") != "linux-sbsa/cuda12/20 linux-sbsa/cuda13/30 linux-aarch64/cuda12/10" {
+		t.Errorf("libvar archives %v", got)
+	}
+	if len(byKey["driver_assistant"].Archives)+len(byKey["cudnn_samples"].Archives) != 0 {
+		t.Error("linux-all and source entries must be skipped")
+	}
+}
+
+func TestParseManifestRejects(t *testing.T) {
+	base := `{"release_date": "2025-01-01", "release_label": "1.0", "release_product": "p",
+  "c": {"version": "1.0", "linux-x86_64": {"relative_path": "c/x.tar.xz", "sha256": "` + sha1 + `", "size": "10"}}}`
+	for name, bad := range map[string]string{
+		"size":      strings.Replace(base, `"size": "10"`, `"size": "10 MB"`, 1),
+		"zero size": strings.Replace(base, `"size": "10"`, `"size": "0"`, 1),
+		"sha256":    strings.Replace(base, sha1, "abc", 1),
+		"path":      strings.Replace(base, "c/x.tar.xz", "../x.tar.xz", 1),
+		"product":   strings.Replace(base, `"release_product": "p",`, ``, 1),
+		"variant":   strings.Replace(base, `"linux-x86_64": {"relative_path"`, `"linux-x86_64": {"cu12": {"relative_path"`, 1) + "}",
+		"json":      base[:40],
+		"version":   strings.Replace(base, `"version": "1.0"`, `"version": ""`, 1),
+	} {
+		if _, err := ParseManifest([]byte(bad), "bad.json"); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if !strings.HasPrefix(err.Error(), "bad.json") {
+			t.Errorf("%s: error does not name the file: %v", name, err)
+		}
+	}
+}
+
+// Every Linux archive of every copied manifest comes out of ParseManifest
+// with its size, checked against a plain JSON walk.
+func TestParseManifestRealFiles(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(repoRoot(t), "data", "manifests", "*.json"))
+	if len(files) < 20 {
+		t.Fatalf("only %d manifests in data/manifests", len(files))
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ParseManifest(data, filepath.Base(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed := map[string]int64{}
+		for _, c := range m.Components {
+			for _, a := range c.Archives {
+				parsed[a.RelativePath] = a.Size
+			}
+		}
+		var raw map[string]any
+		if err := json.Unmarshal(data, &raw); err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		var walk func(v any, linux bool)
+		walk = func(v any, linux bool) {
+			obj, ok := v.(map[string]any)
+			if !ok {
+				return
+			}
+			if p, ok := obj["relative_path"].(string); ok {
+				if !linux {
+					return
+				}
+				want++
+				size, _ := strconv.ParseInt(obj["size"].(string), 10, 64)
+				if got, ok := parsed[p]; !ok || got != size {
+					t.Errorf("%s: %s: parsed size %d (present %v), manifest %d", m.Name, p, got, ok, size)
+				}
+				return
+			}
+			for k, child := range obj {
+				walk(child, linux || ValidPlatform(k))
+			}
+		}
+		walk(raw, false)
+		if want != len(parsed) || want == 0 {
+			t.Errorf("%s: %d Linux archives in the JSON, %d parsed", m.Name, want, len(parsed))
+		}
+	}
+}

@@ -1,0 +1,416 @@
+package catalog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ParseError is a problem in a catalog file, at a line.
+type ParseError struct {
+	Pos Pos
+	Msg string
+}
+
+func (e *ParseError) Error() string { return e.Pos.String() + ": " + e.Msg }
+
+// The YAML shape of a catalog file; see doc/catalog.md.
+type fileDoc struct {
+	Format     int                      `yaml:"format"`
+	Products   map[string]*productDoc   `yaml:"products,omitempty"`
+	Drivers    map[string]*driverDoc    `yaml:"drivers,omitempty"`
+	Components map[string]*componentDoc `yaml:"components,omitempty"`
+}
+
+type productDoc struct {
+	Title   string `yaml:"title,omitempty"`
+	BaseURL string `yaml:"base_url,omitempty"`
+}
+
+type driverDoc struct {
+	Advice string `yaml:"advice"`
+}
+
+type componentDoc struct {
+	Product  string        `yaml:"product,omitempty"`
+	Title    string        `yaml:"title,omitempty"`
+	License  string        `yaml:"license,omitempty"`
+	Sonames  []string      `yaml:"sonames,flow,omitempty"`
+	Releases []*releaseDoc `yaml:"releases,omitempty"`
+}
+
+type releaseDoc struct {
+	Version  string        `yaml:"version"`
+	Release  string        `yaml:"release,omitempty"`
+	Date     string        `yaml:"date,omitempty"`
+	CUDA     int           `yaml:"cuda,omitempty"`
+	Archives []*archiveDoc `yaml:"archives"`
+}
+
+type archiveDoc struct {
+	Platform    string   `yaml:"platform"`
+	CUDAVariant string   `yaml:"cuda_variant,omitempty"`
+	Path        string   `yaml:"path"`
+	SHA256      string   `yaml:"sha256"`
+	Size        int64    `yaml:"size"`
+	Sonames     []string `yaml:"sonames,flow"`
+}
+
+var (
+	nameRE       = regexp.MustCompile(`^[a-z0-9][a-z0-9_]*$`)
+	sonameRE     = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.so(\.[A-Za-z0-9_.+-]+)?$`)
+	versionRE    = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._+-]*$`)
+	dateRE       = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
+	variantRE    = regexp.MustCompile(`^cuda[1-9][0-9]*$`)
+	sha256RE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	pathRE       = regexp.MustCompile(`^[A-Za-z0-9_+-][A-Za-z0-9._+-]*(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)*$`)
+	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line ([0-9]+): (.*)$`)
+	inTypeRE     = regexp.MustCompile(` in type [A-Za-z0-9_.*\[\]]+`)
+	unknownField = regexp.MustCompile(`^field (.+) not found$`)
+)
+
+// ValidSoname reports whether s looks like a shared object name (no path).
+func ValidSoname(s string) bool { return sonameRE.MatchString(s) }
+
+// parseUnchecked reads one file strictly, without the whole-catalog checks.
+func parseUnchecked(data []byte, name string) (*Catalog, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(name, err)
+	}
+	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		return nil, &ParseError{Pos: Pos{File: name}, Msg: "empty catalog"}
+	}
+	top := root.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return nil, &ParseError{Pos: Pos{File: name, Line: top.Line}, Msg: "a catalog is a mapping with format, products, drivers and components"}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var doc fileDoc
+	if err := dec.Decode(&doc); err != nil {
+		return nil, yamlError(name, err)
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return nil, &ParseError{Pos: Pos{File: name, Line: more.Line}, Msg: "only one YAML document allowed"}
+	}
+	p := &parser{file: name}
+	return p.catalog(top, &doc)
+}
+
+// yamlError turns the YAML library's messages into "file:line: problem".
+func yamlError(name string, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		return lineError(name, te.Errors[0])
+	}
+	return lineError(name, err.Error())
+}
+
+func lineError(name, msg string) error {
+	msg = strings.TrimSpace(msg)
+	msg = inTypeRE.ReplaceAllString(msg, "")
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		text := m[2]
+		if f := unknownField.FindStringSubmatch(text); f != nil {
+			text = fmt.Sprintf("unknown key %q", f[1])
+		}
+		return &ParseError{Pos: Pos{File: name, Line: n}, Msg: text}
+	}
+	return &ParseError{Pos: Pos{File: name}, Msg: strings.TrimPrefix(msg, "yaml: ")}
+}
+
+type parser struct {
+	file string
+}
+
+func (p *parser) at(n *yaml.Node) Pos {
+	if n == nil {
+		return Pos{File: p.file}
+	}
+	return Pos{File: p.file, Line: n.Line}
+}
+
+func (p *parser) errf(n *yaml.Node, format string, a ...any) error {
+	return &ParseError{Pos: p.at(n), Msg: fmt.Sprintf(format, a...)}
+}
+
+// resolve follows an alias to the node it names.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 16; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// elem is the i-th item of a sequence node, or the node itself when the
+// decoded list and the node disagree (which a well-formed file never does).
+func elem(seq *yaml.Node, i int) *yaml.Node {
+	if s := resolve(seq); s != nil && s.Kind == yaml.SequenceNode && i < len(s.Content) {
+		return s.Content[i]
+	}
+	return seq
+}
+
+// value returns the value node of key in a mapping, or nil.
+func value(m *yaml.Node, key string) *yaml.Node {
+	m = resolve(m)
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// lineOf is the line of key's value in mapping m, or m's own line.
+func lineOf(m *yaml.Node, key string) *yaml.Node {
+	if v := value(m, key); v != nil {
+		return v
+	}
+	return m
+}
+
+// pairs walks a mapping's key/value nodes in document order.
+func pairs(m *yaml.Node, f func(k, v *yaml.Node) error) error {
+	m = resolve(m)
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := m.Content[i]
+		if first, dup := seen[k.Value]; dup {
+			return &ParseError{Pos: Pos{Line: k.Line}, Msg: fmt.Sprintf("%s is defined twice (first at line %d)", k.Value, first)}
+		}
+		seen[k.Value] = k.Line
+		if err := f(k, m.Content[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *parser) fixFile(err error) error {
+	var pe *ParseError
+	if errors.As(err, &pe) && pe.Pos.File == "" {
+		pe.Pos.File = p.file
+	}
+	return err
+}
+
+func (p *parser) catalog(top *yaml.Node, doc *fileDoc) (*Catalog, error) {
+	c := &Catalog{
+		products:   map[string]*Product{},
+		drivers:    map[string]*Driver{},
+		components: map[string]*Component{},
+	}
+	if doc.Format != FormatVersion {
+		return nil, p.errf(lineOf(top, "format"), "format must be %d (got %d)", FormatVersion, doc.Format)
+	}
+	err := pairs(value(top, "products"), func(k, v *yaml.Node) error {
+		prod, err := p.product(k, v, doc.Products[k.Value])
+		if err == nil {
+			c.products[prod.Name] = prod
+		}
+		return err
+	})
+	if err != nil {
+		return nil, p.fixFile(err)
+	}
+	err = pairs(value(top, "drivers"), func(k, v *yaml.Node) error {
+		d := doc.Drivers[k.Value]
+		if !ValidSoname(k.Value) {
+			return p.errf(k, "driver %q is not a soname", k.Value)
+		}
+		if d == nil || strings.TrimSpace(d.Advice) == "" {
+			return p.errf(k, "driver %s: advice is missing", k.Value)
+		}
+		c.drivers[k.Value] = &Driver{Soname: k.Value, Advice: d.Advice, Pos: p.at(k)}
+		return nil
+	})
+	if err != nil {
+		return nil, p.fixFile(err)
+	}
+	err = pairs(value(top, "components"), func(k, v *yaml.Node) error {
+		comp, err := p.component(k, v, doc.Components[k.Value])
+		if err == nil {
+			c.components[comp.Name] = comp
+		}
+		return err
+	})
+	if err != nil {
+		return nil, p.fixFile(err)
+	}
+	return c, nil
+}
+
+func (p *parser) product(k, v *yaml.Node, d *productDoc) (*Product, error) {
+	if !nameRE.MatchString(k.Value) {
+		return nil, p.errf(k, "product name %q: use lower-case letters, digits and _", k.Value)
+	}
+	if d == nil {
+		d = &productDoc{}
+	}
+	prod := &Product{Name: k.Value, Title: d.Title, BaseURL: d.BaseURL, Pos: p.at(k)}
+	if d.BaseURL != "" {
+		if !strings.HasSuffix(d.BaseURL, "/") {
+			return nil, p.errf(lineOf(v, "base_url"), "product %s: base_url must end in /", k.Value)
+		}
+		if _, err := NormalizeMirror(d.BaseURL); err != nil {
+			return nil, p.errf(lineOf(v, "base_url"), "product %s: base_url %q: must be an https://, http:// or file:/// URL", k.Value, d.BaseURL)
+		}
+	}
+	return prod, nil
+}
+
+func (p *parser) sonames(n *yaml.Node, list []string, what string) error {
+	seen := map[string]bool{}
+	for i, s := range list {
+		at := elem(n, i)
+		if !ValidSoname(s) {
+			return p.errf(at, "%s: %q is not a soname", what, s)
+		}
+		if seen[s] {
+			return p.errf(at, "%s: %s is listed twice", what, s)
+		}
+		seen[s] = true
+	}
+	return nil
+}
+
+func (p *parser) component(k, v *yaml.Node, d *componentDoc) (*Component, error) {
+	name := k.Value
+	if !nameRE.MatchString(name) {
+		return nil, p.errf(k, "component name %q: use lower-case letters, digits and _", name)
+	}
+	if d == nil {
+		return nil, p.errf(k, "component %s is empty", name)
+	}
+	if d.Product == "" {
+		return nil, p.errf(k, "component %s: product is missing", name)
+	}
+	if err := p.sonames(value(v, "sonames"), d.Sonames, "component "+name+" sonames"); err != nil {
+		return nil, err
+	}
+	comp := &Component{
+		Name: name, Product: d.Product, Title: d.Title, License: d.License,
+		Sonames: sortedUnique(d.Sonames), Pos: p.at(k),
+	}
+	relNodes := value(v, "releases")
+	versions := map[string]int{}
+	for i, rd := range d.Releases {
+		rn := elem(relNodes, i)
+		r, err := p.release(name, rn, rd)
+		if err != nil {
+			return nil, err
+		}
+		if first, dup := versions[r.Version]; dup {
+			return nil, p.errf(rn, "component %s: release %s is listed twice (first at line %d)", name, r.Version, first)
+		}
+		versions[r.Version] = rn.Line
+		comp.Releases = append(comp.Releases, r)
+		for _, a := range r.Archives {
+			comp.Sonames = append(comp.Sonames, a.Sonames...)
+		}
+	}
+	comp.Sonames = sortedUnique(comp.Sonames)
+	sortReleases(comp.Releases)
+	return comp, nil
+}
+
+func (p *parser) release(comp string, n *yaml.Node, d *releaseDoc) (*Release, error) {
+	if d == nil {
+		return nil, p.errf(n, "component %s: empty release", comp)
+	}
+	if !versionRE.MatchString(d.Version) {
+		return nil, p.errf(lineOf(n, "version"), "component %s: version %q is missing or not a version", comp, d.Version)
+	}
+	what := comp + " " + d.Version
+	if d.Release != "" && !versionRE.MatchString(d.Release) {
+		return nil, p.errf(lineOf(n, "release"), "%s: release %q is not a version", what, d.Release)
+	}
+	if d.Date != "" && !dateRE.MatchString(d.Date) {
+		return nil, p.errf(lineOf(n, "date"), "%s: date %q is not YYYY-MM-DD", what, d.Date)
+	}
+	if d.CUDA < 0 {
+		return nil, p.errf(lineOf(n, "cuda"), "%s: cuda %d is not a CUDA major", what, d.CUDA)
+	}
+	if len(d.Archives) == 0 {
+		return nil, p.errf(n, "%s: no archives", what)
+	}
+	r := &Release{Version: d.Version, Label: d.Release, Date: d.Date, CUDA: d.CUDA, Pos: p.at(n)}
+	arcNodes := value(n, "archives")
+	seen := map[string]int{}
+	for i, ad := range d.Archives {
+		an := elem(arcNodes, i)
+		a, err := p.archive(what, r, an, ad)
+		if err != nil {
+			return nil, err
+		}
+		key := a.Platform + "/" + a.CUDAVariant
+		if first, dup := seen[key]; dup {
+			return nil, p.errf(an, "%s: two archives for %s %s (first at line %d)", what, a.Platform, a.CUDAVariant, first)
+		}
+		seen[key] = an.Line
+		r.Archives = append(r.Archives, a)
+	}
+	sortArchives(r.Archives)
+	return r, nil
+}
+
+func (p *parser) archive(what string, r *Release, n *yaml.Node, d *archiveDoc) (*Archive, error) {
+	if d == nil {
+		return nil, p.errf(n, "%s: empty archive", what)
+	}
+	if !ValidPlatform(d.Platform) {
+		return nil, p.errf(lineOf(n, "platform"), "%s: unknown platform %q (want one of %s)", what, d.Platform, strings.Join(Platforms(), ", "))
+	}
+	if d.CUDAVariant != "" {
+		if !variantRE.MatchString(d.CUDAVariant) {
+			return nil, p.errf(lineOf(n, "cuda_variant"), "%s: cuda_variant %q is not cudaN", what, d.CUDAVariant)
+		}
+		if m, _ := variantMajor(d.CUDAVariant); r.CUDA != 0 && m != r.CUDA {
+			return nil, p.errf(lineOf(n, "cuda_variant"), "%s: cuda_variant %s contradicts the release's cuda %d", what, d.CUDAVariant, r.CUDA)
+		}
+	}
+	if !pathRE.MatchString(d.Path) || hasDotSegment(d.Path) {
+		return nil, p.errf(lineOf(n, "path"), "%s: path %q must be a relative path such as libfoo/linux-x86_64/libfoo-…-archive.tar.xz", what, d.Path)
+	}
+	if !sha256RE.MatchString(d.SHA256) {
+		return nil, p.errf(lineOf(n, "sha256"), "%s: sha256 %q is not 64 lower-case hex digits", what, d.SHA256)
+	}
+	if d.Size <= 0 {
+		return nil, p.errf(lineOf(n, "size"), "%s: size %d must be a positive number of bytes", what, d.Size)
+	}
+	if len(d.Sonames) == 0 {
+		return nil, p.errf(lineOf(n, "sonames"), "%s: archive %s lists no sonames", what, d.Path)
+	}
+	if err := p.sonames(value(n, "sonames"), d.Sonames, what+" "+d.Platform); err != nil {
+		return nil, err
+	}
+	return &Archive{
+		Platform: d.Platform, CUDAVariant: d.CUDAVariant, RelativePath: d.Path,
+		SHA256: d.SHA256, Size: d.Size, Sonames: sortedUnique(d.Sonames), Pos: p.at(n),
+	}, nil
+}
+
+func hasDotSegment(path string) bool {
+	for _, seg := range strings.Split(path, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/scan"
+)
+
+func (a *app) scanCommand() *cobra.Command {
+	var all bool
+	var mount string
+	cmd := &cobra.Command{
+		Use:   "scan PATH...",
+		Short: "Show where the dynamic loader would find every library an object needs",
+		Long: `scan reads the ELF objects in PATH (a file, a directory searched recursively,
+or a wheel read without unpacking it) and computes, for each, what glibc's
+dynamic loader would load: every needed library, where it is found and by
+which rule (rpath, runpath, LD_LIBRARY_PATH, ld.so.cache, default directories,
+already loaded), and what it would not find.
+
+A single object prints as a tree. For many objects, the ones that would fail
+print as trees pruned to the failing branches, then a summary; --all prints
+every tree in full.
+
+Exit status: 0 when every object would load, 3 when a library is missing or a
+required symbol version is absent, 1 on errors, 2 on usage errors.
+
+Examples:
+  cudadeps scan /usr/lib/x86_64-linux-gnu/libcurl.so.4
+  cudadeps scan ~/venv/lib/python3.12/site-packages/torch --json
+  cudadeps scan torch-2.11.0-cp312-cp312-manylinux_2_28_aarch64.whl --root /srv/arm64-sysroot
+  cudadeps scan dist/my_ext.whl --site-packages ~/venv/lib/python3.12/site-packages`,
+		Args: argsAtLeast(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := a.newLoader(cmd)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			rep, err := scan.Run(cmd.Context(), l, args, scan.Options{WheelMount: mount, Logger: a.logger})
+			if err != nil {
+				return err
+			}
+			rep.Loader = a.loaderInfo(l)
+			if a.opts.json {
+				if err := writeJSON(a.stdout, rep); err != nil {
+					return err
+				}
+			} else {
+				renderScan(a.stdout, rep, all || a.opts.verbose)
+			}
+			for _, e := range rep.Errors {
+				a.logger.Warn("unreadable file", "path", e.Path, "error", e.Error)
+			}
+			switch {
+			case !rep.OK():
+				return exitWith(exitMissing)
+			case len(rep.Errors) > 0:
+				return exitWith(exitError)
+			}
+			return nil
+		},
+	}
+	a.opts.addLoaderFlags(cmd)
+	a.opts.addJSONFlag(cmd)
+	cmd.Flags().BoolVar(&all, "all", false, "print every object's full tree, system libraries expanded too")
+	cmd.Flags().StringVar(&mount, "site-packages", "", "mount wheels on this `DIR` (a real site-packages), so their dependencies resolve against what is installed there")
+	return cmd
+}
+
+// newLoader builds the loader model from the shared flags.
+func (a *app) newLoader(cmd *cobra.Command) (*ldso.Loader, error) {
+	opts := ldso.Options{Root: a.opts.root}
+	if cmd.Flags().Changed("ld-library-path") {
+		v := a.opts.ldLibraryPath
+		opts.LDLibraryPath = &v
+	}
+	if cmd.Flags().Changed("preload") {
+		opts.Preload, opts.PreloadSet = a.opts.preload, true
+	}
+	l, err := ldso.New(cmd.Context(), opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, cerr := l.Cache(); cerr != nil {
+		a.logger.Warn("ignoring unreadable loader cache", "error", cerr)
+	}
+	return l, nil
+}
+
+func (a *app) loaderInfo(l *ldso.Loader) scan.LoaderInfo {
+	info := scan.LoaderInfo{Root: l.Root()}
+	if info.Root == "" {
+		info.Root = "/"
+	}
+	if c, _ := l.Cache(); c != nil {
+		info.Cache = c.Path
+	}
+	if v, ok := l.LDLibraryPath(); ok {
+		info.LDLibraryPath = &v
+	}
+	info.Preload = l.Preload()
+	return info
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// renderScan prints trees and a summary.
+func renderScan(w io.Writer, rep *scan.Report, all bool) {
+	single := len(rep.Roots) == 1
+	okCount := 0
+	for _, root := range rep.Roots {
+		switch {
+		case single || all:
+			renderTree(w, root.Result, treeOptions{expandSystem: all})
+			fmt.Fprintln(w)
+		case !root.OK:
+			renderTree(w, root.Result, treeOptions{prune: true})
+			fmt.Fprintln(w)
+		default:
+			okCount++
+		}
+	}
+	for _, s := range rep.Skipped {
+		if all {
+			fmt.Fprintf(w, "skipped %s: %s\n", s.Path, s.Reason)
+		}
+	}
+	for _, e := range rep.Errors {
+		fmt.Fprintf(w, "error   %s: %s\n", e.Path, e.Error)
+	}
+	if len(rep.Missing) > 0 {
+		fmt.Fprintln(w, "Missing libraries:")
+		for _, m := range rep.Missing {
+			fmt.Fprintf(w, "  %s\n", m.Soname)
+			for _, by := range limit(m.NeededBy, 5) {
+				fmt.Fprintf(w, "      needed by %s\n", by)
+			}
+			if m.Problem != "" {
+				fmt.Fprintf(w, "      %s\n", m.Problem)
+			}
+		}
+	}
+	if len(rep.VersionErrors) > 0 {
+		fmt.Fprintln(w, "Symbol version errors:")
+		for _, v := range rep.VersionErrors {
+			fmt.Fprintf(w, "  %s\n", v.Message)
+		}
+	}
+	bad := len(rep.Roots) - countOK(rep.Roots)
+	fmt.Fprintf(w, "%d object(s) scanned: %d load, %d would fail", len(rep.Roots), len(rep.Roots)-bad, bad)
+	if len(rep.Missing) > 0 {
+		fmt.Fprintf(w, " (%d missing librar%s)", len(rep.Missing), plural(len(rep.Missing), "y", "ies"))
+	}
+	if len(rep.Skipped) > 0 {
+		fmt.Fprintf(w, "; %d ELF file(s) skipped (static or not loadable)", len(rep.Skipped))
+	}
+	fmt.Fprintln(w, ".")
+	if okCount > 0 && !single && !all {
+		fmt.Fprintf(w, "Objects that load are not shown; --all prints every tree.\n")
+	}
+}
+
+func countOK(roots []*scan.Root) int {
+	n := 0
+	for _, r := range roots {
+		if r.OK {
+			n++
+		}
+	}
+	return n
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func limit(list []string, n int) []string {
+	if len(list) <= n {
+		return list
+	}
+	out := append([]string(nil), list[:n]...)
+	return append(out, fmt.Sprintf("... and %d more", len(list)-n))
+}
+
+type treeOptions struct {
+	prune        bool // show only branches that lead to a problem
+	expandSystem bool // expand libraries found in the cache or default dirs
+}
+
+// renderTree prints an object's dependencies as the loader resolves them.
+// An object's own dependencies are shown at its first appearance; later
+// appearances are leaves, as in libtree.
+func renderTree(w io.Writer, r *ldso.Result, opts treeOptions) {
+	bad := problemSet(r)
+	fmt.Fprintf(w, "%s\n", r.Main.Path)
+	shown := map[*ldso.Object]bool{r.Main: true}
+	var walk func(o *ldso.Object, prefix string)
+	walk = func(o *ldso.Object, prefix string) {
+		deps := o.Deps
+		if opts.prune {
+			var keep []*ldso.Object
+			for _, d := range deps {
+				if bad[d] {
+					keep = append(keep, d)
+				}
+			}
+			deps = keep
+		}
+		for i, d := range deps {
+			branch, next := "├── ", "│   "
+			if i == len(deps)-1 {
+				branch, next = "└── ", "    "
+			}
+			seen := shown[d]
+			fmt.Fprintf(w, "%s%s%s\n", prefix, branch, describe(o, d, seen))
+			if seen || !d.Found() {
+				continue
+			}
+			shown[d] = true
+			system := d.Via == ldso.ViaCache || d.Via == ldso.ViaDefault || d.Via == ldso.ViaInterpreter
+			if system && !opts.expandSystem && !bad[d] {
+				continue
+			}
+			walk(d, prefix+next)
+		}
+	}
+	walk(r.Main, "")
+	for _, v := range r.VersionErrors {
+		fmt.Fprintf(w, "  ! %s: version '%s' not found (required by %s)%s\n", v.Provider.Path, v.Version, v.Object.Path, weakNote(v.Weak))
+	}
+}
+
+func weakNote(weak bool) string {
+	if weak {
+		return " [weak: a warning only]"
+	}
+	return ""
+}
+
+// describe is one line of the tree.
+func describe(parent, o *ldso.Object, seen bool) string {
+	if !o.Found() {
+		s := o.Name + "  NOT FOUND"
+		if o.Problem != "" {
+			s += " (" + o.Problem + ")"
+		}
+		return s
+	}
+	if seen {
+		return fmt.Sprintf("%s  [already loaded] %s", o.Name, o.Path)
+	}
+	how := string(o.Via)
+	switch o.Via {
+	case ldso.ViaRPath, ldso.ViaRunPath:
+		how += " " + o.Entry
+		if o.Source != nil && o.Source != parent {
+			how += " of " + path.Base(o.Source.Path)
+		}
+	case ldso.ViaLDLibraryPath:
+		how = "LD_LIBRARY_PATH " + o.Entry
+	case ldso.ViaCache:
+		how = "ld.so.cache"
+	case ldso.ViaDefault:
+		how = "default path"
+	}
+	if o.Path == o.Name {
+		return fmt.Sprintf("%s  [%s]", o.Name, how)
+	}
+	return fmt.Sprintf("%s  [%s] %s", o.Name, how, o.Path)
+}
+
+// problemSet marks the objects on a path from the main object to a miss or
+// a version error.
+func problemSet(r *ldso.Result) map[*ldso.Object]bool {
+	bad := map[*ldso.Object]bool{}
+	for _, o := range r.Objects {
+		if !o.Found() {
+			bad[o] = true
+		}
+	}
+	for _, v := range r.VersionErrors {
+		if !v.Weak {
+			bad[v.Object] = true
+			bad[v.Provider] = true
+		}
+	}
+	// Propagate to everything that needs a bad object.
+	for changed := true; changed; {
+		changed = false
+		for _, o := range r.Objects {
+			if bad[o] {
+				continue
+			}
+			for _, d := range o.Deps {
+				if bad[d] {
+					bad[o] = true
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	return bad
+}
+
+// argsAtLeast is cobra.MinimumNArgs reported as a usage error.
+func argsAtLeast(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return &flagError{err: fmt.Errorf("%s needs at least %d argument(s); see '%s --help'", cmd.Name(), n, cmd.CommandPath())}
+		}
+		return nil
+	}
+}
+
+// argsExactly is cobra.ExactArgs reported as a usage error.
+func argsExactly(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return &flagError{err: fmt.Errorf("%s takes %d argument(s), got %d; see '%s --help'", cmd.Name(), n, len(args), cmd.CommandPath())}
+		}
+		return nil
+	}
+}

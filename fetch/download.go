@@ -1,0 +1,749 @@
+package fetch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// VerifyError says that an archive's bytes are not the ones asked for.
+type VerifyError struct {
+	URL        string
+	WantSize   int64
+	GotSize    int64
+	WantSHA256 string
+	GotSHA256  string // empty when the sizes differ
+}
+
+func (e *VerifyError) Error() string {
+	if e.WantSize != e.GotSize {
+		return fmt.Sprintf("verify %s: size mismatch: expected %d bytes, got %d", e.URL, e.WantSize, e.GotSize)
+	}
+	return fmt.Sprintf("verify %s: sha256 mismatch: expected %s, got %s", e.URL, e.WantSHA256, e.GotSHA256)
+}
+
+// permanentError ends a download at once: another try would get the same.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// sourceError marks a failure to read the archive's bytes (network, disk), as
+// opposed to a failure of what consumed them.
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
+
+// errStalled is the cause of a request cancelled by the stall watchdog.
+var errStalled = errors.New("stalled")
+
+// consumer reads an archive's bytes as they arrive (the extractor). It may
+// stop reading early; closing r makes a read in progress return.
+type consumer func(r io.ReadCloser) error
+
+// Download brings the verified archive into the cache (keyed by sha256) and
+// returns its path. A valid cached file costs no network at all; a damaged
+// one is deleted and downloaded again. A partial file left by an interrupted
+// run is resumed. A file:// URL is verified and its own path returned.
+// Concurrent calls for one archive, in this process or others, download it
+// once.
+func (c *Client) Download(ctx context.Context, req Request) (string, error) {
+	if err := req.validate(); err != nil {
+		return "", err
+	}
+	prog := c.newProgress([]Request{req})
+	defer prog.finish()
+	tr := prog.track(req)
+	p, err := c.produce(ctx, req, nil, tr)
+	tr.done(err)
+	return p, err
+}
+
+// Unpack downloads the archive (through the cache), verifies it and
+// extracts it into destDir as Extract does, decompressing while the bytes
+// arrive where the format allows. This is what a caller needs to read an
+// archive's contents once, e.g. in a temporary directory.
+func (c *Client) Unpack(ctx context.Context, req Request, destDir string) error {
+	if err := req.validate(); err != nil {
+		return err
+	}
+	prog := c.newProgress([]Request{req})
+	defer prog.finish()
+	tr := prog.track(req)
+	err := intoNewDir(destDir, func(dir string) (extracted, error) {
+		return c.fetchInto(ctx, req, dir, tr)
+	})
+	tr.done(err)
+	return err
+}
+
+// fetchInto brings the archive in and extracts it into dir (existing, empty).
+// Formats that can be read as a stream are extracted while they download,
+// and the result is thrown away if the bytes fail verification at the end.
+// Zip needs the whole file; the pure-Go xz decoder only reads verified bytes.
+func (c *Client) fetchInto(ctx context.Context, req Request, dir string, tr *tracker) (extracted, error) {
+	var res extracted
+	streamable := false
+	switch formatOfName(req.URL) {
+	case formatXZ:
+		streamable = c.dec.xz != ""
+	case formatGzip, formatTar:
+		streamable = true
+	}
+	if streamable {
+		consume := func(r io.ReadCloser) error {
+			if err := resetDir(dir); err != nil {
+				return err
+			}
+			var err error
+			res, err = extractStream(ctx, r, dir, c.lim, c.dec, req.label())
+			return err
+		}
+		_, err := c.produce(ctx, req, consume, tr)
+		return res, err
+	}
+	p, err := c.produce(ctx, req, nil, tr)
+	if err != nil {
+		return res, err
+	}
+	if err := resetDir(dir); err != nil {
+		return res, err
+	}
+	return extractFile(ctx, p, dir, c.lim, c.dec, req.label())
+}
+
+// resetDir empties dir: a consumer may run more than once (a damaged cache
+// file, a download restarted from zero).
+func resetDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.Mkdir(dir, 0o755)
+}
+
+func (c *Client) cachePath(sha string) string {
+	return filepath.Join(c.cacheDir, "archives", sha)
+}
+
+// produce runs the archive's bytes through consume (nil: none) as they become
+// available, verifies size and sha256, and returns the verified file's path.
+func (c *Client) produce(ctx context.Context, req Request, consume consumer, tr *tracker) (string, error) {
+	u, err := url.Parse(req.URL)
+	if err != nil {
+		return "", fmt.Errorf("download %s: %w", req.URL, err)
+	}
+	if u.Scheme == "file" {
+		p, err := fileURLPath(u)
+		if err != nil {
+			return "", err
+		}
+		tr.start(false)
+		return p, c.fromFile(ctx, req, p, consume, tr)
+	}
+	if err := c.checkScheme(u); err != nil {
+		return "", err
+	}
+	cached := c.cachePath(req.SHA256)
+	if ok, err := c.fromCache(ctx, req, cached, consume, tr); ok || err != nil {
+		return cached, err
+	}
+	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
+		return "", fmt.Errorf("download cache: %w", err)
+	}
+	unlock, err := lockFile(ctx, cached+".lock", c.log, "download of "+req.label())
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	// Another process may have finished it while we waited for the lock.
+	if ok, err := c.fromCache(ctx, req, cached, consume, tr); ok || err != nil {
+		return cached, err
+	}
+	tr.start(true)
+	for attempt := 0; ; attempt++ {
+		resumed, err := c.download(ctx, req, cached, consume, tr)
+		var ve *VerifyError
+		if err != nil && errors.As(err, &ve) && resumed && attempt == 0 {
+			// Resuming trusts that the bytes on disk and the server's agree;
+			// one clean download settles it.
+			c.log.Warn("resumed download failed verification; downloading it again from the start", "name", req.label(), "error", err)
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		return cached, nil
+	}
+}
+
+// fromCache uses a cached archive when there is one. ok reports that it was
+// used; a damaged one is deleted so that the caller downloads it again.
+func (c *Client) fromCache(ctx context.Context, req Request, cached string, consume consumer, tr *tracker) (ok bool, err error) {
+	if _, err := os.Lstat(cached); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	tr.start(false)
+	err = c.fromFile(ctx, req, cached, consume, tr)
+	var ve *VerifyError
+	if errors.As(err, &ve) {
+		c.log.Warn("cached archive is damaged; deleting it and downloading again", "path", cached, "error", err)
+		if rerr := os.Remove(cached); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			return false, fmt.Errorf("remove damaged cached archive: %w", rerr)
+		}
+		tr.set(0)
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func fileURLPath(u *url.URL) (string, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return "", fmt.Errorf("%s: a file URL must name a local path (file:///...)", u.Redacted())
+	}
+	if !filepath.IsAbs(u.Path) {
+		return "", fmt.Errorf("%s: a file URL needs an absolute path", u.Redacted())
+	}
+	return filepath.Clean(u.Path), nil
+}
+
+// fromFile verifies a local archive while consume reads it. A consumer that
+// fails on a local file does not stop the hashing: a damaged file is then
+// reported as such (and can be fetched again) rather than as a broken archive.
+func (c *Client) fromFile(ctx context.Context, req Request, p string, consume consumer, tr *tracker) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return fmt.Errorf("open archive: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open archive: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a regular file", p)
+	}
+	if fi.Size() != req.Size {
+		return &VerifyError{URL: req.URL, WantSize: req.Size, GotSize: fi.Size(), WantSHA256: req.SHA256}
+	}
+	open := func(ctx context.Context) io.Reader { return &ctxReader{ctx: ctx, r: f} }
+	return c.runSource(ctx, req, open, consume, tr, true)
+}
+
+// ctxReader stops reading once ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r *ctxReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
+}
+
+// download fetches the archive into cached+".part" (resuming what an earlier
+// run left there) while consume reads the same bytes back from the file as
+// it grows, then renames the verified file into the cache. resumed reports
+// that bytes from before a break were kept.
+func (c *Client) download(ctx context.Context, req Request, cached string, consume consumer, tr *tracker) (resumed bool, err error) {
+	part, meta := cached+".part", cached+".part.json"
+	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return false, fmt.Errorf("download cache: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("download cache: %w", err)
+	}
+	have := fi.Size()
+	if have > req.Size {
+		if err := f.Truncate(0); err != nil {
+			return false, fmt.Errorf("download cache: %w", err)
+		}
+		have = 0
+	}
+	if have > 0 {
+		c.log.Info("resuming a partial download", "name", req.label(), "have", have, "size", req.Size)
+	}
+	g := newGrowth(have)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var ranged bool
+	tdone := make(chan error, 1)
+	go func() {
+		err := c.transfer(tctx, req, f, meta, g, &ranged)
+		g.finish(err)
+		if tctx.Err() != nil {
+			err = nil // stopped by us, not a failure of its own
+		}
+		tdone <- err
+	}()
+	open := func(ctx context.Context) io.Reader { return &followReader{ctx: ctx, f: f, g: g} }
+	err = c.runSource(ctx, req, open, consume, tr, false)
+	cancel()
+	terr := <-tdone
+	resumed = have > 0 || ranged
+	var ve *VerifyError
+	switch {
+	case err == nil:
+		if err := os.Rename(part, cached); err != nil {
+			return resumed, fmt.Errorf("download cache: %w", err)
+		}
+		os.Remove(meta)
+		return resumed, nil
+	case errors.As(err, &ve):
+		removeFiles(part, meta)
+		return resumed, fmt.Errorf("%w (download deleted)", err)
+	case terr != nil:
+		// The network failed: keep what arrived for the next run.
+		if fi, err := f.Stat(); err == nil && fi.Size() == 0 {
+			removeFiles(part, meta)
+		}
+		return resumed, terr
+	case ctx.Err() != nil:
+		return resumed, fmt.Errorf("download %s: %w", req.label(), ctx.Err())
+	default:
+		// The consumer refused the bytes before they could be verified:
+		// do not resume from them.
+		removeFiles(part, meta)
+		return resumed, err
+	}
+}
+
+func removeFiles(paths ...string) {
+	for _, p := range paths {
+		os.Remove(p)
+	}
+}
+
+// runSource reads the archive once from the reader open returns, hashing it
+// and handing it to consume (if any) through a pipe, then checks size and
+// sha256. A consumer that stops early is fine: the rest is still hashed.
+func (c *Client) runSource(ctx context.Context, req Request, open func(context.Context) io.Reader, consume consumer, tr *tracker, local bool) error {
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	src := open(sctx)
+	h := sha256.New()
+	var pr *io.PipeReader
+	var pw *io.PipeWriter
+	if consume != nil {
+		pr, pw = io.Pipe()
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := pump(src, req.Size, h, pw, tr)
+		done <- result{n, err}
+	}()
+	var cerr error
+	if consume != nil {
+		cerr = consume(pr)
+		pr.CloseWithError(errors.New("consumer finished"))
+		if cerr != nil && !local {
+			stop() // no need to download the rest
+		}
+	}
+	res := <-done
+	var se *sourceError
+	switch {
+	case errors.As(cerr, &se):
+		return se.err
+	case res.err != nil && cerr != nil:
+		return cerr
+	case res.err != nil:
+		return res.err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); res.n != req.Size || got != req.SHA256 {
+		ve := &VerifyError{URL: req.URL, WantSize: req.Size, GotSize: res.n, WantSHA256: req.SHA256}
+		if res.n == req.Size {
+			ve.GotSHA256 = got
+		}
+		return ve
+	}
+	return cerr
+}
+
+// pump copies src into the hash and, while the consumer reads, into pw.
+func pump(src io.Reader, size int64, h hash.Hash, pw *io.PipeWriter, tr *tracker) (int64, error) {
+	buf := make([]byte, 256<<10)
+	var n int64
+	deliver := pw != nil
+	for {
+		m, err := src.Read(buf)
+		if m > 0 {
+			if n+int64(m) > size {
+				err = fmt.Errorf("more than the expected %d bytes", size)
+				m = int(size - n)
+			}
+			h.Write(buf[:m])
+			n += int64(m)
+			tr.set(n)
+			if deliver {
+				if _, werr := pw.Write(buf[:m]); werr != nil {
+					deliver = false // the consumer has what it needs
+				}
+			}
+		}
+		if err == io.EOF {
+			if pw != nil {
+				pw.Close()
+			}
+			return n, nil
+		}
+		if err != nil {
+			if pw != nil {
+				pw.CloseWithError(&sourceError{err})
+			}
+			return n, err
+		}
+	}
+}
+
+// growth tracks how much of a file being downloaded is on disk, so that a
+// reader can follow it: the consumer never waits on the network directly and
+// the network never waits on a slow consumer.
+type growth struct {
+	mu   sync.Mutex
+	n    int64
+	done bool
+	err  error
+	wake chan struct{} // closed and replaced at every change
+}
+
+func newGrowth(n int64) *growth { return &growth{n: n, wake: make(chan struct{})} }
+
+func (g *growth) advance(d int64) {
+	g.mu.Lock()
+	g.n += d
+	close(g.wake)
+	g.wake = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *growth) finish(err error) {
+	g.mu.Lock()
+	g.done, g.err = true, err
+	close(g.wake)
+	g.wake = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *growth) size() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n
+}
+
+// wait returns once more than off bytes exist, or the transfer has ended
+// (with io.EOF when it succeeded).
+func (g *growth) wait(ctx context.Context, off int64) (int64, error) {
+	for {
+		g.mu.Lock()
+		n, done, err, wake := g.n, g.done, g.err, g.wake
+		g.mu.Unlock()
+		if n > off {
+			return n, nil
+		}
+		if done {
+			if err == nil {
+				err = io.EOF
+			}
+			return n, err
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return n, ctx.Err()
+		}
+	}
+}
+
+// followReader reads a file that a transfer is still writing.
+type followReader struct {
+	ctx context.Context
+	f   *os.File
+	g   *growth
+	off int64
+}
+
+func (r *followReader) Read(p []byte) (int, error) {
+	n, err := r.g.wait(r.ctx, r.off)
+	if n <= r.off {
+		return 0, err
+	}
+	m, err := r.f.ReadAt(p[:min(int64(len(p)), n-r.off)], r.off)
+	r.off += int64(m)
+	if err == io.EOF && m > 0 {
+		err = nil
+	}
+	return m, err
+}
+
+// validator identifies the version of a resource a partial file holds, for
+// If-Range. Only a strong ETag or a Last-Modified date qualifies.
+type validator struct {
+	URL          string `json:"url"`
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+}
+
+func validatorOf(u string, resp *http.Response) validator {
+	v := validator{URL: u}
+	if et := resp.Header.Get("ETag"); et != "" && !strings.HasPrefix(et, "W/") {
+		v.ETag = et
+	} else {
+		v.LastModified = resp.Header.Get("Last-Modified")
+	}
+	return v
+}
+
+func (v validator) ifRange() string {
+	if v.ETag != "" {
+		return v.ETag
+	}
+	return v.LastModified
+}
+
+func readValidator(path, u string) validator {
+	var v validator
+	b, err := os.ReadFile(path)
+	if err != nil || json.Unmarshal(b, &v) != nil || v.URL != u {
+		return validator{}
+	}
+	return v
+}
+
+func writeValidator(path string, v validator) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// transfer downloads the bytes f lacks, reporting each write to g. A body
+// that breaks resumes with Range from where it stopped; a break without any
+// progress counts against the retry budget, so a flaky link that keeps
+// delivering never gives up while a dead one does.
+func (c *Client) transfer(ctx context.Context, req Request, f *os.File, meta string, g *growth, ranged *bool) error {
+	have := g.size()
+	val := readValidator(meta, req.URL)
+	failures := 0
+	for have < req.Size {
+		if have > 0 {
+			*ranged = true
+		}
+		n, next, err := c.fetchFrom(ctx, req, f, have, val, g)
+		have += n
+		if next.ifRange() != "" && val.ifRange() == "" {
+			val = next
+			if werr := writeValidator(meta, val); werr != nil {
+				c.log.Debug("cannot save the resume validator", "path", meta, "error", werr)
+			}
+		}
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("download %s: %w", req.label(), ctx.Err())
+		}
+		var pe *permanentError
+		if errors.As(err, &pe) {
+			return pe.err
+		}
+		if n > 0 {
+			failures = 0
+		} else {
+			failures++
+		}
+		if failures > c.retries {
+			return fmt.Errorf("%w (giving up after %s without progress)", err, attempts(failures))
+		}
+		wait := backoff(c.waitMin, c.waitMax, failures, nil, time.Now())
+		c.log.Warn("download interrupted; resuming", "name", req.label(), "at", have, "size", req.Size, "reason", err, "retry_in", wait)
+		if err := sleep(ctx, wait); err != nil {
+			return fmt.Errorf("download %s: %w", req.label(), err)
+		}
+	}
+	return nil
+}
+
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
+}
+
+// fetchFrom makes one request for the bytes from off on and writes what the
+// body delivers to f. It returns how many bytes it wrote and the response's
+// validator. Errors wrapped in permanentError end the download.
+func (c *Client) fetchFrom(ctx context.Context, req Request, f *os.File, off int64, val validator, g *growth) (int64, validator, error) {
+	where := redactURL(req.URL)
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hreq, err := retryablehttp.NewRequestWithContext(rctx, http.MethodGet, req.URL, nil)
+	if err != nil {
+		return 0, val, &permanentError{fmt.Errorf("download %s: %w", where, err)}
+	}
+	hreq.Header.Set("User-Agent", "cudadeps")
+	if off > 0 {
+		hreq.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
+		if v := val.ifRange(); v != "" {
+			hreq.Header.Set("If-Range", v)
+		}
+	}
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		// The client has already retried what was worth retrying.
+		var se *StatusError
+		if !errors.As(err, &se) {
+			err = fmt.Errorf("download %s: %w", where, err)
+		}
+		return 0, val, &permanentError{err}
+	}
+	defer resp.Body.Close()
+	next := val
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent {
+		next = validatorOf(req.URL, resp)
+	}
+	body := newStallReader(resp.Body, c.stall, func() { cancel(errStalled) })
+	defer body.stop()
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+		start, total, err := parseContentRange(resp.Header.Get("Content-Range"))
+		switch {
+		case err != nil:
+			return 0, next, &permanentError{fmt.Errorf("download %s: %w", where, err)}
+		case total >= 0 && total != req.Size:
+			return 0, next, &permanentError{&VerifyError{URL: req.URL, WantSize: req.Size, GotSize: total}}
+		case start != off:
+			return 0, next, &permanentError{fmt.Errorf("download %s: asked for bytes from %d on, the server sent them from %d", where, off, start)}
+		}
+	case http.StatusOK:
+		if resp.ContentLength >= 0 && resp.ContentLength != req.Size {
+			return 0, next, &permanentError{&VerifyError{URL: req.URL, WantSize: req.Size, GotSize: resp.ContentLength}}
+		}
+		if off > 0 {
+			// The server ignored Range (or its validator changed): the body
+			// starts at byte 0. Skip what we have; the sha256 check at the
+			// end tells whether the two halves belong together.
+			c.log.Info("server ignored the range request; reading its answer from the start", "name", req.label(), "skip", off)
+			if _, err := io.CopyN(io.Discard, body, off); err != nil {
+				return 0, next, c.bodyError(rctx, where, err)
+			}
+		}
+	default:
+		return 0, next, &permanentError{&StatusError{URL: where, Status: resp.Status, Code: resp.StatusCode, Tries: 1}}
+	}
+	want := req.Size - off
+	buf := make([]byte, 256<<10)
+	var n int64
+	for n < want {
+		m, err := body.Read(buf[:min(int64(len(buf)), want-n)])
+		if m > 0 {
+			if _, werr := f.WriteAt(buf[:m], off+n); werr != nil {
+				return n, next, &permanentError{fmt.Errorf("download cache: %w", werr)}
+			}
+			n += int64(m)
+			g.advance(int64(m))
+		}
+		if err == io.EOF && n < want {
+			err = fmt.Errorf("body ended after %d of %d bytes: %w", off+n, req.Size, io.ErrUnexpectedEOF)
+		}
+		if err != nil && err != io.EOF {
+			return n, next, c.bodyError(rctx, where, err)
+		}
+		if err == io.EOF {
+			break
+		}
+	}
+	if resp.ContentLength < 0 {
+		// No declared length: a body longer than the archive is a wrong file.
+		if m, _ := body.Read(buf[:1]); m > 0 {
+			return n, next, &permanentError{fmt.Errorf("download %s: the server sent more than the expected %d bytes", where, req.Size)}
+		}
+	}
+	return n, next, nil
+}
+
+func (c *Client) bodyError(rctx context.Context, where string, err error) error {
+	if errors.Is(context.Cause(rctx), errStalled) {
+		return fmt.Errorf("download %s: no data for %s", where, c.stall)
+	}
+	return fmt.Errorf("download %s: %w", where, err)
+}
+
+// stallReader cancels the request when one Read waits longer than d. Only
+// time spent waiting for the network counts, never time the consumer takes.
+type stallReader struct {
+	r io.Reader
+	d time.Duration
+	t *time.Timer
+}
+
+func newStallReader(r io.Reader, d time.Duration, fire func()) *stallReader {
+	t := time.AfterFunc(d, fire)
+	t.Stop()
+	return &stallReader{r: r, d: d, t: t}
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	s.t.Reset(s.d)
+	n, err := s.r.Read(p)
+	s.t.Stop()
+	return n, err
+}
+
+func (s *stallReader) stop() { s.t.Stop() }
+
+// parseContentRange reads "bytes START-END/TOTAL" (TOTAL may be "*": -1).
+func parseContentRange(v string) (start, total int64, err error) {
+	bad := fmt.Errorf("malformed Content-Range %q", v)
+	rest, ok := strings.CutPrefix(v, "bytes ")
+	if !ok {
+		return 0, 0, bad
+	}
+	span, tot, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, 0, bad
+	}
+	first, last, ok := strings.Cut(span, "-")
+	if !ok {
+		return 0, 0, bad
+	}
+	start, err1 := strconv.ParseInt(strings.TrimSpace(first), 10, 64)
+	end, err2 := strconv.ParseInt(strings.TrimSpace(last), 10, 64)
+	if err1 != nil || err2 != nil || start < 0 || end < start {
+		return 0, 0, bad
+	}
+	total = -1
+	if tot = strings.TrimSpace(tot); tot != "*" {
+		if total, err = strconv.ParseInt(tot, 10, 64); err != nil || total <= end {
+			return 0, 0, bad
+		}
+	}
+	return start, total, nil
+}

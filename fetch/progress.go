@@ -1,0 +1,164 @@
+package fetch
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// progress reports on a set of archives: one aggregate bytes bar on a
+// terminal, otherwise plain lines at each archive's start and end and about
+// every 10 % (CI logs stay short and readable). A nil *progress is quiet.
+type progress struct {
+	mu  sync.Mutex
+	w   io.Writer
+	bar *progressbar.ProgressBar // nil: plain lines
+}
+
+func (c *Client) newProgress(reqs []Request) *progress {
+	if c.progress == nil || len(reqs) == 0 {
+		return nil
+	}
+	p := &progress{w: c.progress}
+	if isTerminal(c.progress) {
+		var total int64
+		for _, r := range reqs {
+			total += r.Size
+		}
+		desc := "fetching " + reqs[0].label()
+		if len(reqs) > 1 {
+			desc = fmt.Sprintf("fetching %d archives", len(reqs))
+		}
+		w := c.progress
+		p.bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription(desc),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowTotalBytes(true),
+			progressbar.OptionSetWidth(20),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionShowCount(),
+			progressbar.OptionFullWidth(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
+		)
+	}
+	return p
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// track starts reporting on one archive.
+func (p *progress) track(req Request) *tracker {
+	if p == nil {
+		return nil
+	}
+	return &tracker{p: p, name: req.label(), size: req.Size}
+}
+
+// finish ends the bar (plain lines need no ending).
+func (p *progress) finish() {
+	if p == nil || p.bar == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.bar.IsFinished() {
+		_ = p.bar.Finish()
+	}
+}
+
+func (p *progress) printf(format string, a ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, format, a...)
+}
+
+// tracker reports on one archive; its bytes are those read so far (from the
+// network, the cache or a file:// mirror) in the current attempt.
+type tracker struct {
+	p       *progress
+	name    string
+	size    int64
+	started bool
+	began   time.Time
+	n       int64 // bytes reported
+	tenth   int64 // last 10 % step printed
+}
+
+// start is called when bytes begin to flow; network tells a download from a
+// local read. Only the first call prints.
+func (t *tracker) start(network bool) {
+	if t == nil || t.started {
+		return
+	}
+	t.started, t.began = true, time.Now()
+	if t.p.bar != nil {
+		return
+	}
+	verb := "reading"
+	if network {
+		verb = "downloading"
+	}
+	t.p.printf("%s: %s %s\n", t.name, verb, humanBytes(t.size))
+}
+
+// set reports that n bytes of the current attempt are through (an attempt
+// that starts over goes back to 0).
+func (t *tracker) set(n int64) {
+	if t == nil {
+		return
+	}
+	d := n - t.n
+	t.n = n
+	if t.p.bar != nil {
+		t.p.mu.Lock()
+		_ = t.p.bar.Add64(d)
+		t.p.mu.Unlock()
+		return
+	}
+	if tenth := n * 10 / t.size; tenth > t.tenth && n < t.size {
+		t.tenth = tenth
+		t.p.printf("%s: %d%% (%s of %s)\n", t.name, tenth*10, humanBytes(n), humanBytes(t.size))
+	} else if tenth < t.tenth {
+		t.tenth = tenth
+	}
+}
+
+// done reports the outcome.
+func (t *tracker) done(err error) {
+	if t == nil || t.p.bar != nil {
+		return
+	}
+	if err != nil {
+		t.p.printf("%s: failed\n", t.name)
+		return
+	}
+	if !t.started {
+		return
+	}
+	el := time.Since(t.began)
+	rate := float64(t.size) / max(el.Seconds(), 1e-3)
+	t.p.printf("%s: done, %s in %s (%s/s)\n", t.name, humanBytes(t.size), el.Round(10*time.Millisecond), humanBytes(int64(rate)))
+}
+
+// humanBytes writes n in decimal units, as the progress bar does.
+func humanBytes(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
+}

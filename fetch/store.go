@@ -1,0 +1,473 @@
+package fetch
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Key names one installed component: the same component, version, platform
+// and CUDA variant is installed at most once per store.
+type Key struct {
+	Component string `json:"component"`         // e.g. "libcudss"
+	Version   string `json:"version"`           // e.g. "0.8.0.10"
+	Platform  string `json:"platform"`          // e.g. "linux-sbsa"
+	Variant   string `json:"variant,omitempty"` // "" or a CUDA variant such as "cuda13"
+}
+
+func (k Key) String() string {
+	s := k.Component + " " + k.Version + " (" + k.Platform
+	if k.Variant != "" {
+		s += ", " + k.Variant
+	}
+	return s + ")"
+}
+
+// noVariant is the directory name of an entry without a CUDA variant.
+const noVariant = "any"
+
+// keyField reports whether v can be a key field: it becomes a directory
+// name, so letters, digits and . _ + - only, not first, at most 128 bytes.
+func keyField(v string) bool {
+	if v == "" || len(v) > 128 {
+		return false
+	}
+	for i, r := range v {
+		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !alnum && (i == 0 || !strings.ContainsRune("._+-", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (k Key) validate() error {
+	for _, f := range []struct{ name, v string }{
+		{"component", k.Component}, {"version", k.Version}, {"platform", k.Platform},
+	} {
+		if !keyField(f.v) {
+			return fmt.Errorf("store key %s: %s %q: want letters, digits and . _ + - (not first)", k, f.name, f.v)
+		}
+	}
+	if k.Variant != "" && (!keyField(k.Variant) || k.Variant == noVariant) {
+		return fmt.Errorf("store key %s: variant %q: want letters, digits and . _ + - (not first), and not %q", k, k.Variant, noVariant)
+	}
+	return nil
+}
+
+// id is a file name unique to the key ("@" cannot occur in a field).
+func (k Key) id() string {
+	return strings.Join([]string{k.Component, k.Version, k.Platform, cmp.Or(k.Variant, noVariant)}, "@")
+}
+
+// Item is one component to install from one archive.
+type Item struct {
+	Key     Key
+	Request Request
+}
+
+// Entry is an installed component, as its record in the store describes it.
+type Entry struct {
+	Key
+	// Dir is the component's directory (absolute): Dir/lib/libcudss.so.0
+	// for an NVIDIA redist archive, Dir/nvidia/cu13/lib/... for a wheel.
+	Dir string `json:"dir"`
+	// Name, URL, SHA256 and Size are those of the archive it came from.
+	Name        string    `json:"name,omitempty"`
+	URL         string    `json:"url"`
+	SHA256      string    `json:"sha256"`
+	Size        int64     `json:"size"`
+	InstalledAt time.Time `json:"installed_at"`
+	// Layout tells how the archive was laid out: LayoutRedist, LayoutTree
+	// or LayoutWheel.
+	Layout string `json:"layout"`
+	// Files lists what the entry owns, relative to Dir, slash-separated,
+	// sorted: regular files, hard links and symbolic links (directories are
+	// not listed). The record itself is not among them.
+	Files []string `json:"files"`
+}
+
+// recordName is the entry's record, inside its directory, so that the
+// record appears and disappears with the files by the same rename.
+const recordName = ".cudadeps-entry.json"
+
+// recordSchema versions the record's format.
+const recordSchema = 1
+
+type record struct {
+	Schema int `json:"schema"`
+	Entry
+}
+
+// Store is a directory of installed components:
+//
+//	DIR/pkgs/COMPONENT/VERSION/PLATFORM/VARIANT/   one entry (VARIANT "any" when none)
+//	DIR/pkgs/.../VARIANT/.cudadeps-entry.json      its record
+//	DIR/.staging/                                  extractions in progress (same file system)
+//	DIR/.locks/                                    one lock file per key
+//
+// Entries appear and disappear by rename, whole. A Store is safe for
+// concurrent use, also by several processes.
+type Store struct {
+	dir string
+}
+
+// DefaultStoreDir is $XDG_DATA_HOME/cudadeps, i.e. ~/.local/share/cudadeps.
+func DefaultStoreDir() (string, error) {
+	if d := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "cudadeps"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("store directory: %w", err)
+	}
+	return filepath.Join(home, ".local", "share", "cudadeps"), nil
+}
+
+// OpenStore opens the store in dir; "" means DefaultStoreDir(). Nothing is
+// created until something is installed: reading a store that does not
+// exist yet finds it empty.
+func OpenStore(dir string) (*Store, error) {
+	if dir == "" {
+		d, err := DefaultStoreDir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("store %s: not a directory", abs)
+	}
+	return &Store{dir: abs}, nil
+}
+
+// prepare creates the store's directories, before the first write.
+func (s *Store) prepare() error {
+	for _, d := range []string{"pkgs", ".staging", ".locks"} {
+		if err := os.MkdirAll(filepath.Join(s.dir, d), 0o755); err != nil {
+			return fmt.Errorf("store %s: %w", s.dir, err)
+		}
+	}
+	return nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// EntryDir is where the entry for k lives once installed.
+func (s *Store) EntryDir(k Key) (string, error) {
+	if err := k.validate(); err != nil {
+		return "", err
+	}
+	return s.entryDir(k), nil
+}
+
+func (s *Store) entryDir(k Key) string {
+	return filepath.Join(s.dir, "pkgs", k.Component, k.Version, k.Platform, cmp.Or(k.Variant, noVariant))
+}
+
+// Lookup returns the installed entry for k, if any.
+func (s *Store) Lookup(k Key) (Entry, bool, error) {
+	if err := k.validate(); err != nil {
+		return Entry{}, false, err
+	}
+	e, err := readRecord(s.entryDir(k))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Entry{}, false, nil
+	}
+	if err != nil {
+		return Entry{}, false, err
+	}
+	if e.Key != k {
+		return Entry{}, false, fmt.Errorf("store record %s: records %s, expected %s", filepath.Join(e.Dir, recordName), e.Key, k)
+	}
+	return e, true, nil
+}
+
+func readRecord(dir string) (Entry, error) {
+	p := filepath.Join(dir, recordName)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return Entry{}, err
+	}
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Entry{}, fmt.Errorf("store record %s: %w", p, err)
+	}
+	if r.Schema != recordSchema {
+		return Entry{}, fmt.Errorf("store record %s: schema %d, this cudadeps reads %d", p, r.Schema, recordSchema)
+	}
+	r.Entry.Dir = dir
+	return r.Entry, nil
+}
+
+// List returns every installed entry, sorted by key.
+func (s *Store) List() ([]Entry, error) {
+	dirs, err := filepath.Glob(filepath.Join(s.dir, "pkgs", "*", "*", "*", "*"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, d := range dirs {
+		e, err := readRecord(d)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // not an entry: nothing cudadeps placed
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Key.id(), b.Key.id()) })
+	return out, nil
+}
+
+// ErrNotInstalled is returned (wrapped) by Remove for a key with no entry.
+var ErrNotInstalled = errors.New("not installed")
+
+// Remove deletes the entries of keys. Each disappears whole (renamed out of
+// the way, then deleted). A key that is not installed is an error wrapping
+// ErrNotInstalled; the others are still removed.
+func (s *Store) Remove(ctx context.Context, keys ...Key) error {
+	var errs []error
+	for _, k := range keys {
+		if err := s.removeOne(ctx, k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) removeOne(ctx context.Context, k Key) error {
+	if err := k.validate(); err != nil {
+		return err
+	}
+	dir := s.entryDir(k)
+	installed := func() bool {
+		_, err := os.Lstat(filepath.Join(dir, recordName))
+		return err == nil
+	}
+	if !installed() {
+		return fmt.Errorf("remove %s: %w", k, ErrNotInstalled)
+	}
+	if err := s.prepare(); err != nil {
+		return err
+	}
+	unlock, err := lockFile(ctx, s.lockPath(k), nil, "removal of "+k.String())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if !installed() {
+		return fmt.Errorf("remove %s: %w", k, ErrNotInstalled)
+	}
+	trash, err := os.MkdirTemp(filepath.Join(s.dir, ".staging"), k.id()+".")
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", k, err)
+	}
+	defer os.RemoveAll(trash)
+	if err := os.Rename(dir, filepath.Join(trash, "old")); err != nil {
+		return fmt.Errorf("remove %s: %w", k, err)
+	}
+	s.pruneParents(dir)
+	return nil
+}
+
+// pruneParents removes the empty directories above an entry, up to pkgs/.
+func (s *Store) pruneParents(dir string) {
+	top := filepath.Join(s.dir, "pkgs")
+	for d := filepath.Dir(dir); d != top && strings.HasPrefix(d, top); d = filepath.Dir(d) {
+		if os.Remove(d) != nil {
+			return // not empty, or another process is using it
+		}
+	}
+}
+
+func (s *Store) lockPath(k Key) string {
+	return filepath.Join(s.dir, ".locks", k.id()+".lock")
+}
+
+// Install makes each item present in the store and returns their entries,
+// in the order of items. Items already installed from the same sha256 cost
+// nothing (no lock, no network). The others are downloaded through c (at
+// most c's Parallel at once), extracted as they arrive into a staging
+// directory on the store's file system, verified, and renamed into place, so
+// an entry appears whole or not at all; an entry installed from another
+// sha256 is replaced. Each key is locked while it is installed: a
+// concurrent run waits, then finds the entry present. If some items fail,
+// the others are still installed; the error joins the failures and their
+// entries are zero.
+func (s *Store) Install(ctx context.Context, c *Client, items []Item) ([]Entry, error) {
+	seen := map[string]int{}
+	for i, it := range items {
+		if err := it.Key.validate(); err != nil {
+			return nil, err
+		}
+		if err := it.Request.validate(); err != nil {
+			return nil, fmt.Errorf("install %s: %w", it.Key, err)
+		}
+		if j, dup := seen[it.Key.id()]; dup && items[j].Request.SHA256 != it.Request.SHA256 {
+			return nil, fmt.Errorf("install %s: asked twice, from two different archives", it.Key)
+		}
+		seen[it.Key.id()] = i
+	}
+	entries := make([]Entry, len(items))
+	errs := make([]error, len(items))
+	var todo []int
+	var reqs []Request
+	for i, it := range items {
+		if seen[it.Key.id()] != i {
+			continue // a duplicate: filled in below
+		}
+		e, ok, err := s.Lookup(it.Key)
+		if err != nil {
+			c.log.Warn("unreadable store record; installing again", "key", it.Key.String(), "error", err)
+		}
+		if ok && e.SHA256 == it.Request.SHA256 {
+			entries[i] = e
+			continue
+		}
+		todo = append(todo, i)
+		reqs = append(reqs, it.Request)
+	}
+	if len(todo) > 0 {
+		if err := s.prepare(); err != nil {
+			return nil, err
+		}
+	}
+	prog := c.newProgress(reqs)
+	sem := make(chan struct{}, c.parallel)
+	var wg sync.WaitGroup
+	for _, i := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = fmt.Errorf("install %s: %w", items[i].Key, ctx.Err())
+				return
+			}
+			defer func() { <-sem }()
+			entries[i], errs[i] = s.installOne(ctx, c, items[i], prog.track(items[i].Request))
+		}()
+	}
+	wg.Wait()
+	prog.finish()
+	err := errors.Join(errs...)
+	for i, it := range items {
+		if j := seen[it.Key.id()]; j != i {
+			entries[i] = entries[j]
+		}
+	}
+	return entries, err
+}
+
+func (s *Store) installOne(ctx context.Context, c *Client, it Item, tr *tracker) (entry Entry, err error) {
+	defer func() { tr.done(err) }()
+	k := it.Key
+	unlock, err := lockFile(ctx, s.lockPath(k), c.log, "install of "+k.String())
+	if err != nil {
+		return Entry{}, err
+	}
+	defer unlock()
+	if e, ok, _ := s.Lookup(k); ok && e.SHA256 == it.Request.SHA256 {
+		return e, nil // installed by another process while we waited
+	}
+	// Holding the key's lock, any staging directory of this key belongs to
+	// a run that died: clear it.
+	s.clearStaging(k)
+	stage, err := os.MkdirTemp(filepath.Join(s.dir, ".staging"), k.id()+".")
+	if err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", k, err)
+	}
+	defer os.RemoveAll(stage)
+	tree := filepath.Join(stage, "t")
+	res, err := c.fetchInto(ctx, it.Request, tree, tr)
+	if err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", k, err)
+	}
+	root := filepath.Join(tree, filepath.FromSlash(res.root))
+	e := Entry{
+		Key:         k,
+		Dir:         s.entryDir(k),
+		Name:        it.Request.Name,
+		URL:         it.Request.URL,
+		SHA256:      it.Request.SHA256,
+		Size:        it.Request.Size,
+		InstalledAt: time.Now().UTC().Truncate(time.Second),
+		Layout:      res.layout,
+		Files:       res.files,
+	}
+	if e.Files == nil {
+		e.Files = []string{}
+	}
+	if err := writeRecord(root, e); err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", k, err)
+	}
+	if err := s.place(root, e.Dir, stage); err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", k, err)
+	}
+	return e, nil
+}
+
+func (s *Store) clearStaging(k Key) {
+	old, _ := filepath.Glob(filepath.Join(s.dir, ".staging", k.id()+".*"))
+	for _, d := range old {
+		os.RemoveAll(d)
+	}
+}
+
+func writeRecord(dir string, e Entry) error {
+	b, err := json.MarshalIndent(record{Schema: recordSchema, Entry: e}, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, recordName), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("the archive contains %s, a name cudadeps reserves for its record", recordName)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// place renames the staged root to dir. An older entry there (from another
+// archive) is first moved into stage, which the caller deletes.
+func (s *Store) place(root, dir, stage string) error {
+	if _, err := os.Lstat(dir); err == nil {
+		if err := os.Rename(dir, filepath.Join(stage, "old")); err != nil {
+			return err
+		}
+	}
+	var err error
+	// A concurrent Remove of a sibling may prune the parent between the
+	// two calls; try again then.
+	for range 3 {
+		if err = os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return err
+		}
+		if err = os.Rename(root, dir); !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}

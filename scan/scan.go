@@ -1,0 +1,407 @@
+// Package scan finds the ELF objects of files, directories and wheels and runs the loader model over each of them.
+package scan
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/ldso"
+)
+
+// Options configure a scan.
+type Options struct {
+	// WheelMount is where wheels are mounted (ldso.DefaultWheelMount when
+	// empty); naming a real site-packages directory checks a wheel against
+	// what is installed there.
+	WheelMount string
+	// Parallel bounds the closures computed at once (GOMAXPROCS when 0).
+	Parallel int
+	Logger   *slog.Logger
+}
+
+// Report is the outcome of a scan. Its JSON form is documented in the
+// README ("scan --json").
+type Report struct {
+	Loader        LoaderInfo     `json:"loader"`
+	Roots         []*Root        `json:"roots"`
+	Missing       []Missing      `json:"missing"`
+	VersionErrors []VersionError `json:"version_errors"`
+	Skipped       []Skipped      `json:"skipped,omitempty"`
+	Errors        []FileError    `json:"errors,omitempty"`
+	Warnings      []string       `json:"warnings,omitempty"`
+}
+
+// LoaderInfo records the loader model the scan used.
+type LoaderInfo struct {
+	Root          string   `json:"root"`
+	Cache         string   `json:"cache"`
+	LDLibraryPath *string  `json:"ld_library_path"`
+	Preload       []string `json:"preload,omitempty"`
+}
+
+// Root is one object examined as the loader's main object.
+type Root struct {
+	Path          string         `json:"path"`
+	Machine       string         `json:"machine"`
+	Class         string         `json:"class"`
+	OK            bool           `json:"ok"`
+	Closure       []Entry        `json:"closure"`
+	Missing       []Missing      `json:"missing"`
+	VersionErrors []VersionError `json:"version_errors"`
+	Warnings      []string       `json:"warnings,omitempty"`
+
+	// Result is the loader model's full answer, for renderers.
+	Result *ldso.Result `json:"-"`
+}
+
+// Entry is one object of a closure, in load order.
+type Entry struct {
+	Soname   string   `json:"soname"` // the name it was requested by
+	Path     *string  `json:"path"`   // null when not found
+	Via      ldso.Via `json:"via"`
+	From     string   `json:"from,omitempty"` // the search list entry that found it
+	NeededBy []string `json:"needed_by"`
+	Problem  string   `json:"problem,omitempty"`
+}
+
+// Missing is a name the loader would not find.
+type Missing struct {
+	Soname   string   `json:"soname"`
+	NeededBy []string `json:"needed_by"`
+	Problem  string   `json:"problem,omitempty"`
+	// Fatal marks a file the loader refuses outright (invalid ELF).
+	Fatal bool `json:"fatal,omitempty"`
+}
+
+// VersionError is a required symbol version that its provider lacks.
+type VersionError struct {
+	Object   string `json:"object"`   // the object requiring it
+	File     string `json:"file"`     // the file it is required from (as named)
+	Provider string `json:"provider"` // the object that answered to that name
+	Version  string `json:"version"`
+	Weak     bool   `json:"weak,omitempty"`
+	// Message is what ld.so prints.
+	Message string `json:"message"`
+}
+
+// Skipped is an ELF file that is not a loadable dynamic object.
+type Skipped struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// FileError is a file that could not be read as ELF.
+type FileError struct {
+	Path  string `json:"path"`
+	Error string `json:"error"`
+}
+
+// OK reports whether every root loads.
+func (r *Report) OK() bool {
+	for _, root := range r.Roots {
+		if !root.OK {
+			return false
+		}
+	}
+	return true
+}
+
+// Run scans the targets: ELF files, directories (recursively) and wheels.
+func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*Report, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	rep := &Report{}
+	var roots []string
+	for _, t := range targets {
+		found, err := collect(ctx, l, t, opts, rep)
+		if err != nil {
+			return nil, err
+		}
+		roots = append(roots, found...)
+	}
+	opts.Logger.Debug("collected objects", "roots", len(roots))
+	results := Closures(ctx, l, roots, opts.Parallel)
+	for i, res := range results {
+		if res.err != nil {
+			rep.Errors = append(rep.Errors, FileError{Path: roots[i], Error: res.err.Error()})
+			continue
+		}
+		rep.Roots = append(rep.Roots, NewRoot(res.result))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep.aggregate()
+	return rep, nil
+}
+
+// collect lists the loadable ELF objects of one target.
+func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, rep *Report) ([]string, error) {
+	st, err := os.Stat(target)
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return walkDir(ctx, target, rep)
+	}
+	if strings.HasSuffix(target, ".whl") || strings.HasSuffix(target, ".zip") {
+		members, err := l.MountWheel(target, opts.WheelMount)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, m := range members {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			in, err := l.Info(m)
+			if classify(m, in, err, rep) {
+				out = append(out, m)
+			}
+		}
+		return out, nil
+	}
+	in, err := elfscan.ReadFile(target)
+	if errors.Is(err, elfscan.ErrNotELF) {
+		return nil, fmt.Errorf("%s: not an ELF file, a directory or a wheel", target)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if reason := notLoadable(in); reason != "" {
+		return nil, fmt.Errorf("%s: %s", target, reason)
+	}
+	return []string{target}, nil
+}
+
+func walkDir(ctx context.Context, dir string, rep *Report) ([]string, error) {
+	var out []string
+	seen := map[[2]uint64]bool{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			rep.Errors = append(rep.Errors, FileError{Path: p, Error: err.Error()})
+			return nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		// Symlinks are other names of files the walk meets anyway (or of
+		// files outside the tree); regular files only.
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if id, ok := fileKey(info); ok {
+			if seen[id] {
+				return nil
+			}
+			seen[id] = true
+		}
+		if info.Size() < 64 {
+			return nil
+		}
+		in, err := elfscan.ReadFile(p)
+		if classify(p, in, err, rep) {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// classify decides whether a file is a root, recording why not.
+func classify(p string, in *elfscan.Info, err error, rep *Report) bool {
+	if errors.Is(err, elfscan.ErrNotELF) {
+		return false
+	}
+	if err != nil {
+		rep.Errors = append(rep.Errors, FileError{Path: p, Error: err.Error()})
+		return false
+	}
+	if reason := notLoadable(in); reason != "" {
+		rep.Skipped = append(rep.Skipped, Skipped{Path: p, Reason: reason})
+		return false
+	}
+	return true
+}
+
+func notLoadable(in *elfscan.Info) string {
+	switch {
+	case in.Type != elf.ET_DYN && in.Type != elf.ET_EXEC:
+		return fmt.Sprintf("%s object, not loadable", strings.TrimPrefix(in.Type.String(), "ET_"))
+	case !in.Dynamic:
+		return "statically linked"
+	}
+	return ""
+}
+
+type closureResult struct {
+	result *ldso.Result
+	err    error
+}
+
+// Closures computes the closure of each root with a bounded pool of workers,
+// keeping the order of roots.
+func Closures(ctx context.Context, l *ldso.Loader, roots []string, parallel int) []closureResult {
+	if parallel <= 0 {
+		parallel = runtime.GOMAXPROCS(0)
+	}
+	out := make([]closureResult, len(roots))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				r, err := l.Closure(ctx, roots[i])
+				out[i] = closureResult{r, err}
+			}
+		}()
+	}
+	for i := range roots {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+// NewRoot converts a loader result to its report form.
+func NewRoot(r *ldso.Result) *Root {
+	root := &Root{Path: r.Main.Path, Result: r, Closure: []Entry{}, Missing: []Missing{}, VersionErrors: []VersionError{}, Warnings: r.Warnings}
+	if in := r.Main.Info; in != nil {
+		root.Machine = strings.TrimPrefix(in.Machine.String(), "EM_")
+		root.Class = strings.TrimPrefix(in.Class.String(), "ELFCLASS")
+	}
+	faked := map[string]int{}
+	for _, o := range r.Objects {
+		if o == r.Main {
+			continue
+		}
+		if !o.Found() {
+			if i, ok := faked[o.Name]; ok {
+				for _, by := range o.NeededBy {
+					root.Closure[i].NeededBy = appendUnique(root.Closure[i].NeededBy, by.Path)
+				}
+				continue
+			}
+			faked[o.Name] = len(root.Closure)
+		}
+		e := Entry{Soname: o.Name, Via: o.Via, From: o.From, Problem: o.Problem, NeededBy: []string{}}
+		if o.Found() {
+			p := o.Path
+			e.Path = &p
+		}
+		for _, by := range o.NeededBy {
+			e.NeededBy = appendUnique(e.NeededBy, by.Path)
+		}
+		root.Closure = append(root.Closure, e)
+	}
+	for _, m := range r.Missing {
+		mm := Missing{Soname: m.Name, Problem: m.Problem, Fatal: m.Fatal, NeededBy: []string{}}
+		for _, by := range m.NeededBy {
+			mm.NeededBy = appendUnique(mm.NeededBy, by.Path)
+		}
+		root.Missing = append(root.Missing, mm)
+	}
+	for _, v := range r.VersionErrors {
+		root.VersionErrors = append(root.VersionErrors, NewVersionError(v))
+	}
+	root.OK = r.OK()
+	return root
+}
+
+// NewVersionError converts a loader version error, with ld.so's message.
+func NewVersionError(v ldso.VersionError) VersionError {
+	weak := ""
+	if v.Weak {
+		weak = "weak "
+	}
+	return VersionError{
+		Object: v.Object.Path, File: v.File, Provider: v.Provider.Path, Version: v.Version, Weak: v.Weak,
+		Message: fmt.Sprintf("%s: %sversion '%s' not found (required by %s)", v.Provider.Path, weak, v.Version, v.Object.Path),
+	}
+}
+
+func appendUnique(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// NewReport builds a report from roots computed elsewhere (the resolver's
+// per-import processes).
+func NewReport(roots []*Root) *Report {
+	r := &Report{Roots: roots}
+	r.aggregate()
+	return r
+}
+
+// aggregate merges the misses and version errors of all roots.
+func (r *Report) aggregate() {
+	r.Missing = []Missing{}
+	r.VersionErrors = []VersionError{}
+	idx := map[string]int{}
+	seenV := map[string]bool{}
+	for _, root := range r.Roots {
+		for _, m := range root.Missing {
+			i, ok := idx[m.Soname]
+			if !ok {
+				i = len(r.Missing)
+				idx[m.Soname] = i
+				r.Missing = append(r.Missing, Missing{Soname: m.Soname, Problem: m.Problem, Fatal: m.Fatal, NeededBy: []string{}})
+			}
+			for _, by := range m.NeededBy {
+				r.Missing[i].NeededBy = appendUnique(r.Missing[i].NeededBy, by)
+			}
+			r.Missing[i].Fatal = r.Missing[i].Fatal || m.Fatal
+			if r.Missing[i].Problem == "" {
+				r.Missing[i].Problem = m.Problem
+			}
+		}
+		for _, v := range root.VersionErrors {
+			k := v.Object + "\x00" + v.Provider + "\x00" + v.Version
+			if !seenV[k] {
+				seenV[k] = true
+				r.VersionErrors = append(r.VersionErrors, v)
+			}
+		}
+		for _, w := range root.Warnings {
+			r.Warnings = appendUnique(r.Warnings, w)
+		}
+	}
+	for i := range r.Missing {
+		sort.Strings(r.Missing[i].NeededBy)
+	}
+	sort.Slice(r.Missing, func(i, j int) bool { return r.Missing[i].Soname < r.Missing[j].Soname })
+}
+
+func fileKey(info fs.FileInfo) ([2]uint64, bool) {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return [2]uint64{uint64(st.Dev), uint64(st.Ino)}, true
+	}
+	return [2]uint64{}, false
+}
