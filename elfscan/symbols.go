@@ -3,6 +3,7 @@ package elfscan
 import (
 	"bytes"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -366,7 +367,10 @@ func lookupSymbols(r io.ReaderAt, size int64, file string, names []string, skipS
 	return syms, st, err
 }
 
-// symtab is an opened dynamic symbol table.
+// symtab is an opened dynamic symbol table. A walk of the whole table
+// loads the table, its strings and its versions into memory first (tab,
+// strData, verData), each with one sequential read; a lookup reads the few
+// entries it needs.
 type symtab struct {
 	s        *scanner
 	t        *dynamicTags
@@ -375,6 +379,67 @@ type symtab struct {
 	strs     *stringTable
 	versions map[uint16]symVersion
 	versym   int64
+
+	tab, strData, verData []byte
+}
+
+// readDirect reads a large range straight from the file, bypassing (and
+// not evicting) the page cache, and counts it.
+func (p *pagedReader) readDirect(b []byte, off int64) error {
+	if off < 0 || off > p.size || int64(len(b)) > p.size-off {
+		return io.ErrUnexpectedEOF
+	}
+	n, err := p.r.ReadAt(b, off)
+	p.stats.Reads++
+	p.stats.BytesRead += int64(n)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// load reads the first count entries of the table, the whole string table
+// (when DT_STRSZ bounds it) and the version indexes into memory.
+func (st *symtab) load(count uint64) error {
+	s := st.s
+	st.tab = make([]byte, count*st.entSize)
+	if err := s.r.readDirect(st.tab, st.off); err != nil {
+		return s.errorf("symbol table: %v", err)
+	}
+	if sz := st.strs.size; sz > 0 && sz <= uint64(s.size-st.strs.off) {
+		st.strData = make([]byte, sz)
+		if err := s.r.readDirect(st.strData, st.strs.off); err != nil {
+			return s.errorf("string table: %v", err)
+		}
+	}
+	if st.versym >= 0 {
+		if 2*count > uint64(s.size-st.versym) {
+			return s.errorf("DT_VERSYM of %d entries runs past the end of the file", count)
+		}
+		st.verData = make([]byte, 2*count)
+		if err := s.r.readDirect(st.verData, st.versym); err != nil {
+			return s.errorf("version table: %v", err)
+		}
+	}
+	return nil
+}
+
+func (st *symtab) name(idx uint32) (string, error) {
+	if st.strData == nil {
+		return st.strs.get(uint64(idx))
+	}
+	if uint64(idx) >= uint64(len(st.strData)) {
+		return "", fmt.Errorf("string index %#x beyond DT_STRSZ %#x", idx, len(st.strData))
+	}
+	rest := st.strData[idx:]
+	end := bytes.IndexByte(rest, 0)
+	if end < 0 {
+		return "", fmt.Errorf("string at index %#x is not terminated", idx)
+	}
+	return string(rest[:end]), nil
 }
 
 func (s *scanner) openSymtab() (*symtab, error) {
@@ -414,9 +479,14 @@ func (st *symtab) entry(i uint64, keep SymbolFilter) (Symbol, bool, error) {
 	if i*st.entSize >= uint64(s.size-st.off) {
 		return Symbol{}, false, s.errorf("symbol %d lies outside the file", i)
 	}
-	buf := make([]byte, st.entSize)
-	if _, err := s.r.ReadAt(buf, st.off+int64(i*st.entSize)); err != nil {
-		return Symbol{}, false, s.errorf("symbol %d: %v", i, err)
+	var buf []byte
+	if st.tab != nil && (i+1)*st.entSize <= uint64(len(st.tab)) {
+		buf = st.tab[i*st.entSize : (i+1)*st.entSize]
+	} else {
+		buf = make([]byte, st.entSize)
+		if _, err := s.r.ReadAt(buf, st.off+int64(i*st.entSize)); err != nil {
+			return Symbol{}, false, s.errorf("symbol %d: %v", i, err)
+		}
 	}
 	var nameOff uint32
 	var info uint8
@@ -430,7 +500,7 @@ func (st *symtab) entry(i uint64, keep SymbolFilter) (Symbol, bool, error) {
 		info, shndx = buf[12], s.order.Uint16(buf[14:])
 	}
 	defined := elf.SectionIndex(shndx) != elf.SHN_UNDEF
-	name, err := st.strs.get(uint64(nameOff))
+	name, err := st.name(nameOff)
 	if err != nil {
 		return Symbol{}, false, s.errorf("name of symbol %d: %v", i, err)
 	}
@@ -440,7 +510,9 @@ func (st *symtab) entry(i uint64, keep SymbolFilter) (Symbol, bool, error) {
 	sym := Symbol{Name: name, Defined: defined, Type: elf.ST_TYPE(info), Bind: elf.ST_BIND(info), Value: value}
 	if st.versym >= 0 {
 		var vbuf [2]byte
-		if _, err := s.r.ReadAt(vbuf[:], st.versym+int64(2*i)); err != nil {
+		if st.verData != nil && 2*i+2 <= uint64(len(st.verData)) {
+			copy(vbuf[:], st.verData[2*i:])
+		} else if _, err := s.r.ReadAt(vbuf[:], st.versym+int64(2*i)); err != nil {
 			return Symbol{}, false, s.errorf("version of symbol %d: %v", i, err)
 		}
 		vs := s.order.Uint16(vbuf[:])
@@ -508,6 +580,9 @@ func (s *scanner) symbolsFrom(st *symtab, keep SymbolFilter) ([]Symbol, error) {
 	}
 	if count > maxSymbols || count*st.entSize > uint64(s.size-st.off) {
 		return nil, s.errorf("symbol table of %d entries at %#x runs past the end of the file", count, st.off)
+	}
+	if err := st.load(count); err != nil {
+		return nil, err
 	}
 	var out []Symbol
 	for i := uint64(1); i < count; i++ {
