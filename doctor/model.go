@@ -25,7 +25,6 @@ type model struct {
 	from    string // host path of the main program
 	proc    *ldso.Process
 	result  *ldso.Result
-	dlerrs  []string // target objects the process could not dlopen
 	libcuda *lib
 	nvml    *lib
 	cudarts []*lib // every libcudart of the process
@@ -131,13 +130,14 @@ func buildModel(ctx context.Context, d *diag) *model {
 		p = l.StartEmpty(ctx, hostLike())
 	}
 	m.proc = p
+	d.log.Debug("loader model", "program", m.from, "root", d.env.Root)
 	if d.target != nil {
 		for _, o := range d.target.objects {
 			if o == mainIsTarget || isProgram(o.info) {
 				continue // programs are not dlopen'ed
 			}
 			if _, err := p.Dlopen(ctx, o.host); err != nil {
-				m.dlerrs = append(m.dlerrs, err.Error())
+				d.log.Warn("the loader model cannot load a target object; its needs are left out", "object", o.rel, "err", err)
 			}
 		}
 	}
