@@ -414,6 +414,24 @@ func TestCompatibilityMinorVersion(t *testing.T) {
 	expect(t, r, CheckCompat, Warn, []string{"needs CUDA 12.8", "runs through minor version compatibility"}, "570.26", "CUDA_ERROR_UNSUPPORTED_PTX_VERSION")
 }
 
+// TestCompatibilityVersionPy: torch records its CUDA build in version.py;
+// a cu128 wheel on a 12.4 driver runs through minor version compatibility.
+func TestCompatibilityVersionPy(t *testing.T) {
+	h := newBareHost(t)
+	h.kernel("550.127.08", false)
+	h.devices(1, true)
+	h.driverLibs("/usr/lib64", "550.127.08")
+	writeTorchLike(h, "/venv/site-packages", "12")
+	h.file("/venv/site-packages/torch/version.py", "from typing import Optional\n__version__ = '2.7.1+cu128'\ndebug = False\ncuda: Optional[str] = '12.8'\ngit_version = 'e2d141dbde55c2a4370fac5165b0561b6af4798b'\nhip: Optional[str] = None\n")
+	r := h.reportFor("/venv/site-packages/torch")
+	expect(t, r, CheckCompat, Warn, []string{"torch needs CUDA 12.8 (libcudart.so.12 in its closure; version.py says 12.8)", "runs CUDA 12.4 and older", "minor version compatibility"}, "570.26")
+
+	// A version.py of another major is not believed over the closure.
+	h.file("/venv/site-packages/torch/version.py", "cuda = '11.8'\n")
+	r = h.reportFor("/venv/site-packages/torch")
+	expect(t, r, CheckCompat, OK, []string{"torch needs CUDA 12 (libcudart.so.12 in its closure);"})
+}
+
 func TestCompatibilityFromNeededOnly(t *testing.T) {
 	// libcublas.so.13 is needed but nowhere to be found, and no libcudart
 	// appears: the major still comes from what the target needs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -333,6 +334,11 @@ func (d *diag) targetCUDA() (major, minor int, why string) {
 					minor = min
 				}
 			}
+			if minor < 0 {
+				if maj, min, ok := d.packageCUDA(); ok && maj == major {
+					minor, why = min, why+"; version.py says "+fmt.Sprintf("%d.%d", maj, min)
+				}
+			}
 			return major, minor, why
 		}
 	}
@@ -351,6 +357,28 @@ func (d *diag) targetCUDA() (major, minor int, why string) {
 		return m, minor, "it needs " + w
 	}
 	return 0, minor, ""
+}
+
+// versionPyRE reads the CUDA version a package records of its build, as
+// torch's version.py does (cuda: Optional[str] = '13.0').
+var versionPyRE = regexp.MustCompile(`(?m)^cuda\s*(?::[^=\n]*)?=\s*['"](\d+)\.(\d+)`)
+
+// packageCUDA reads version.py at the top of a target directory.
+func (d *diag) packageCUDA() (major, minor int, ok bool) {
+	if d.target == nil || !d.target.isDir {
+		return 0, 0, false
+	}
+	data, err := os.ReadFile(filepath.Join(d.target.path, "version.py"))
+	if err != nil {
+		return 0, 0, false
+	}
+	m := versionPyRE.FindSubmatch(data)
+	if m == nil {
+		return 0, 0, false
+	}
+	major, _ = strconv.Atoi(string(m[1]))
+	minor, _ = strconv.Atoi(string(m[2]))
+	return major, minor, true
 }
 
 var cudartFileRE = regexp.MustCompile(`libcudart\.so\.(\d+)\.(\d+)\.\d+$`)
