@@ -181,7 +181,7 @@ func TestReadSymbolsWithoutVersions(t *testing.T) {
 // withGNUHash rewrites an object built by elftest (without section headers)
 // so that it carries a DT_GNU_HASH table instead of DT_HASH, the way modern
 // toolchains link. The symbols of spec must be ordered as gnuOrder leaves them.
-func withGNUHash(t *testing.T, spec elftest.Spec, nbuckets uint32) []byte {
+func withGNUHash(t testing.TB, spec elftest.Spec, nbuckets uint32) []byte {
 	t.Helper()
 	spec.NoSectionHeaders = true
 	b, err := elftest.Build(spec)
@@ -593,10 +593,20 @@ func FuzzReadSymbols(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	f.Add(withGNUHash(f, cudartSpec(), 3))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		syms, err := ReadSymbols(bytes.NewReader(b), int64(len(b)), "fuzz", nil)
 		if err != nil && syms != nil {
 			t.Fatal("symbols returned with an error")
+		}
+		defs, _, err := LookupSymbols(bytes.NewReader(b), int64(len(b)), "fuzz", []string{"cudaMalloc", "malloc", "cuInit"})
+		if err != nil && defs != nil {
+			t.Fatal("definitions returned with an error")
+		}
+		for _, d := range defs {
+			if !d.Defined {
+				t.Fatalf("lookup returned an undefined symbol %s", d)
+			}
 		}
 	})
 }
