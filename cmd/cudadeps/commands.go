@@ -8,6 +8,8 @@ func (a *app) commands() []*cobra.Command {
 		a.scanCommand(),
 		a.whyCommand(),
 		a.catalogCommand(),
+		a.resolveCommand(),
+		a.undoCommand(),
 		a.storeCommand(),
 	}
 }
