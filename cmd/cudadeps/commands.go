@@ -10,6 +10,7 @@ func (a *app) commands() []*cobra.Command {
 		a.catalogCommand(),
 		a.resolveCommand(),
 		a.undoCommand(),
+		a.fetchCommand(),
 		a.storeCommand(),
 	}
 }
