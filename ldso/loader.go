@@ -146,6 +146,22 @@ func (l *Loader) LDLibraryPath() (string, bool) { return l.llp, l.hasLLP }
 // Preload returns the LD_PRELOAD entries the model uses.
 func (l *Loader) Preload() []string { return append([]string(nil), l.preload...) }
 
+// HostPath maps a path the loader sees to this machine: under a root, a
+// path whose leading directories exist inside the root is the root's; any
+// other (a tree scanned from outside the root) is itself.
+func (l *Loader) HostPath(guest string) string {
+	root := l.fs.root
+	if root == "" || !filepath.IsAbs(guest) || guest == root || strings.HasPrefix(guest, root+"/") {
+		return guest
+	}
+	for p := filepath.Dir(guest); p != "/" && p != "."; p = filepath.Dir(p) {
+		if _, err := os.Stat(root + p); err == nil {
+			return root + guest
+		}
+	}
+	return guest
+}
+
 // Root returns the sysroot ("" for the host).
 func (l *Loader) Root() string { return l.fs.root }
 

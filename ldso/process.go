@@ -432,6 +432,9 @@ func (p *Process) Dlopen(ctx context.Context, file string) (*Object, error) {
 // grouped by name, the version errors.
 func (p *Process) Result() *Result {
 	r := p.res
+	if r.Searched == nil && p.main != nil {
+		r.Searched = p.searchedDirs(p.main)
+	}
 	r.Objects = append([]*Object(nil), p.objs...)
 	r.Missing = nil
 	idx := map[string]int{}
@@ -607,7 +610,7 @@ func (p *Process) Reach(o *Object) *Result {
 			}
 		}
 	}
-	r := &Result{Main: o, Arch: p.arch, Warnings: p.res.Warnings}
+	r := &Result{Main: o, Arch: p.arch, Warnings: p.res.Warnings, Searched: p.searchedDirs(o)}
 	for _, x := range p.objs {
 		if in[x] {
 			r.Objects = append(r.Objects, x)

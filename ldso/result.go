@@ -117,6 +117,10 @@ type Result struct {
 	// loaded, a provider without version information.
 	Warnings []string
 	Arch     *ArchConfig
+	// Searched are the directories (RPATH, LD_LIBRARY_PATH, RUNPATH) a name
+	// that Main itself requests would be searched in: where a library Main
+	// dlopen's by name could be placed.
+	Searched []SearchDir
 }
 
 // OK reports a closure the loader would load without error.

@@ -26,15 +26,15 @@ import (
 
 // Env is one Python environment.
 type Env struct {
-	Executable  string   `json:"executable"`   // sys.executable
-	Prefix      string   `json:"prefix"`       // sys.prefix
-	BasePrefix  string   `json:"base_prefix"`  // sys.base_prefix
-	Version     string   `json:"version"`      // "3.12.3"
-	Machine     string   `json:"machine"`      // platform.machine()
-	SiteDirs    []string `json:"site_dirs"`    // site-packages directories, in sys.path order
-	Markers     Markers  `json:"markers"`      // PEP 508 environment markers
-	FromPython  bool     `json:"from_python"`  // found by asking an interpreter
-	Interpreter string   `json:"interpreter"`  // the command that was run
+	Executable  string   `json:"executable"`  // sys.executable
+	Prefix      string   `json:"prefix"`      // sys.prefix
+	BasePrefix  string   `json:"base_prefix"` // sys.base_prefix
+	Version     string   `json:"version"`     // "3.12.3"
+	Machine     string   `json:"machine"`     // platform.machine()
+	SiteDirs    []string `json:"site_dirs"`   // site-packages directories, in sys.path order
+	Markers     Markers  `json:"markers"`     // PEP 508 environment markers
+	FromPython  bool     `json:"from_python"` // found by asking an interpreter
+	Interpreter string   `json:"interpreter"` // the command that was run
 	RealExec    string   `json:"real_executable,omitempty"`
 }
 

@@ -8,6 +8,9 @@ func (a *app) commands() []*cobra.Command {
 		a.scanCommand(),
 		a.whyCommand(),
 		a.catalogCommand(),
+		a.resolveCommand(),
+		a.undoCommand(),
+		a.fetchCommand(),
 		a.storeCommand(),
 		a.doctorCommand(),
 	}

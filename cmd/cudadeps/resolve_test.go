@@ -1,0 +1,99 @@
+package main
+
+import (
+	"debug/elf"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/mirrortest"
+)
+
+// TestResolveDirectoryCLI drives resolve on a directory through the command
+// line: dry run (exit 3, nothing written), resolve (exit 0), scan clean,
+// second resolve downloads nothing, undo restores the directory.
+func TestResolveDirectoryCLI(t *testing.T) {
+	dir := t.TempDir()
+	if err := elftest.Write(filepath.Join(dir, "app/lib/libapp.so"), elftest.Spec{Soname: "libapp.so", Needed: []string{"libcudss.so.0", "libcudart.so.13", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN:$ORIGIN/../deps")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := elftest.Write(filepath.Join(dir, "app/lib/libcudart.so.13"), elftest.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	m := mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
+		Libs: map[string]elftest.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}}, Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}}})
+	prefix := filepath.Join(t.TempDir(), "prefix")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	common := []string{"--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--ld-library-path", "", "--quiet"}
+
+	code, stdout, stderr := runCLI(t, append([]string{"resolve", dir, "--dry-run", "--json"}, common...)...)
+	if code != exitMissing {
+		t.Fatalf("dry run: exit %d\n%s%s", code, stdout, stderr)
+	}
+	var plan struct {
+		DryRun bool `json:"dry_run"`
+		Rounds []struct {
+			Plan struct {
+				Steps []struct {
+					Component string `json:"component"`
+					Provides  []string
+				} `json:"steps"`
+			} `json:"plan"`
+		} `json:"rounds"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &plan); err != nil {
+		t.Fatalf("dry run JSON: %v\n%s", err, stdout)
+	}
+	if !plan.DryRun || len(plan.Rounds) != 1 || len(plan.Rounds[0].Plan.Steps) != 1 || plan.Rounds[0].Plan.Steps[0].Component != "libcudss" {
+		t.Fatalf("dry run plan: %s", stdout)
+	}
+	if _, err := os.Stat(prefix); err == nil || m.Total() != 0 {
+		t.Fatalf("the dry run wrote the prefix or downloaded")
+	}
+
+	code, stdout, stderr = runCLI(t, append([]string{"resolve", dir, "--yes"}, common...)...)
+	if code != exitOK || !strings.Contains(stdout, "Done") {
+		t.Fatalf("resolve: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "app/lib/libcudss.so.0")); err != nil {
+		t.Fatalf("libcudss.so.0 not placed beside libapp.so (its RUNPATH $ORIGIN): %v", err)
+	}
+	if code, stdout, _ := runCLI(t, "scan", "--ld-library-path", "", dir); code != exitOK {
+		t.Fatalf("scan after resolve: exit %d\n%s", code, stdout)
+	}
+	hits := m.Total()
+	if code, _, _ := runCLI(t, append([]string{"resolve", dir, "--yes"}, common...)...); code != exitOK || m.Total() != hits {
+		t.Fatalf("second resolve: exit %d, %d more downloads", code, m.Total()-hits)
+	}
+	code, stdout, stderr = runCLI(t, "undo", dir, "--prefix", prefix)
+	if code != exitOK {
+		t.Fatalf("undo: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "app/lib/libcudss.so.0")); err == nil {
+		t.Fatalf("undo left libcudss.so.0")
+	}
+	if code, _, _ := runCLI(t, "scan", "--ld-library-path", "", dir); code != exitMissing {
+		t.Fatalf("after undo, scan should find libcudss.so.0 missing again")
+	}
+}
+
+func TestFetchCommand(t *testing.T) {
+	m := mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-sbsa", Variant: "cuda13", Machine: elf.EM_AARCH64,
+		Libs: map[string]elftest.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
+	prefix := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	code, stdout, stderr := runCLI(t, "fetch", "libcudss", "--platform", "linux-sbsa", "--cuda", "13", "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--json", "--quiet")
+	if code != exitOK || !strings.Contains(stdout, `"version": "0.9.9.9"`) {
+		t.Fatalf("fetch: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, _, stderr = runCLI(t, "fetch", "nvpl_lapack", "--platform", "linux-x86_64", "--prefix", prefix)
+	if code != exitMissing || !strings.Contains(stderr, "linux-sbsa") {
+		t.Fatalf("NVPL on x86_64: exit %d, %s", code, stderr)
+	}
+	if code, _, _ := runCLI(t, "fetch", "nosuchthing", "--platform", "linux-sbsa", "--prefix", prefix); code != exitMissing {
+		t.Fatalf("unknown component: exit %d", code)
+	}
+}

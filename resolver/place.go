@@ -1,0 +1,396 @@
+package resolver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/ldso"
+)
+
+// Placement is where a step's libraries go so that the loader finds them
+// for the objects that need them.
+type Placement struct {
+	// Dir is a directory the loader already searches for the needing
+	// objects (an RPATH or RUNPATH entry), as the loader names it.
+	Dir string `json:"loader_dir"`
+	// HostDir is the same directory on this machine, resolved.
+	HostDir string `json:"dir"`
+	// Rule and Entry say why the loader searches it.
+	Rule  ldso.Via `json:"rule"`
+	Entry string   `json:"entry"`
+	For   []string `json:"for"` // the needing objects it serves
+	// Create is set when the directory does not exist yet.
+	Create bool `json:"create,omitempty"`
+}
+
+// Environment is set when some needing object searches no directory the
+// user may write: LD_LIBRARY_PATH must then name the store's library
+// directory, through the activation script.
+type Environment struct {
+	For []string `json:"for"`
+}
+
+// Decision is where one step's libraries are placed.
+type Decision struct {
+	Step       *Step        `json:"-"`
+	Placements []Placement  `json:"placements"`
+	Env        *Environment `json:"environment,omitempty"`
+}
+
+// dirChecker answers the questions of placement about directories.
+type dirChecker interface {
+	// host maps a loader path to this machine.
+	host(dir string) string
+	// usable says whether a library may be placed in dir (the loader's
+	// path): not a system directory, writable or creatable by this user.
+	usable(dir string) (ok, exists bool)
+}
+
+// Decide chooses, for every step, the directories to place its libraries
+// in: for each object that needs them, a directory of its RPATH or RUNPATH
+// that the user may write (created if need be), preferring one named after
+// the component (nvidia/cusparselt/lib for cuSPARSELt) and then one that
+// exists; a directory that serves every needing object at once is taken
+// over one per object. Objects with no such directory fall back to the
+// activation script. Decide changes nothing.
+func Decide(plan *Plan, dc dirChecker) []Decision {
+	var out []Decision
+	for _, s := range plan.Steps {
+		d := Decision{Step: s}
+		var reqs []Request
+		for _, n := range s.needs {
+			reqs = append(reqs, n.Requests...)
+		}
+		type cand struct {
+			dir   ldso.SearchDir
+			score int
+		}
+		options := map[string][]cand{} // object → usable dirs, best first
+		var objects []string
+		for _, r := range reqs {
+			if _, seen := options[r.Object]; seen {
+				continue
+			}
+			objects = append(objects, r.Object)
+			var cs []cand
+			for i, sd := range r.Searched {
+				if sd.Via == ldso.ViaLDLibraryPath || sd.Dir == "" || !path.IsAbs(sd.Dir) {
+					// LD_LIBRARY_PATH is not there in a new shell; relative
+					// entries depend on the working directory.
+					continue
+				}
+				ok, exists := dc.usable(sd.Dir)
+				if !ok {
+					continue
+				}
+				score := 1000 - i
+				if exists {
+					score += 2000
+				}
+				if namedFor(sd.Dir, s) {
+					score += 4000
+				}
+				cs = append(cs, cand{sd, score})
+			}
+			sort.SliceStable(cs, func(i, j int) bool { return cs[i].score > cs[j].score })
+			options[r.Object] = cs
+		}
+		// A directory every object can use, best by total score.
+		best, bestScore := "", -1
+		var bestDir ldso.SearchDir
+		if len(objects) > 0 {
+			for _, c := range options[objects[0]] {
+				total := c.score
+				all := true
+				for _, o := range objects[1:] {
+					found := false
+					for _, c2 := range options[o] {
+						if c2.dir.Dir == c.dir.Dir {
+							total += c2.score
+							found = true
+							break
+						}
+					}
+					if !found {
+						all = false
+						break
+					}
+				}
+				if all && total > bestScore {
+					best, bestScore, bestDir = c.dir.Dir, total, c.dir
+				}
+			}
+		}
+		add := func(sd ldso.SearchDir, obj string) {
+			for i := range d.Placements {
+				if d.Placements[i].Dir == sd.Dir {
+					d.Placements[i].For = appendUnique(d.Placements[i].For, obj)
+					return
+				}
+			}
+			_, exists := dc.usable(sd.Dir)
+			d.Placements = append(d.Placements, Placement{Dir: sd.Dir, HostDir: dc.host(sd.Dir), Rule: sd.Via, Entry: sd.Entry, For: []string{obj}, Create: !exists})
+		}
+		for _, o := range objects {
+			switch {
+			case best != "":
+				add(bestDir, o)
+			case len(options[o]) > 0:
+				add(options[o][0].dir, o)
+			default:
+				if d.Env == nil {
+					d.Env = &Environment{}
+				}
+				d.Env.For = appendUnique(d.Env.For, o)
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// namedFor reports a directory that belongs to the component, such as the
+// nvidia/cusparselt/lib of the nvidia-cusparselt wheel.
+func namedFor(dir string, s *Step) bool {
+	names := []string{s.Product, strings.TrimPrefix(s.Component, "lib"), strings.ReplaceAll(strings.TrimPrefix(s.Component, "lib"), "_", "")}
+	for _, part := range strings.Split(dir, "/") {
+		for _, n := range names {
+			if n != "" && strings.EqualFold(part, n) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// systemPrefixes are never written to, whoever runs cudadeps: they belong
+// to the system's package manager.
+func systemPrefixes() []string {
+	return []string{"/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32", "/usr/bin", "/bin", "/usr/sbin", "/sbin", "/etc", "/proc", "/sys", "/dev", "/boot"}
+}
+
+// fsChecker is the real dirChecker.
+type fsChecker struct {
+	l          *ldso.Loader
+	systemDirs []string
+}
+
+// host maps a loader directory to this machine, resolved physically (as
+// the kernel resolves "..": after symlinks) and cleaned, for display and
+// for creating it.
+func (c *fsChecker) host(dir string) string { return physical(c.l.HostPath(dir)) }
+
+// physical resolves the existing leading part of p through its symlinks and
+// appends the rest; the result has no "." or ".." left.
+func physical(p string) string {
+	p = strings.TrimSuffix(p, "/")
+	if p == "" {
+		return "/"
+	}
+	parts := strings.Split(p, "/")
+	for i := len(parts); i > 0; i-- {
+		head := strings.Join(parts[:i], "/")
+		if head == "" {
+			head = "/"
+		}
+		if real, err := filepath.EvalSymlinks(head); err == nil {
+			return filepath.Join(append([]string{real}, parts[i:]...)...)
+		}
+	}
+	return filepath.Clean(p)
+}
+
+func (c *fsChecker) usable(dir string) (bool, bool) {
+	clean := path.Clean(dir)
+	for _, s := range append(append([]string(nil), c.systemDirs...), systemPrefixes()...) {
+		s = strings.TrimSuffix(s, "/")
+		if clean == s || strings.HasPrefix(clean, s+"/") {
+			return false, false
+		}
+	}
+	h := c.host(clean)
+	if st, err := os.Stat(h); err == nil {
+		return st.IsDir() && writable(h), st.IsDir()
+	}
+	// Creatable: the nearest existing ancestor is a writable directory.
+	for p := filepath.Dir(h); ; p = filepath.Dir(p) {
+		if st, err := os.Stat(p); err == nil {
+			return st.IsDir() && writable(p), false
+		}
+		if p == filepath.Dir(p) {
+			return false, false
+		}
+	}
+}
+
+func writable(dir string) bool {
+	return syscall.Access(dir, 0x2|0x1) == nil // W_OK|X_OK
+}
+
+// Placed is one file cudadeps put in place.
+type Placed struct {
+	Path      string `json:"path"`             // on this machine
+	Link      string `json:"link,omitempty"`   // the symlink's target, as written
+	SHA256    string `json:"sha256,omitempty"` // of a copy
+	Soname    string `json:"soname"`
+	Component string `json:"component"`
+}
+
+// libraries finds, in a store entry, the files that provide the archive's
+// sonames: the soname's own file in the directory that holds the needed
+// one, and its siblings, so that the libraries' own $ORIGIN lookups find
+// each other where they are placed.
+func libraries(e fetch.Entry, s *Step) (dir string, names []string, err error) {
+	files := map[string]bool{}
+	for _, f := range e.Files {
+		files[f] = true
+	}
+	for _, want := range s.Provides {
+		for _, f := range e.Files {
+			if path.Base(f) == want && !strings.Contains(f, "/stubs/") {
+				dir = path.Dir(f)
+				break
+			}
+		}
+		if dir != "" {
+			break
+		}
+	}
+	if dir == "" {
+		return "", nil, fmt.Errorf("%s: the archive has no file named %s", e.Dir, strings.Join(s.Provides, " or "))
+	}
+	for _, so := range s.Sonames {
+		if files[path.Join(dir, so)] {
+			names = append(names, so)
+		}
+	}
+	for _, want := range s.Provides {
+		if !contains(names, want) && files[path.Join(dir, want)] {
+			names = append(names, want)
+		}
+	}
+	sort.Strings(names)
+	return dir, names, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// apply places the libraries of one store entry in hostDir, recording each
+// file and each directory it creates. An existing file of the same name is
+// left alone (it is not ours).
+func apply(rec *Record, e fetch.Entry, s *Step, hostDir string, copyFiles bool) ([]Placed, error) {
+	libDir, names, err := libraries(e, s)
+	if err != nil {
+		return nil, err
+	}
+	if err := mkdirRecorded(rec, hostDir); err != nil {
+		return nil, err
+	}
+	var out []Placed
+	for _, name := range names {
+		dst := filepath.Join(hostDir, name)
+		src := filepath.Join(e.Dir, filepath.FromSlash(libDir), name)
+		if _, err := os.Lstat(dst); err == nil {
+			if rec.owns(dst) {
+				continue
+			}
+			rec.Kept = appendUnique(rec.Kept, dst)
+			continue
+		}
+		p := Placed{Path: dst, Soname: name, Component: s.Component}
+		if copyFiles {
+			sum, err := copyFile(src, dst)
+			if err != nil {
+				return out, err
+			}
+			p.SHA256 = sum
+		} else {
+			// A relative link survives moving the prefix and the tree
+			// together (an image prepared under --root).
+			link, err := filepath.Rel(hostDir, src)
+			if err != nil || strings.Count(link, "..") > 12 {
+				link = src
+			}
+			if err := os.Symlink(link, dst); err != nil {
+				return out, fmt.Errorf("link %s: %w", dst, err)
+			}
+			p.Link = link
+		}
+		rec.Placed = append(rec.Placed, p)
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// mkdirRecorded creates dir and records every directory it had to create.
+func mkdirRecorded(rec *Record, dir string) error {
+	var missing []string
+	for p := dir; ; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			break
+		}
+		missing = append(missing, p)
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create %s: %w", missing[i], err)
+		}
+		rec.Created = append(rec.Created, missing[i])
+	}
+	return nil
+}
+
+// copyFile copies src (following symlinks) to dst through a temporary file,
+// so dst appears whole, and returns its sha256.
+func copyFile(src, dst string) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".cudadeps-*")
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(tmp, h), in)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), st.Mode().Perm())
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,168 @@
+package resolver
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/scan"
+)
+
+// Need is one soname the loader would not find, with who needs it and where
+// the loader looked.
+type Need struct {
+	Soname   string   `json:"soname"`
+	NeededBy []string `json:"needed_by"`
+	// Requests are the failed searches, each with the directories searched
+	// (where a library can be placed for the loader to find it).
+	Requests []Request `json:"-"`
+	// Runtime is set for a name found missing only when the package was
+	// imported (a library it dlopen's).
+	Runtime bool `json:"runtime,omitempty"`
+}
+
+// Request is one object's failed search.
+type Request struct {
+	Object   string           // the needing object, as the loader names it
+	Searched []ldso.SearchDir // RPATH, LD_LIBRARY_PATH and RUNPATH directories, in order
+}
+
+// Step is a plan item: one archive that provides one or more needs.
+type Step struct {
+	Component   string   `json:"component"`
+	Product     string   `json:"product"`
+	Version     string   `json:"version"`
+	Platform    string   `json:"platform"`
+	CUDAVariant string   `json:"cuda_variant,omitempty"`
+	URL         string   `json:"url"`
+	SHA256      string   `json:"sha256"`
+	Size        int64    `json:"size"`
+	Provides    []string `json:"provides"` // the needed sonames it satisfies
+	Sonames     []string `json:"sonames"`  // everything the archive provides
+	// Installed is true when the store already holds it (nothing to download).
+	Installed bool `json:"installed"`
+
+	needs []*Need
+}
+
+// Key is the store key of the step's archive.
+func (s *Step) Key() fetch.Key {
+	return fetch.Key{Component: s.Component, Version: s.Version, Platform: s.Platform, Variant: s.CUDAVariant}
+}
+
+// Unresolved is a need no archive can satisfy, with what to do about it.
+type Unresolved struct {
+	Soname   string   `json:"soname"`
+	NeededBy []string `json:"needed_by"`
+	Reason   string   `json:"reason"`
+	Advice   string   `json:"advice,omitempty"`
+	Driver   bool     `json:"driver,omitempty"`
+}
+
+// Plan is what one round will do.
+type Plan struct {
+	Platform   string       `json:"platform"`
+	CUDAMajor  int          `json:"cuda_major"`
+	Steps      []*Step      `json:"steps"`
+	Unresolved []Unresolved `json:"unresolved"`
+}
+
+// Bytes is the download size of the steps not yet in the store.
+func (p *Plan) Bytes() int64 {
+	var n int64
+	for _, s := range p.Steps {
+		if !s.Installed {
+			n += s.Size
+		}
+	}
+	return n
+}
+
+// needsFrom turns a scan's misses into needs.
+func needsFrom(rep *scan.Report) []*Need {
+	byName := map[string]*Need{}
+	var out []*Need
+	for _, root := range rep.Roots {
+		for _, m := range root.Result.Missing {
+			n, ok := byName[m.Name]
+			if !ok {
+				n = &Need{Soname: m.Name}
+				byName[m.Name] = n
+				out = append(out, n)
+			}
+			for _, req := range m.Requests {
+				for _, by := range req.NeededBy {
+					n.NeededBy = appendUnique(n.NeededBy, by.Path)
+					n.Requests = append(n.Requests, Request{Object: by.Path, Searched: req.Searched})
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Soname < out[j].Soname })
+	return out
+}
+
+func appendUnique(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// Lookup is the part of the catalog the planner needs.
+type Lookup interface {
+	Which(soname string, q catalog.Query) (*catalog.Match, error)
+}
+
+// MakePlan matches each need against the catalog: one step per archive,
+// the rest unresolved with a reason. It decides; it changes nothing.
+func MakePlan(needs []*Need, cat Lookup, platform string, cudaMajor int) *Plan {
+	p := &Plan{Platform: platform, CUDAMajor: cudaMajor, Steps: []*Step{}, Unresolved: []Unresolved{}}
+	byArchive := map[string]*Step{}
+	for _, n := range needs {
+		m, err := cat.Which(n.Soname, catalog.Query{Platform: platform, CUDAMajor: cudaMajor})
+		if err != nil {
+			u := Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Reason: err.Error()}
+			var nf *catalog.NotFoundError
+			if errors.As(err, &nf) {
+				u.Reason = nf.Reason
+				u.Advice = adviceFor(nf, cudaMajor)
+			}
+			p.Unresolved = append(p.Unresolved, u)
+			continue
+		}
+		if m.Driver {
+			p.Unresolved = append(p.Unresolved, Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Driver: true,
+				Reason: "comes with the NVIDIA driver, which cudadeps never installs", Advice: m.Advice})
+			continue
+		}
+		key := m.Component + "\x00" + m.Version + "\x00" + m.Platform + "\x00" + m.CUDAVariant
+		s, ok := byArchive[key]
+		if !ok {
+			s = &Step{Component: m.Component, Product: m.Product, Version: m.Version, Platform: m.Platform, CUDAVariant: m.CUDAVariant,
+				URL: m.URL, SHA256: m.SHA256, Size: m.Size, Sonames: m.Sonames}
+			byArchive[key] = s
+			p.Steps = append(p.Steps, s)
+		}
+		s.Provides = append(s.Provides, n.Soname)
+		s.needs = append(s.needs, n)
+	}
+	return p
+}
+
+func adviceFor(nf *catalog.NotFoundError, cudaMajor int) string {
+	switch {
+	case nf.Component == "":
+		return fmt.Sprintf("no catalog knows %s: install the library that provides it (a system package, or a wheel) or add an entry with --catalog", nf.Soname)
+	case cudaMajor == 0 && strings.Contains(nf.Reason, "--cuda"):
+		return "pass --cuda N to say which CUDA major the package is built for"
+	default:
+		return fmt.Sprintf("%s is provided by %s; %s", nf.Soname, nf.Component, "install it by other means (pip, the system's package manager), or name an archive for it with --catalog")
+	}
+}

@@ -1,0 +1,231 @@
+// Package resolver runs scan → plan → fetch → activate → rescan until everything a target needs loads, and undoes what it did.
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/scan"
+)
+
+// Kind says what a target is.
+type Kind string
+
+// The kinds of target.
+const (
+	KindPython Kind = "python" // an installed distribution, by name
+	KindDir    Kind = "dir"
+	KindFile   Kind = "file"
+	KindWheel  Kind = "wheel" // scanned and planned, never installed
+)
+
+// Target is what to make loadable.
+type Target struct {
+	Kind Kind   `json:"kind"`
+	Name string `json:"name"` // the argument as given
+	// For Python targets.
+	Dist     *pyenv.Dist   `json:"dist,omitempty"`
+	Env      *pyenv.Env    `json:"python,omitempty"`
+	Requires []*pyenv.Dist `json:"-"`
+	Module   string        `json:"module,omitempty"` // what verify imports
+	// Path is the absolute path for file, directory and wheel targets.
+	Path string `json:"path,omitempty"`
+}
+
+// TargetOptions say how to find a Python distribution.
+type TargetOptions struct {
+	// Python is the interpreter to ask (default: the active environment's).
+	Python string
+	// SiteDir, when set, reads distributions from this site-packages
+	// directory without running an interpreter (a foreign architecture's
+	// tree, an image being prepared).
+	SiteDir string
+}
+
+// FindTarget decides what arg names: a wheel file, a directory, an ELF file,
+// or else an installed Python distribution.
+func FindTarget(ctx context.Context, arg string, opts TargetOptions) (*Target, error) {
+	if st, err := os.Stat(arg); err == nil {
+		abs, err := filepath.Abs(arg)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case st.IsDir():
+			return &Target{Kind: KindDir, Name: arg, Path: abs}, nil
+		case strings.HasSuffix(arg, ".whl"):
+			return &Target{Kind: KindWheel, Name: arg, Path: abs}, nil
+		default:
+			if _, err := elfscan.ReadFile(abs); err != nil {
+				if errors.Is(err, elfscan.ErrNotELF) {
+					return nil, fmt.Errorf("%s: not an ELF file, a directory, a wheel or a distribution name", arg)
+				}
+				return nil, err
+			}
+			return &Target{Kind: KindFile, Name: arg, Path: abs}, nil
+		}
+	}
+	if strings.ContainsAny(arg, "/") {
+		return nil, fmt.Errorf("%s: no such file or directory", arg)
+	}
+	var env *pyenv.Env
+	var err error
+	if opts.SiteDir != "" {
+		env, err = pyenv.FromSiteDir(opts.SiteDir)
+	} else {
+		env, err = pyenv.Discover(ctx, opts.Python)
+	}
+	if err != nil {
+		return nil, err
+	}
+	dist, err := env.Find(arg)
+	if err != nil {
+		return nil, err
+	}
+	t := &Target{Kind: KindPython, Name: arg, Dist: dist, Env: env, Requires: env.Closure(dist)}
+	t.Module = importName(dist)
+	return t, nil
+}
+
+// importName guesses the top-level module to import: top_level.txt when the
+// distribution has one, else the package directory named like it.
+func importName(d *pyenv.Dist) string {
+	want := strings.ReplaceAll(pyenv.Normalize(d.Name), "-", "_")
+	if data, err := os.ReadFile(filepath.Join(d.InfoDir, "top_level.txt")); err == nil {
+		var first string
+		for _, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "_") {
+				continue
+			}
+			if line == want {
+				return line
+			}
+			if first == "" {
+				first = line
+			}
+		}
+		if first != "" {
+			return first
+		}
+	}
+	for _, f := range d.Files {
+		rel, err := filepath.Rel(d.SiteDir, f)
+		if err != nil {
+			continue
+		}
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		if len(parts) == 2 && parts[1] == "__init__.py" && strings.EqualFold(strings.ReplaceAll(parts[0], "-", "_"), want) {
+			return parts[0]
+		}
+	}
+	return want
+}
+
+// Scan computes what the loader would do for the target now.
+func (t *Target) Scan(ctx context.Context, l *ldso.Loader, mount string) (*scan.Report, error) {
+	switch t.Kind {
+	case KindPython:
+		return t.scanPython(ctx, l)
+	default:
+		return scan.Run(ctx, l, []string{t.Path}, scan.Options{WheelMount: mount})
+	}
+}
+
+// ELFFiles lists the distribution's loadable ELF objects (from RECORD).
+func elfFiles(l *ldso.Loader, files []string) []string {
+	var out []string
+	for _, f := range files {
+		if !strings.Contains(filepath.Base(f), ".so") {
+			continue // Python wheels name every shared object *.so*
+		}
+		in, err := l.Info(f)
+		if err != nil || !in.Dynamic || (in.Type != 3 && in.Type != 2) {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// scanPython loads each shared object of the distribution the way an import
+// does: into a process whose main program is the interpreter, where the
+// libraries of the distributions it requires are already loaded, by
+// dlopen'ing its path.
+func (t *Target) scanPython(ctx context.Context, l *ldso.Loader) (*scan.Report, error) {
+	roots := elfFiles(l, t.Dist.Files)
+	var required []string
+	for _, d := range t.Requires {
+		required = append(required, elfFiles(l, d.Files)...)
+	}
+	var out []*scan.Root
+	var errs []scan.FileError
+	for _, root := range roots {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		p, err := t.process(ctx, l, root)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range required {
+			// A library of another machine (a foreign wheel) simply does not
+			// load; anything else is the other distribution's business.
+			_, _ = p.Register(ctx, r)
+		}
+		o, err := p.Dlopen(ctx, root)
+		if err != nil {
+			errs = append(errs, scan.FileError{Path: root, Error: err.Error()})
+			continue
+		}
+		out = append(out, scan.NewRoot(p.Reach(o)))
+	}
+	rep := scan.NewReport(out)
+	rep.Errors = errs
+	return rep, nil
+}
+
+// process starts the interpreter, or, without one, an empty program of the
+// root's kind.
+func (t *Target) process(ctx context.Context, l *ldso.Loader, root string) (*ldso.Process, error) {
+	if t.Env != nil && t.Env.FromPython && t.Env.Executable != "" {
+		p, err := l.Start(ctx, t.Env.Executable, ldso.AsExecuted)
+		if err == nil {
+			return p, nil
+		}
+		// A statically linked interpreter (python-build-standalone) has no
+		// link map to speak of: an empty program stands in for it.
+		if !strings.Contains(err.Error(), "statically linked") {
+			return nil, fmt.Errorf("interpreter %s: %w", t.Env.Executable, err)
+		}
+	}
+	in, err := l.Info(root)
+	if err != nil {
+		return nil, err
+	}
+	return l.StartEmpty(ctx, in), nil
+}
+
+// Describe names the target for humans.
+func (t *Target) Describe() string {
+	switch t.Kind {
+	case KindPython:
+		return fmt.Sprintf("%s %s (%s)", t.Dist.Name, t.Dist.Version, t.Dist.SiteDir)
+	}
+	return t.Path
+}
+
+// Key identifies the target in activation records.
+func (t *Target) Key() string {
+	if t.Kind == KindPython {
+		return "python:" + pyenv.Normalize(t.Dist.Name) + "@" + t.Dist.SiteDir
+	}
+	return string(t.Kind) + ":" + t.Path
+}
