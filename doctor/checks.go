@@ -3,7 +3,6 @@ package doctor
 import (
 	"fmt"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -390,7 +389,7 @@ func (d *diag) targetName() string {
 	if d.target == nil {
 		return ""
 	}
-	return filepath.Base(d.target.path)
+	return d.target.name
 }
 
 func (d *diag) checkCompat() Check {

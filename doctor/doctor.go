@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -106,6 +107,10 @@ type Options struct {
 	// Target is an ELF file or a directory of them (an installed package)
 	// whose CUDA needs are checked; empty for none.
 	Target string
+	// TargetFiles, instead of Target, lists the files of an installed
+	// Python distribution (its RECORD); TargetName names it ("torch").
+	TargetFiles []string
+	TargetName  string
 	// From is the program whose loader is modelled when there is no target
 	// or the target is a library (default: python3 on PATH, else /bin/sh).
 	From string
@@ -147,7 +152,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if d.env.Exec == nil {
 		d.env.Exec = RunCommand(nil)
 	}
-	if opts.Target != "" {
+	switch {
+	case len(opts.TargetFiles) > 0:
+		t, err := readTargetFiles(ctx, opts.TargetName, opts.TargetFiles, d.log)
+		if err != nil {
+			return nil, err
+		}
+		d.target = t
+	case opts.Target != "":
 		t, err := readTarget(ctx, opts.Target, d.log)
 		if err != nil {
 			return nil, err
@@ -227,6 +239,9 @@ func (d *diag) summary() Summary {
 	}
 	if d.target != nil {
 		s.Target = d.opts.Target
+		if d.opts.TargetName != "" {
+			s.Target = d.opts.TargetName
+		}
 		s.TargetCUDA = d.targetMajor()
 	}
 	return s
@@ -234,8 +249,10 @@ func (d *diag) summary() Summary {
 
 // target is the set of ELF objects doctor was asked about.
 type target struct {
-	path    string
+	path    string // the file or directory; for a distribution, its files' common directory
+	name    string // for messages
 	isDir   bool
+	files   []string // a distribution's files
 	objects []*targetObject
 }
 
@@ -258,7 +275,7 @@ func readTarget(ctx context.Context, path string, log *slog.Logger) (*target, er
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", path, err)
 	}
-	t := &target{path: abs, isDir: st.IsDir()}
+	t := &target{path: abs, name: filepath.Base(abs), isDir: st.IsDir()}
 	if !st.IsDir() {
 		info, err := elfscan.ReadFile(abs)
 		if err != nil {
@@ -308,4 +325,50 @@ func readTarget(ctx context.Context, path string, log *slog.Logger) (*target, er
 		return nil, fmt.Errorf("target %s: no dynamically linked ELF object in this directory", path)
 	}
 	return t, nil
+}
+
+// readTargetFiles reads the ELF objects among a distribution's files.
+func readTargetFiles(ctx context.Context, name string, files []string, log *slog.Logger) (*target, error) {
+	t := &target{name: name, files: files}
+	var dirs []string
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		st, err := os.Lstat(f)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // RECORD lists files pip wrote; a missing one is not ours to report
+		}
+		info, err := elfscan.ReadFile(f)
+		if err != nil {
+			if !errors.Is(err, elfscan.ErrNotELF) {
+				log.Debug("skipping unreadable ELF file", "path", f, "err", err)
+			}
+			continue
+		}
+		if !info.Dynamic {
+			continue
+		}
+		t.objects = append(t.objects, &targetObject{host: f, info: info})
+		dirs = append(dirs, filepath.Dir(f))
+	}
+	if len(t.objects) == 0 {
+		return nil, fmt.Errorf("%s: its RECORD lists no dynamically linked ELF object", name)
+	}
+	t.path = commonDir(dirs)
+	for _, o := range t.objects {
+		o.rel, _ = filepath.Rel(t.path, o.host)
+	}
+	return t, nil
+}
+
+// commonDir is the deepest directory that holds all of dirs.
+func commonDir(dirs []string) string {
+	common := dirs[0]
+	for _, d := range dirs[1:] {
+		for common != "/" && common != "." && d != common && !strings.HasPrefix(d, common+"/") {
+			common = filepath.Dir(common)
+		}
+	}
+	return common
 }

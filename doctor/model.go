@@ -363,12 +363,29 @@ func (d *diag) targetCUDA() (major, minor int, why string) {
 // torch's version.py does (cuda: Optional[str] = '13.0').
 var versionPyRE = regexp.MustCompile(`(?m)^cuda\s*(?::[^=\n]*)?=\s*['"](\d+)\.(\d+)`)
 
-// packageCUDA reads version.py at the top of a target directory.
+// packageCUDA reads version.py at the top of a target directory, or the
+// PACKAGE/version.py of a distribution named PACKAGE.
 func (d *diag) packageCUDA() (major, minor int, ok bool) {
-	if d.target == nil || !d.target.isDir {
+	if d.target == nil {
 		return 0, 0, false
 	}
-	data, err := os.ReadFile(filepath.Join(d.target.path, "version.py"))
+	var file string
+	switch {
+	case d.target.isDir:
+		file = filepath.Join(d.target.path, "version.py")
+	case len(d.target.files) > 0:
+		pkg := strings.ReplaceAll(strings.ToLower(d.target.name), "-", "_")
+		for _, f := range d.target.files {
+			if filepath.Base(f) == "version.py" && filepath.Base(filepath.Dir(f)) == pkg {
+				file = f
+				break
+			}
+		}
+	}
+	if file == "" {
+		return 0, 0, false
+	}
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return 0, 0, false
 	}

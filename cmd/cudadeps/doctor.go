@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cudadeps/cudadeps/doctor"
+	"github.com/cudadeps/cudadeps/resolver"
 )
 
 func (a *app) doctorCommand() *cobra.Command {
@@ -17,7 +18,7 @@ func (a *app) doctorCommand() *cobra.Command {
 		probe        bool
 		probeChild   bool
 		probeTimeout time.Duration
-		probePython  string
+		python       string
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor [TARGET]",
@@ -28,10 +29,10 @@ shim, a copy that does not match the kernel module), the /dev/nvidia* device
 files, CUDA_VISIBLE_DEVICES and the container runtime's variables, container
 hints, LD_PRELOAD interposers, and shims that lack what their users import.
 
-With TARGET (a shared library, a program, or a directory such as an installed
-package), it also reads the CUDA major the target needs (libcudart.so.13 in its
-closure: CUDA 13) and compares it with the driver, and finds objects that carry
-the CUDA runtime statically.
+With TARGET (an installed Python distribution such as torch, found through
+--python; a shared library; a program; or a directory), it also reads the CUDA
+major the target needs (libcudart.so.13 in its closure: CUDA 13) and compares
+it with the driver, and finds objects that carry the CUDA runtime statically.
 
 With --probe, a subprocess loads libcuda.so.1, calls cuInit(0),
 cuDriverGetVersion and cuDeviceGetCount, and the result codes are explained.
@@ -40,8 +41,9 @@ Each check prints ok, warn or FAIL with its evidence and, when there is
 something to do, one line of advice. The exit status is 0 when nothing
 fails, 1 otherwise.`,
 		Example: `  cudadeps doctor
-  cudadeps doctor --probe
-  cudadeps doctor /path/to/site-packages/torch --json`,
+  cudadeps doctor torch --probe
+  cudadeps doctor torch --python ~/venv/bin/python --json
+  cudadeps doctor /path/to/libmykernels.so`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usageError("doctor takes at most one TARGET, got %d: %q", len(args), args)
@@ -64,17 +66,40 @@ fails, 1 otherwise.`,
 				PreloadSet:   cmd.Flags().Changed("preload"),
 			}
 			if len(args) == 1 {
-				opts.Target = args[0]
+				t, err := resolver.FindTarget(cmd.Context(), args[0], resolver.TargetOptions{Python: python})
+				if err != nil {
+					return usageError("%v", err)
+				}
+				switch t.Kind {
+				case resolver.KindPython:
+					opts.TargetName, opts.TargetFiles = t.Dist.Name, t.Dist.Files
+					// The interpreter is the program that will load the
+					// package: its loader view is the one that matters.
+					opts.From = t.Env.Executable
+					if t.Env.RealExec != "" {
+						opts.From = t.Env.RealExec
+					}
+					if python == "" {
+						python = t.Env.Interpreter
+					}
+				case resolver.KindWheel:
+					return usageError("%s: doctor examines what is installed; give the installed distribution's name or directory", args[0])
+				default:
+					opts.Target = t.Path
+				}
 			}
 			if cmd.Flags().Changed("ld-library-path") {
 				llp := a.opts.ldLibraryPath
 				opts.LDLibraryPath = &llp
 			}
-			if probePython != "" {
-				opts.From = probePython
+			if python != "" && opts.From == "" {
+				opts.From = python
+				if p, err := exec.LookPath(python); err == nil {
+					opts.From = p
+				}
 			}
 			if probe {
-				opts.ProbeCommand = probeCommand(probePython)
+				opts.ProbeCommand = probeCommand(python)
 			}
 			rep, err := doctor.Run(cmd.Context(), opts)
 			if err != nil {
@@ -102,7 +127,7 @@ fails, 1 otherwise.`,
 	f := cmd.Flags()
 	f.BoolVar(&probe, "probe", false, "load libcuda.so.1 in a subprocess and call cuInit, cuDriverGetVersion and cuDeviceGetCount")
 	f.DurationVar(&probeTimeout, "probe-timeout", doctor.DefaultProbeTimeout, "give up on the probe after `DURATION`")
-	f.StringVar(&probePython, "probe-python", "", "the Python `INTERPRETER` whose process is examined and, in static builds, runs the probe (default: python3 on PATH)")
+	f.StringVar(&python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET, whose process is modelled and which, in static builds, runs the probe (default: the active environment's python3)")
 	f.BoolVar(&probeChild, "probe-child", false, "run as the probe subprocess")
 	_ = f.MarkHidden("probe-child")
 	return cmd

@@ -161,10 +161,15 @@ func TestDoctorTarget(t *testing.T) {
 func TestDoctorBadInput(t *testing.T) {
 	quietEnv(t)
 	root := gpuRoot(t, true)
+	wheel := filepath.Join(t.TempDir(), "torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl")
+	if err := os.WriteFile(wheel, []byte("PK"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"doctor", "--root", root, wheel}, "doctor examines what is installed"},
 		{[]string{"doctor", "--root", root, filepath.Join(root, "nonexistent")}, "no such file or directory"},
 		{[]string{"doctor", "--root", root, "--probe"}, "--probe loads this machine's libcuda.so.1"},
 		{[]string{"doctor", "a", "b"}, "at most one TARGET"},
@@ -191,5 +196,53 @@ func TestDoctorProbeChildStatic(t *testing.T) {
 	code, out, _ := doctorCLI("doctor", "--probe-child")
 	if code != exitError || !strings.HasPrefix(out, "error dlopen ") || !strings.Contains(out, "-tags dlprobe") {
 		t.Errorf("exit %d, output %q", code, out)
+	}
+}
+
+// TestDoctorDistribution: TARGET as an installed distribution, found
+// through an interpreter (here a stand-in that reports a site-packages
+// directory) and read from its RECORD.
+func TestDoctorDistribution(t *testing.T) {
+	quietEnv(t)
+	root := gpuRoot(t, true)
+	site := t.TempDir()
+	rpath := "$ORIGIN/../../nvidia/cu13/lib"
+	for p, spec := range map[string]elftest.Spec{
+		"torch/lib/libtorch_cuda.so":      {Soname: "libtorch_cuda.so", Needed: []string{"libcudart.so.13"}, RPath: &rpath},
+		"nvidia/cu13/lib/libcudart.so.13": {Soname: "libcudart.so.13"},
+	} {
+		if err := elftest.Write(filepath.Join(site, p), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		"torch/__init__.py":                              "",
+		"torch/version.py":                               "cuda: Optional[str] = '13.0'\n",
+		"torch-2.11.0.dist-info/METADATA":                "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n",
+		"torch-2.11.0.dist-info/RECORD":                  "torch/__init__.py,,\ntorch/version.py,,\ntorch/lib/libtorch_cuda.so,,\ntorch-2.11.0.dist-info/RECORD,,\n",
+		"nvidia_cuda_runtime-13.0.96.dist-info/METADATA": "Name: nvidia-cuda-runtime\nVersion: 13.0.96\n",
+	}
+	for p, body := range files {
+		full := filepath.Join(site, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	python := filepath.Join(t.TempDir(), "python3")
+	report, _ := json.Marshal(map[string]any{"executable": python, "prefix": "/venv", "base_prefix": "/usr", "version": "3.12.3",
+		"machine": "x86_64", "site_dirs": []string{site}, "markers": map[string]string{"sys_platform": "linux"}})
+	if err := os.WriteFile(python, []byte("#!/bin/sh\ncat <<'EOF'\n"+string(report)+"\nEOF\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := doctorCLI("doctor", "--root", root, "torch", "--python", python)
+	if code != exitOK || !strings.Contains(out, "torch needs CUDA 13.0 (libcudart.so.13 in its closure; version.py says 13.0)") {
+		t.Errorf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, _, stderr = doctorCLI("doctor", "--root", root, "tensorflow", "--python", python)
+	if code != exitUsage || !strings.Contains(stderr, `no installed distribution "tensorflow"`) {
+		t.Errorf("unknown distribution: exit %d, %s", code, stderr)
 	}
 }
