@@ -63,6 +63,8 @@ for d, _, files in os.walk(root):
 print(f"ELF files under {root}: {n}")
 PY
 "$CUDADEPS" scan "$ENVROOT" > "$OUT/scan-env.txt" 2>&1; echo "scan exit $?"; tail -n 25 "$OUT/scan-env.txt"
+"$CUDADEPS" scan "$SITE/torch/lib/libtorch_cuda.so" | head -n 40
+"$CUDADEPS" resolve torch --python "$PYTHON" --dry-run --prefix "$PREFIX"; echo "resolve --dry-run on the intact environment: exit $?"
 
 log "2. hide $HIDE and repack it as an NVIDIA archive served from 127.0.0.1"
 SNAP_BEFORE=$(cd "$SITE" && find nvidia torch -printf '%p %y %s %l\n' 2>/dev/null | sort | sha256sum)
