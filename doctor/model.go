@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/ldso"
 )
@@ -293,11 +294,6 @@ func objectNames(o *ldso.Object) []string {
 	return names
 }
 
-// cudaSonameRE matches the NVIDIA libraries whose soname major is the CUDA
-// major they belong to (libcufft, libcusparse, libcurand are versioned on
-// their own and say nothing).
-var cudaSonameRE = regexp.MustCompile(`^lib(cudart|cublas|cublasLt|nvrtc|nvJitLink|nvjpeg|nppc)(?:-[0-9a-f]+)?\.so\.(\d+)`)
-
 // targetMajor is the CUDA major the target needs: the libcudart soname in
 // its closure, else the sonames it needs (libcublas.so.13, ...); 0 when
 // it needs none. Where several majors appear the newest counts.
@@ -353,7 +349,13 @@ func (d *diag) targetCUDA() (major, minor int, why string) {
 			}
 		}
 	}
-	if m, w := best(needed, cudaSonameRE); m > 0 {
+	m, w := 0, ""
+	for _, n := range needed {
+		if v, ok := catalog.CUDAMajorHint(path.Base(n)); ok && v > m {
+			m, w = v, path.Base(n)
+		}
+	}
+	if m > 0 {
 		return m, minor, "it needs " + w
 	}
 	return 0, minor, ""

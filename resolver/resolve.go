@@ -381,7 +381,10 @@ func install(ctx context.Context, opts Options, plan *Plan) (map[fetch.Key]fetch
 // choosePlatform decides the platform and CUDA major from the scan: the ELF
 // machine of the objects, a Tegra host, the libcudart soname in the closure.
 func (o *Outcome) choosePlatform(rep *scan.Report, opts Options) error {
-	major := 0
+	// libcudart says the CUDA major; failing that, the libraries whose
+	// major follows CUDA's (libcublas.so.13). Misses count: a missing
+	// libcudart.so.13 still says 13.
+	major, hint := 0, 0
 	var machine elf.Machine
 	for _, r := range rep.Roots {
 		if r.Result == nil {
@@ -391,17 +394,23 @@ func (o *Outcome) choosePlatform(rep *scan.Report, opts Options) error {
 			machine = r.Result.Main.Info.Machine
 		}
 		for _, obj := range r.Result.Objects {
-			for _, n := range append([]string{obj.Name}, obj.Names...) {
-				if m, ok := catalog.CUDAMajorFromSoname(path.Base(n)); ok && major == 0 {
+			names := append([]string{path.Base(obj.Name)}, obj.Names...)
+			if obj.Info != nil && obj.Info.Soname != "" {
+				names = append(names, obj.Info.Soname)
+			}
+			for _, n := range names {
+				n = path.Base(n)
+				if m, ok := catalog.CUDAMajorFromSoname(n); ok && major == 0 {
 					major = m
 				}
-			}
-			if obj.Info != nil && obj.Info.Soname != "" {
-				if m, ok := catalog.CUDAMajorFromSoname(obj.Info.Soname); ok && major == 0 {
-					major = m
+				if m, ok := catalog.CUDAMajorHint(n); ok && m > hint {
+					hint = m
 				}
 			}
 		}
+	}
+	if major == 0 {
+		major = hint
 	}
 	switch {
 	case major == 0:
