@@ -170,19 +170,52 @@ func archFromLayout(fsys *rootFS, m elf.Machine, c elf.Class, flags uint32) *Arc
 	}
 	a.Lib = strings.Trim(a.SystemDirs[0], "/")
 	a.GlibcVersion = glibcVersion(fsys, a)
-	if m == elf.EM_X86_64 && c == elf.ELFCLASS64 && hostMachine() == elf.EM_X86_64 {
-		a.HWCaps = x86HWCapsFromCPUInfo()
+	// The CPU is this host's when the objects are of its kind; otherwise
+	// unknown, and only what every CPU of the kind has is assumed.
+	var cpu map[string]bool
+	if m == hostMachine() {
+		cpu = cpuFlags()
+	}
+	x86 := m == elf.EM_X86_64 && c == elf.ELFCLASS64
+	if x86 && (a.GlibcVersion == "" || !versionLess(a.GlibcVersion, "2.33")) {
+		// glibc-hwcaps subdirectories exist since 2.33.
+		a.HWCaps = x86HWCaps(cpu)
 	}
 	if a.GlibcVersion != "" && versionLess(a.GlibcVersion, "2.37") {
 		// Before 2.37 the loader also tries the legacy hwcaps subdirectories:
-		// "tls", the platform and the CPU's important hwcaps.
-		comps := []string{"tls", a.Platform}
-		if m == elf.EM_AARCH64 {
-			comps = append(comps, "atomics")
+		// "tls", the platform, then the CPU's important hwcaps.
+		comps := []string{"tls"}
+		switch {
+		case x86:
+			if has(cpu, "avx2", "bmi1", "bmi2", "abm", "movbe", "popcnt") {
+				a.Platform = "haswell"
+				comps = append(comps, "haswell")
+			}
+			if has(cpu, "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl") {
+				comps = append(comps, "avx512_1")
+			}
+			comps = append(comps, "x86_64")
+		case m == elf.EM_AARCH64:
+			comps = append(comps, a.Platform)
+			if cpu == nil || cpu["atomics"] {
+				comps = append(comps, "atomics")
+			}
+		default:
+			comps = append(comps, a.Platform)
 		}
 		a.Legacy = legacyCombinations(comps)
 	}
 	return a
+}
+
+// has reports whether every feature is in the CPU's flags.
+func has(cpu map[string]bool, features ...string) bool {
+	for _, f := range features {
+		if !cpu[f] {
+			return false
+		}
+	}
+	return true
 }
 
 // legacyCombinations lists the subdirectories glibc 2.36 and earlier build
@@ -259,9 +292,9 @@ func versionLess(a, b string) bool {
 	return false
 }
 
-// x86HWCapsFromCPUInfo decides the x86-64 ISA levels from /proc/cpuinfo
-// when the loader itself cannot be asked.
-func x86HWCapsFromCPUInfo() []string {
+// cpuFlags reads this CPU's feature flags from /proc/cpuinfo ("flags" on
+// x86, "Features" on arm64); nil when unreadable.
+func cpuFlags() map[string]bool {
 	data, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return nil
@@ -270,24 +303,23 @@ func x86HWCapsFromCPUInfo() []string {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "flags" {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if k = strings.TrimSpace(k); ok && (k == "flags" || k == "Features") {
 			for _, f := range strings.Fields(v) {
 				flags[f] = true
 			}
 			break
 		}
 	}
-	all := func(names ...string) bool {
-		for _, n := range names {
-			if !flags[n] {
-				return false
-			}
-		}
-		return true
-	}
-	v2 := all("cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3")
-	v3 := v2 && all("avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave")
-	v4 := v3 && all("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
+	return flags
+}
+
+// x86HWCaps decides the x86-64 ISA levels (glibc-hwcaps subdirectories,
+// best first) when the loader itself cannot be asked.
+func x86HWCaps(cpu map[string]bool) []string {
+	v2 := has(cpu, "cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3")
+	v3 := v2 && has(cpu, "avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave")
+	v4 := v3 && has(cpu, "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
 	var out []string
 	if v4 {
 		out = append(out, "x86-64-v4")
