@@ -29,8 +29,9 @@ else
   (cd "$top" && go build -o "$bin" ./bench/fetchbench)
 fi
 
-# One archive of the full size, and the same bytes split in four for the
-# parallel variant. Single-threaded xz -6: one block, like `tar cJf`.
+# One archive of the full size, and four different archives of a quarter of
+# it for the parallel variant. Single-threaded xz -6: one block, like
+# `tar cJf`.
 archive=$work/srv/bench-$mb.tar.xz
 if [ ! -s "$archive" ]; then
   echo "generating a $mb MB tar and compressing it with xz -6 (once; kept in $work)..." >&2
@@ -40,7 +41,7 @@ quarter=$((mb / 4))
 for i in 1 2 3 4; do
   part=$work/srv/part$i-$quarter.tar.xz
   if [ ! -s "$part" ]; then
-    "$bin" gen -mb "$quarter" | xz -6 -T1 >"$part.tmp" && mv "$part.tmp" "$part"
+    "$bin" gen -mb "$quarter" -seed $((i + 1)) | xz -6 -T1 >"$part.tmp" && mv "$part.tmp" "$part"
   fi
 done
 

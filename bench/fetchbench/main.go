@@ -3,7 +3,7 @@
 // archives through the same code as cudadeps (download, verify, extract,
 // install), without a catalog.
 //
-//	fetchbench gen -mb 400 | xz -6 > archive.tar.xz
+//	fetchbench gen -mb 400 [-seed N] | xz -6 > archive.tar.xz
 //	fetchbench serve DIR                  prints the base URL, serves until killed
 //	fetchbench fetch -store S -cache C [-xz auto|go|PATH] [-mode install|sequential] [-parallel N] URL SHA256 SIZE [URL SHA256 SIZE]...
 package main
@@ -61,11 +61,12 @@ func usage() {
 func gen(args []string) error {
 	fs := flag.NewFlagSet("gen", flag.ExitOnError)
 	mb := fs.Int("mb", 400, "uncompressed size in MB")
+	seed := fs.Uint64("seed", 1, "seed of the contents: archives with other seeds differ")
 	fs.Parse(args)
 	total := int64(*mb) << 20
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
 	tw := tar.NewWriter(w)
-	r := rand.New(rand.NewPCG(1, 2))
+	r := rand.New(rand.NewPCG(*seed, 2))
 	const top = "libbench-linux-x86_64-1.0.0_cuda13-archive/"
 	dirs := []string{top, top + "lib/", top + "include/"}
 	for _, d := range dirs {
