@@ -7,7 +7,7 @@
 #   bench/fetch-vs-curl.sh                 the default ~400 MB tar (~200 MB .tar.xz)
 #   BENCH_MB=100 bench/fetch-vs-curl.sh    a smaller archive
 #   BENCH_DIR=/var/tmp/b bench/fetch-vs-curl.sh   keep the generated archives there (reused)
-#   REPEAT=3 ...                           best of N runs for each variant
+#   REPEAT=5 ...                           rounds (default 3); the median is reported
 #
 # Needs go, curl, xz, tar and GNU time (/usr/bin/time).
 set -euo pipefail
@@ -62,40 +62,55 @@ for i in 1 2 3 4; do
 done
 url=${one%% *}
 
-# measure NAME CMD...: best wall time of $repeat runs (fresh output, store and
-# cache each time), with that run's peak RSS.
-declare -A secs rss
-measure() {
-  local name=$1; shift
-  local best="" best_rss=""
-  for _ in $(seq "$repeat"); do
+# The variants: shell commands, each run with a fresh output directory,
+# store and download cache.
+names=(
+  "curl | xz -dc | tar x"
+  "fetch: install, system xz (streaming)"
+  "fetch: download, then extract (system xz)"
+  "fetch: install, pure-Go xz"
+  "4 archives: curl | xz -dc | tar x, in turn"
+  "4 archives: fetch install, 4 in parallel"
+  "4 archives: fetch install, 1 at a time"
+)
+declare -A cmd
+cmd[${names[0]}]="curl -sf '$url' | xz -dc | tar x -C '$work/out'"
+cmd[${names[1]}]="'$bin' fetch -store '$work/out' -cache '$work/cache' $one"
+cmd[${names[2]}]="'$bin' fetch -mode sequential -store '$work/out/x' -cache '$work/cache' $one"
+cmd[${names[3]}]="'$bin' fetch -xz go -store '$work/out' -cache '$work/cache' $one"
+cmd[${names[4]}]="for u in $four_urls; do curl -sf \$u | xz -dc | tar x -C '$work/out'; done"
+cmd[${names[5]}]="'$bin' fetch -parallel 4 -store '$work/out' -cache '$work/cache' $four"
+cmd[${names[6]}]="'$bin' fetch -parallel 1 -store '$work/out' -cache '$work/cache' $four"
+
+size=$(stat -c %s "$archive")
+echo "archive: $(awk "BEGIN{printf \"%.1f\", $size/1e6}") MB .tar.xz ($mb MiB unpacked; 4 x $quarter MiB for the 4-archive rows), served from $base"
+echo "xz: $(xz --version | head -1); cpus: $(nproc); load before: $(cut -d' ' -f1-3 /proc/loadavg); median of $repeat rounds"
+echo
+
+# Rounds run every variant once, in turn, so that a change in the machine's
+# load touches all of them alike; each variant's median is reported, with
+# the largest peak RSS of its runs (the largest process, xz included).
+declare -A times rss
+for round in $(seq "$repeat"); do
+  for name in "${names[@]}"; do
     rm -rf "$work/out" "$work/cache" && mkdir -p "$work/out" "$work/cache"
     sync
-    if ! /usr/bin/time -f "%e %M" -o "$work/time" "$@" >/dev/null 2>"$work/stderr"; then
+    if ! /usr/bin/time -f "%e %M" -o "$work/time" bash -c "${cmd[$name]}" >/dev/null 2>"$work/stderr"; then
       echo "fetch-vs-curl: $name failed:" >&2
       cat "$work/stderr" >&2
       exit 1
     fi
     read -r s kb <"$work/time"
-    if [ -z "$best" ] || awk "BEGIN{exit !($s < $best)}"; then best=$s best_rss=$kb; fi
+    times[$name]="${times[$name]:-} $s"
+    if [ "${rss[$name]:-0}" -lt "$kb" ]; then rss[$name]=$kb; fi
   done
-  secs[$name]=$best
-  rss[$name]=$best_rss
-  printf '%-44s %7.2f s   peak RSS %6.1f MB\n' "$name" "$best" "$(awk "BEGIN{print $best_rss/1024}")"
-}
-
-size=$(stat -c %s "$archive")
-echo "archive: $(awk "BEGIN{printf \"%.1f\", $size/1e6}") MB .tar.xz ($mb MiB unpacked), served from $base; best of $repeat"
-echo "xz: $(xz --version | head -1); cpus: $(nproc)"
-echo
-measure "curl | xz -dc | tar x" bash -c "curl -sf '$url' | xz -dc | tar x -C '$work/out'"
-measure "fetch: install, system xz (streaming)" "$bin" fetch -store "$work/out" -cache "$work/cache" $one
-measure "fetch: download, then extract (system xz)" "$bin" fetch -mode sequential -store "$work/out/x" -cache "$work/cache" $one
-measure "fetch: install, pure-Go xz" "$bin" fetch -xz go -store "$work/out" -cache "$work/cache" $one
-echo
-measure "4 archives: curl | xz -dc | tar x, in turn" bash -c "for u in $four_urls; do curl -sf \$u | xz -dc | tar x -C '$work/out'; done"
-measure "4 archives: fetch install, 4 in parallel" "$bin" fetch -parallel 4 -store "$work/out" -cache "$work/cache" $four
-measure "4 archives: fetch install, 1 at a time" "$bin" fetch -parallel 1 -store "$work/out" -cache "$work/cache" $four
+  echo "round $round of $repeat done" >&2
+done
+declare -A secs
+for name in "${names[@]}"; do
+  secs[$name]=$(printf '%s\n' ${times[$name]} | sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}')
+  printf '%-44s %7.2f s  (runs:%s)   peak RSS %6.1f MB\n' "$name" "${secs[$name]}" "${times[$name]}" "$(awk "BEGIN{print ${rss[$name]}/1024}")"
+done
 
 ratio() { awk "BEGIN{printf \"%.2f\", ${secs[$1]} / ${secs[$2]}}"; }
 echo

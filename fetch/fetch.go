@@ -79,7 +79,7 @@ func (r Request) validate() error {
 	return nil
 }
 
-// Defaults for the zero values of Options and Limits.
+// Defaults for the zero values of Options.
 const (
 	DefaultParallel      = 4
 	DefaultRetries       = 5
