@@ -171,7 +171,7 @@ func fetchCmd(args []string) error {
 	fs.Parse(args)
 	rest := fs.Args()
 	if len(rest) == 0 || len(rest)%3 != 0 || *store == "" || *cache == "" {
-		return fmt.Errorf("fetch -store S -cache C URL SHA256 SIZE...")
+		return fmt.Errorf("usage: fetch -store S -cache C URL SHA256 SIZE [URL SHA256 SIZE]")
 	}
 	opts := fetch.Options{
 		CacheDir: *cache,
