@@ -557,7 +557,7 @@ func (c *Client) transfer(ctx context.Context, req Request, f *os.File, meta str
 		}
 		n, next, err := c.fetchFrom(ctx, req, f, have, val, g)
 		have += n
-		if next.ifRange() != "" && val.ifRange() == "" {
+		if next != val {
 			val = next
 			if werr := writeValidator(meta, val); werr != nil {
 				c.log.Debug("cannot save the resume validator", "path", meta, "error", werr)
@@ -625,8 +625,10 @@ func (c *Client) fetchFrom(ctx context.Context, req Request, f *os.File, off int
 		return 0, val, &permanentError{err}
 	}
 	defer resp.Body.Close()
+	// The validator describes the bytes on disk: a 200 starts them anew, a
+	// 206 continues them (and may name them when nothing did yet).
 	next := val
-	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent {
+	if resp.StatusCode == http.StatusOK || (resp.StatusCode == http.StatusPartialContent && val.ifRange() == "") {
 		next = validatorOf(req.URL, resp)
 	}
 	body := newStallReader(resp.Body, c.stall, func() { cancel(errStalled) })

