@@ -45,6 +45,27 @@ func (r *Record) owns(p string) bool {
 	return false
 }
 
+// Uses reports whether the record points into a store directory: a placed
+// link or copy made from it, or an env.sh entry inside it.
+func (r *Record) Uses(dir string) bool {
+	inside := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator)) }
+	for _, d := range r.Env {
+		if inside(d) {
+			return true
+		}
+	}
+	for _, p := range r.Placed {
+		target := p.Link
+		if target != "" && !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p.Path), target)
+		}
+		if target != "" && inside(filepath.Clean(target)) {
+			return true
+		}
+	}
+	return false
+}
+
 func recordsDir(prefix string) string { return filepath.Join(prefix, "activations") }
 
 func recordFile(prefix, key string) string {

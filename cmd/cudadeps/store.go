@@ -9,8 +9,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/spf13/cobra"
+
+	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/resolver"
 )
 
 // storeJSONSchema versions the JSON that store list and store remove print.
@@ -83,6 +85,7 @@ func (a *app) storeListCommand() *cobra.Command {
 }
 
 func (a *app) storeRemoveCommand() *cobra.Command {
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "remove COMPONENT[@VERSION]...",
 		Short: "Remove installed components from the store",
@@ -90,8 +93,10 @@ func (a *app) storeRemoveCommand() *cobra.Command {
 by --platform and --cuda. Each entry disappears whole. If an argument matches
 nothing, nothing is removed.
 
-Links that point into a removed entry (placed by cudadeps resolve) dangle
-afterwards: 'cudadeps undo' removes those first.`,
+An entry that 'cudadeps resolve' placed links to (or named in env.sh) is in
+use: it is not removed, and the targets using it are named, so that
+'cudadeps undo TARGET' can take them out first (--force removes it anyway,
+leaving those links dangling).`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError("store remove needs at least one COMPONENT")
@@ -132,6 +137,11 @@ afterwards: 'cudadeps undo' removes those first.`,
 					return fmt.Errorf("%s is not installed in %s; nothing removed", sel, s.Dir())
 				}
 			}
+			if !force {
+				if err := refuseInUse(s.Dir(), chosen); err != nil {
+					return err
+				}
+			}
 			keys := make([]fetch.Key, len(chosen))
 			for i, e := range chosen {
 				keys[i] = e.Key
@@ -159,7 +169,29 @@ afterwards: 'cudadeps undo' removes those first.`,
 	a.opts.addJSONFlag(cmd)
 	cmd.Flags().StringVar(&a.opts.platform, "platform", "", "only entries for this `PLATFORM` (linux-x86_64, linux-sbsa, linux-aarch64)")
 	cmd.Flags().IntVar(&a.opts.cuda, "cuda", 0, "only entries for CUDA major version `N` (variant cudaN)")
+	cmd.Flags().BoolVar(&force, "force", false, "remove entries that resolved targets still use")
 	return cmd
+}
+
+// refuseInUse fails when an activation record still points into one of the
+// entries: removing it would break an import that works.
+func refuseInUse(prefix string, entries []fetch.Entry) error {
+	recs, err := resolver.Records(prefix)
+	if err != nil {
+		return err
+	}
+	var users []string
+	for _, e := range entries {
+		for _, r := range recs {
+			if r.Uses(e.Dir) {
+				users = append(users, fmt.Sprintf("%s is used by %s", e.Key, r.Name))
+			}
+		}
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: run 'cudadeps undo TARGET' first (or --force); nothing removed", strings.Join(users, "; "))
 }
 
 // storeSelection picks store entries; empty fields match anything.
