@@ -20,7 +20,7 @@ type ParseError struct {
 
 func (e *ParseError) Error() string { return e.Pos.String() + ": " + e.Msg }
 
-// The YAML shape of a catalog file; see doc/catalog.md.
+// The YAML shape of a catalog file; the README documents it ("The catalog").
 type fileDoc struct {
 	Format     int                      `yaml:"format"`
 	Products   map[string]*productDoc   `yaml:"products,omitempty"`
