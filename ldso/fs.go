@@ -204,7 +204,8 @@ func (f *rootFS) walk(guest string, depth int) (string, error) {
 // a host path can exist. It errs on the side of "maybe".
 func (f *rootFS) mayExist(host string) bool {
 	dir, name := path.Split(host)
-	if name == "" {
+	if name == "" || name == "." || name == ".." {
+		// "." and ".." are in no listing ("$ORIGIN/../../" ends in "..").
 		return true
 	}
 	l := f.listing(path.Clean(dir))
