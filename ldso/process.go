@@ -92,7 +92,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	p.sysdirs = &pathList{via: ViaDefault, source: "system search path", dirs: sys, key: listKey(ViaDefault, sys)}
 
 	main := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaMain, Info: in, id: fi.id, lname: guest}
-	main.origin = path.Dir(guest)
+	main.origin = originOf(guest)
 	if mode == AsExecuted {
 		if real, err := filepath.EvalSymlinks(host); err == nil {
 			main.origin = l.fs.guestPath(filepath.Dir(real))
@@ -133,6 +133,21 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	p.loadDeps(start)
 	p.checkVersions(p.objs)
 	return p, nil
+}
+
+// originOf is the directory of an object as ld.so records it (l_origin):
+// the name the object was opened under, up to its last slash, not cleaned.
+// "/sp/h5py/../h5py.libs/libhdf5.so" has the origin "/sp/h5py/../h5py.libs",
+// and its $ORIGIN paths print that way in ld.so's trace.
+func originOf(name string) string {
+	i := strings.LastIndexByte(name, '/')
+	switch {
+	case i < 0:
+		return "."
+	case i == 0:
+		return "/"
+	}
+	return name[:i]
 }
 
 func mainError(file string, err error) error {
@@ -261,10 +276,10 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 	o := &Object{
 		Name: name, Names: []string{name}, Path: f.guest, HostPath: f.host,
 		Via: f.via, From: f.from, Entry: f.entry, Source: f.owner, Loader: loader, Info: f.fi.info, id: f.fi.id,
-		origin: path.Dir(f.guest), lname: f.guest,
+		origin: originOf(f.guest), lname: f.guest,
 	}
 	if f.via == ViaPath && !path.IsAbs(f.guest) {
-		o.origin = path.Dir(absolute(f.guest))
+		o.origin = originOf(absolute(f.guest))
 	}
 	if in := f.fi.info; in.Type == 2 { // ET_EXEC
 		o.Problem = "cannot dynamically load executable"
