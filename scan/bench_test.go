@@ -1,0 +1,83 @@
+package scan
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/torchtree"
+	"github.com/cudadeps/cudadeps/ldso"
+)
+
+// bytesRead is the number of bytes this process has read through read(2)
+// and pread(2) so far (rchar of /proc/self/io): what a scan costs in reads,
+// whatever reads them.
+func bytesRead(tb testing.TB) int64 {
+	tb.Helper()
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		tb.Skipf("no /proc/self/io: %v", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Skip("no rchar in /proc/self/io")
+	return 0
+}
+
+// benchmarkScan runs what `cudadeps scan DIR` runs: a new loader model (its
+// ld.so.cache read, its calibration) and a scan of the whole tree, each
+// iteration from scratch. It reports the objects scanned and the bytes read
+// per ELF file examined (the reading of /proc/self/io itself included, a
+// few hundred bytes).
+func benchmarkScan(b *testing.B, dir string) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	var roots, files int
+	var read int64
+	for i := 0; i < b.N; i++ {
+		before := bytesRead(b)
+		l, err := ldso.New(ctx, ldso.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rep, err := Run(ctx, l, []string{dir}, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Close()
+		read += bytesRead(b) - before
+		roots = len(rep.Roots)
+		files = len(rep.Roots) + len(rep.Skipped) + len(rep.Errors)
+	}
+	if files == 0 {
+		b.Fatalf("no ELF files under %s", dir)
+	}
+	b.ReportMetric(float64(roots), "objects")
+	b.ReportMetric(float64(read)/float64(b.N)/float64(files), "bytes_read/file")
+}
+
+// BenchmarkScanTorchSkeleton scans the skeleton of the recorded PyTorch
+// environment (859 ELF files), padded to its real 6.5 GB as sparse files.
+func BenchmarkScanTorchSkeleton(b *testing.B) {
+	dir, _ := torchtree.Tree(b, torchtree.Options{Pad: true})
+	benchmarkScan(b, dir)
+}
+
+// BenchmarkScanHostLibraries scans the host's multiarch library directory.
+func BenchmarkScanHostLibraries(b *testing.B) {
+	const dir = "/usr/lib/x86_64-linux-gnu"
+	if _, err := os.Stat(dir); err != nil {
+		lddtest.Need(b, false, "%s is absent", dir)
+	}
+	benchmarkScan(b, dir)
+}
