@@ -37,6 +37,7 @@ func largestHostLibrary(tb testing.TB) string {
 // reports what each read cost in bytes and page reads.
 func benchmarkRead(b *testing.B, path string) {
 	b.ReportAllocs()
+	b.ResetTimer()
 	var st Stats
 	for i := 0; i < b.N; i++ {
 		f, err := os.Open(path)

@@ -42,6 +42,7 @@ func bytesRead(tb testing.TB) int64 {
 func benchmarkScan(b *testing.B, dir string) {
 	ctx := context.Background()
 	b.ReportAllocs()
+	b.ResetTimer()
 	var roots, files int
 	var read int64
 	for i := 0; i < b.N; i++ {
