@@ -5,7 +5,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/torchtree"
@@ -34,17 +36,29 @@ func bytesRead(tb testing.TB) int64 {
 	return 0
 }
 
+// cpuTime is the processor time this process has used, user and system,
+// its garbage collector included: on a shared, busy machine it varies far
+// less than the wall time.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // benchmarkScan runs what `cudadeps scan DIR` runs: a new loader model (its
 // ld.so.cache read, its calibration) and a scan of the whole tree, each
 // iteration from scratch. It reports the objects scanned and the bytes read
 // per ELF file examined (the reading of /proc/self/io itself included, a
-// few hundred bytes).
+// few hundred bytes), and the processor time per scan.
 func benchmarkScan(b *testing.B, dir string) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	var roots, files int
 	var read int64
+	cpu := cpuTime(b)
 	for i := 0; i < b.N; i++ {
 		before := bytesRead(b)
 		l, err := ldso.New(ctx, ldso.Options{})
@@ -63,6 +77,7 @@ func benchmarkScan(b *testing.B, dir string) {
 	if files == 0 {
 		b.Fatalf("no ELF files under %s", dir)
 	}
+	b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N)/1e6, "cpu-ms/op")
 	b.ReportMetric(float64(roots), "objects")
 	b.ReportMetric(float64(read)/float64(b.N)/float64(files), "bytes_read/file")
 }
