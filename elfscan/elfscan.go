@@ -151,7 +151,7 @@ func ReadFile(path string) (*Info, error) {
 // Read reads the dynamic-linking facts of an ELF object of the given size
 // through r. name is used in errors only.
 func Read(r io.ReaderAt, size int64, name string) (*Info, error) {
-	info, _, err := read(r, size, name, false)
+	info, _, err := read(r, size, name, true)
 	return info, err
 }
 
@@ -162,8 +162,14 @@ type Stats struct {
 }
 
 // ReadWithStats is Read that also reports how many bytes it read.
+//
+// Files are read as the loader sees them, without their section header
+// table: it sits at the end of the file, away from everything else read, and
+// nothing read depends on it, so parsing it cost two more page reads and
+// most of the allocations of a read (the results are the same, as
+// TestWithoutSectionHeaders checks).
 func ReadWithStats(r io.ReaderAt, size int64, name string) (*Info, Stats, error) {
-	return read(r, size, name, false)
+	return read(r, size, name, true)
 }
 
 func read(r io.ReaderAt, size int64, name string, skipSections bool) (info *Info, st Stats, err error) {
