@@ -155,7 +155,7 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 		return nil, err
 	}
 	if st.IsDir() {
-		return walkDir(ctx, target, rep)
+		return walkDir(ctx, l, target, rep)
 	}
 	if strings.HasSuffix(target, ".whl") || strings.HasSuffix(target, ".zip") {
 		members, err := l.MountWheel(target, opts.WheelMount)
@@ -187,7 +187,7 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 	return []string{target}, nil
 }
 
-func walkDir(ctx context.Context, dir string, rep *Report) ([]string, error) {
+func walkDir(ctx context.Context, l *ldso.Loader, dir string, rep *Report) ([]string, error) {
 	var out []string
 	seen := map[[2]uint64]bool{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -216,7 +216,14 @@ func walkDir(ctx context.Context, dir string, rep *Report) ([]string, error) {
 		if info.Size() < 64 {
 			return nil
 		}
-		in, err := elfscan.ReadFile(p)
+		// Read through the loader's cache: the closure of a root then
+		// starts from what was read here instead of reading the file again.
+		in, err := l.Info(p)
+		if err != nil && !errors.Is(err, elfscan.ErrNotELF) {
+			// The loader names files by absolute path; report the
+			// problem with the file named as the walk found it.
+			in, err = elfscan.ReadFile(p)
+		}
 		if classify(p, in, err, rep) {
 			out = append(out, p)
 		}
