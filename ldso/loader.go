@@ -71,6 +71,7 @@ type Loader struct {
 	mu     sync.Mutex
 	arches map[archKey]*ArchConfig
 	infos  map[string]*fileInfo // host path → read result
+	byID   map[fileID]*fileInfo // file → read result, for files read without error
 	memo   map[string]*found    // search memo
 }
 
@@ -104,6 +105,7 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 		fs:     fsys,
 		arches: map[archKey]*ArchConfig{},
 		infos:  map[string]*fileInfo{},
+		byID:   map[fileID]*fileInfo{},
 		memo:   map[string]*found{},
 	}
 	if opts.LDLibraryPath != nil {
@@ -236,7 +238,17 @@ func (l *Loader) open(host string) *fileInfo {
 			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 				fi.id = fileID{uint64(sys.Dev), uint64(sys.Ino)}
 			}
-			fi.info, fi.err = elfscan.Read(f, st.Size(), host)
+			// A file met under another name (/lib and /usr/lib on a
+			// merged-/usr system, torch/lib/../../nvidia/... and the root
+			// nvidia/...) was read already.
+			l.mu.Lock()
+			prev, seen := l.byID[fi.id]
+			l.mu.Unlock()
+			if seen && fi.id != (fileID{}) {
+				fi.info = prev.info
+			} else {
+				fi.info, fi.err = elfscan.Read(f, st.Size(), host)
+			}
 		}
 		f.Close()
 	}
@@ -245,6 +257,9 @@ func (l *Loader) open(host string) *fileInfo {
 		fi = prev
 	} else {
 		l.infos[host] = fi
+		if fi.err == nil && fi.id != (fileID{}) && l.byID[fi.id] == nil {
+			l.byID[fi.id] = fi
+		}
 	}
 	l.mu.Unlock()
 	return fi
