@@ -203,9 +203,14 @@ func (f *rootFS) walk(guest string, depth int) (string, error) {
 // mayExist answers from the cached listing of the parent directory whether
 // a host path can exist. It errs on the side of "maybe".
 func (f *rootFS) mayExist(host string) bool {
+	if hasDotDot(host) {
+		// The kernel takes ".." from wherever a symlink before it led;
+		// the listings cannot answer for such a path ("." and ".." are in
+		// none of them, either).
+		return true
+	}
 	dir, name := path.Split(host)
-	if name == "" || name == "." || name == ".." {
-		// "." and ".." are in no listing ("$ORIGIN/../../" ends in "..").
+	if name == "" || name == "." {
 		return true
 	}
 	l := f.listing(path.Clean(dir))
@@ -216,6 +221,16 @@ func (f *rootFS) mayExist(host string) bool {
 		return true
 	}
 	return l.names[name]
+}
+
+// hasDotDot reports whether a path has a ".." component.
+func hasDotDot(p string) bool {
+	for i := 0; i+1 < len(p); i++ {
+		if p[i] == '.' && p[i+1] == '.' && (i == 0 || p[i-1] == '/') && (i+2 == len(p) || p[i+2] == '/') {
+			return true
+		}
+	}
+	return false
 }
 
 // dirExists reports whether a host directory exists, from the cache.
