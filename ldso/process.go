@@ -192,23 +192,33 @@ func (p *Process) startInterpreter(main *elfscan.Info) {
 // lookupLoaded is _dl_lookup_map: an object answers to the name it was
 // opened under, every name it was requested by, and its DT_SONAME.
 func (p *Process) lookupLoaded(name string) *Object {
-	candidates := p.objs
-	if p.rtld != nil && !p.contains(p.rtld) {
-		candidates = append(append([]*Object(nil), p.objs...), p.rtld)
+	for _, o := range p.objs {
+		if o.answers(name) {
+			return o
+		}
 	}
-	for _, o := range candidates {
-		if o.faked {
-			continue
-		}
-		if o.matches(name) {
-			return o
-		}
-		if o.Info != nil && o.Info.Soname == name {
-			o.Names = append(o.Names, name)
-			return o
-		}
+	// The loader answers even before it is listed (when it is listed, the
+	// loop above met it first).
+	if p.rtld != nil && p.rtld.answers(name) {
+		return p.rtld
 	}
 	return nil
+}
+
+// answers reports whether a loaded object answers to name, recording the
+// name when it answers by its soname.
+func (o *Object) answers(name string) bool {
+	if o.faked {
+		return false
+	}
+	if o.matches(name) {
+		return true
+	}
+	if o.Info != nil && o.Info.Soname == name {
+		o.Names = append(o.Names, name)
+		return true
+	}
+	return false
 }
 
 func (o *Object) matches(name string) bool {

@@ -426,6 +426,11 @@ func (p *Process) search(name string, loader *Object, t *tracer) found {
 	var key string
 	if t == nil {
 		var b strings.Builder
+		n := len(name) + len(p.archKey) + 16
+		for _, pl := range lists {
+			n += len(pl.key) + 1
+		}
+		b.Grow(n)
 		b.WriteString(name)
 		for _, pl := range lists {
 			b.WriteByte(1)
