@@ -339,7 +339,7 @@ func (s *scanner) readDynamic(in *Info, dyn *elf.Prog) error {
 	if n > maxDynEntries {
 		n = maxDynEntries
 	}
-	var entries []dynEntry
+	entries := make([]dynEntry, 0, min(n, 128))
 	buf := make([]byte, entSize)
 	for i := int64(0); i < n; i++ {
 		if _, err := s.r.ReadAt(buf, int64(dyn.Off)+i*entSize); err != nil {
@@ -400,6 +400,9 @@ func (s *scanner) readDynamic(in *Info, dyn *elf.Prog) error {
 	}
 	strs := &stringTable{s: s, off: strOff, size: strsz}
 
+	if len(neededOff) > 0 {
+		in.Needed = make([]string, 0, len(neededOff))
+	}
 	for _, o := range neededOff {
 		name, err := strs.get(o)
 		if err != nil {
@@ -485,7 +488,7 @@ func (s *scanner) readVerneed(off int64, strs *stringTable) ([]VersionNeed, erro
 		if err != nil {
 			return nil, s.errorf("version need record %d: %v", i, err)
 		}
-		vn := VersionNeed{File: file}
+		vn := VersionNeed{File: file, Versions: make([]NeededVersion, 0, min(s.order.Uint16(hdr[2:]), 64))}
 		auxOff := off + int64(s.order.Uint32(hdr[8:]))
 		for j := 0; s.order.Uint16(hdr[2:]) > 0; j++ {
 			if j >= maxRecords {
@@ -625,6 +628,9 @@ func (t *stringTable) get(idx uint64) (string, error) {
 		}
 		got, err := t.s.r.ReadAt(chunk[:n], start+pos)
 		if i := bytes.IndexByte(chunk[:got], 0); i >= 0 {
+			if sb == nil {
+				return string(chunk[:i]), nil // most strings: one allocation
+			}
 			return string(append(sb, chunk[:i]...)), nil
 		}
 		sb = append(sb, chunk[:got]...)
