@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/elfscan"
@@ -155,7 +156,7 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 		return nil, err
 	}
 	if st.IsDir() {
-		return walkDir(ctx, l, target, rep)
+		return walkDir(ctx, l, target, opts.Parallel, rep)
 	}
 	if strings.HasSuffix(target, ".whl") || strings.HasSuffix(target, ".zip") {
 		members, err := l.MountWheel(target, opts.WheelMount)
@@ -187,12 +188,25 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 	return []string{target}, nil
 }
 
-func walkDir(ctx context.Context, l *ldso.Loader, dir string, rep *Report) ([]string, error) {
-	var out []string
-	seen := map[[2]uint64]bool{}
+// walkDir lists the tree in order, examines its regular files in parallel
+// (opening and reading them is most of the cost of a scan) and takes the
+// results in walk order.
+func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep *Report) ([]string, error) {
+	type file struct {
+		path    string
+		d       fs.DirEntry
+		walkErr error
+		// Set by the workers.
+		id    [2]uint64
+		hasID bool
+		skip  bool // gone, or too short to be ELF
+		in    *elfscan.Info
+		err   error
+	}
+	var files []*file
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			rep.Errors = append(rep.Errors, FileError{Path: p, Error: err.Error()})
+			files = append(files, &file{path: p, walkErr: err})
 			return nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
@@ -200,36 +214,84 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir string, rep *Report) ([]st
 		}
 		// Symlinks are other names of files the walk meets anyway (or of
 		// files outside the tree); regular files only.
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		if id, ok := fileKey(info); ok {
-			if seen[id] {
-				return nil
-			}
-			seen[id] = true
-		}
-		if info.Size() < 64 {
-			return nil
-		}
-		// Read through the loader's cache: the closure of a root then
-		// starts from what was read here instead of reading the file again.
-		in, err := l.Info(p)
-		if err != nil && !errors.Is(err, elfscan.ErrNotELF) {
-			// The loader names files by absolute path; report the
-			// problem with the file named as the walk found it.
-			in, err = elfscan.ReadFile(p)
-		}
-		if classify(p, in, err, rep) {
-			out = append(out, p)
+		if d.Type().IsRegular() {
+			files = append(files, &file{path: p, d: d})
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	forEach(ctx, len(files), parallel, func(i int) {
+		f := files[i]
+		if f.walkErr != nil {
+			return
+		}
+		info, err := f.d.Info()
+		if err != nil {
+			f.skip = true
+			return
+		}
+		f.id, f.hasID = fileKey(info)
+		if info.Size() < 64 {
+			f.skip = true
+			return
+		}
+		// Read through the loader's cache: the closure of a root then
+		// starts from what was read here instead of reading the file again.
+		f.in, f.err = l.Info(f.path)
+		if f.err != nil && !errors.Is(f.err, elfscan.ErrNotELF) {
+			// The loader names files by absolute path; report the
+			// problem with the file named as the walk found it.
+			f.in, f.err = elfscan.ReadFile(f.path)
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []string
+	seen := map[[2]uint64]bool{}
+	for _, f := range files {
+		if f.walkErr != nil {
+			rep.Errors = append(rep.Errors, FileError{Path: f.path, Error: f.walkErr.Error()})
+			continue
+		}
+		if f.hasID {
+			if seen[f.id] {
+				continue // another name of a file met before
+			}
+			seen[f.id] = true
+		}
+		if !f.skip && classify(f.path, f.in, f.err, rep) {
+			out = append(out, f.path)
+		}
+	}
+	return out, nil
+}
+
+// forEach calls fn(0), ..., fn(n-1) from at most parallel goroutines
+// (GOMAXPROCS when 0), stopping early when ctx is done.
+func forEach(ctx context.Context, n, parallel int, fn func(i int)) {
+	if parallel <= 0 {
+		parallel = runtime.GOMAXPROCS(0)
+	}
+	parallel = min(parallel, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // classify decides whether a file is a root, recording why not.
