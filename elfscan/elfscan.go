@@ -151,7 +151,7 @@ func ReadFile(path string) (*Info, error) {
 // Read reads the dynamic-linking facts of an ELF object of the given size
 // through r. name is used in errors only.
 func Read(r io.ReaderAt, size int64, name string) (*Info, error) {
-	info, _, err := read(r, size, name, true)
+	info, _, err := read(r, size, name, true, nil)
 	return info, err
 }
 
@@ -169,10 +169,17 @@ type Stats struct {
 // most of the allocations of a read (the results are the same, as
 // TestWithoutSectionHeaders checks).
 func ReadWithStats(r io.ReaderAt, size int64, name string) (*Info, Stats, error) {
-	return read(r, size, name, true)
+	return read(r, size, name, true, nil)
 }
 
-func read(r io.ReaderAt, size int64, name string, skipSections bool) (info *Info, st Stats, err error) {
+// ReadWithPages is ReadWithStats that takes its page buffers from pages
+// and gives them back when it returns, so that reading many files one after
+// another does not allocate and clear every page anew.
+func ReadWithPages(r io.ReaderAt, size int64, name string, pages *Pages) (*Info, Stats, error) {
+	return read(r, size, name, true, pages)
+}
+
+func read(r io.ReaderAt, size int64, name string, skipSections bool, pages *Pages) (info *Info, st Stats, err error) {
 	defer func() {
 		// debug/elf and our own walk are bounds-checked; this is a last line of
 		// defence so that a hostile file can never crash a scan of a whole tree.
@@ -180,8 +187,8 @@ func read(r io.ReaderAt, size int64, name string, skipSections bool) (info *Info
 			info, err = nil, &FormatError{Path: name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
 		}
 	}()
-	pr := newPagedReader(r, size)
-	defer func() { st = pr.stats }()
+	pr := newPagedReader(r, size, pages)
+	defer func() { st = pr.stats; pr.release() }()
 
 	var magic [4]byte
 	if n, _ := pr.ReadAt(magic[:], 0); n < 4 || !bytes.Equal(magic[:], []byte(elf.ELFMAG)) {

@@ -75,6 +75,8 @@ type Loader struct {
 	infos  map[string]*fileInfo // host path → read result
 	byID   map[fileID]*fileInfo // file → read result, for files read without error
 	memo   map[string]*found    // search memo
+
+	pages sync.Pool // *elfscan.Pages: page buffers reused from file to file
 }
 
 type archKey struct {
@@ -269,7 +271,12 @@ func (l *Loader) readFile(host string) *fileInfo {
 		fi.info = prev.info
 		return fi
 	}
-	fi.info, fi.err = elfscan.Read(fdReader(fd), st.Size, host)
+	pages, _ := l.pages.Get().(*elfscan.Pages)
+	if pages == nil {
+		pages = new(elfscan.Pages)
+	}
+	fi.info, _, fi.err = elfscan.ReadWithPages(fdReader(fd), st.Size, host, pages)
+	l.pages.Put(pages)
 	return fi
 }
 
