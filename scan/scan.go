@@ -227,6 +227,10 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep 
 		if f.walkErr != nil {
 			return
 		}
+		if isELF, err := hasELFMagic(f.path); err == nil && !isELF {
+			f.skip = true // most files of a tree; nothing to report
+			return
+		}
 		info, err := f.d.Info()
 		if err != nil {
 			f.skip = true
@@ -267,6 +271,32 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep 
 		}
 	}
 	return out, nil
+}
+
+// hasELFMagic reports whether a file starts with the ELF magic. Most files
+// of a Python environment are not ELF: this costs them three system calls
+// (no poller registration, no stat) where a full read costs six.
+func hasELFMagic(p string) (bool, error) {
+	fd, err := retryEINTR(func() (int, error) { return syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	if err != nil {
+		return false, err
+	}
+	defer syscall.Close(fd)
+	var b [4]byte
+	n, err := retryEINTR(func() (int, error) { return syscall.Pread(fd, b[:], 0) })
+	if err != nil {
+		return false, err
+	}
+	return n == len(b) && string(b[:]) == elf.ELFMAG, nil
+}
+
+func retryEINTR(call func() (int, error)) (int, error) {
+	for {
+		n, err := call()
+		if err != syscall.EINTR {
+			return n, err
+		}
+	}
 }
 
 // forEach calls fn(0), ..., fn(n-1) from at most parallel goroutines
