@@ -75,6 +75,7 @@ type Loader struct {
 	infos  map[string]*fileInfo // host path → read result
 	byID   map[fileID]*fileInfo // file → read result, for files read without error
 	memo   map[string]*found    // search memo
+	hwdirs map[[2]string]bool   // search directory, hwcaps subdirectory → exists
 
 	pages sync.Pool // *elfscan.Pages: page buffers reused from file to file
 }
@@ -110,6 +111,7 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 		arches: map[archKey]*ArchConfig{},
 		infos:  map[string]*fileInfo{},
 		byID:   map[fileID]*fileInfo{},
+		hwdirs: map[[2]string]bool{},
 		memo:   map[string]*found{},
 	}
 	if opts.LDLibraryPath != nil {
@@ -242,6 +244,24 @@ func (l *Loader) open(host string) *fileInfo {
 	}
 	l.mu.Unlock()
 	return fi
+}
+
+// subdirExists reports whether the hwcaps subdirectory sub of a search
+// directory exists. Every search tries every such subdirectory of every
+// directory it searches, and they almost never exist.
+func (l *Loader) subdirExists(dir, sub string) bool {
+	k := [2]string{dir, sub}
+	l.mu.Lock()
+	ok, known := l.hwdirs[k]
+	l.mu.Unlock()
+	if known {
+		return ok
+	}
+	ok = l.fs.dirExists(dir + sub)
+	l.mu.Lock()
+	l.hwdirs[k] = ok
+	l.mu.Unlock()
+	return ok
 }
 
 // readFile reads a file with plain system calls: os.Open offers every file

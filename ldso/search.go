@@ -515,6 +515,9 @@ func (p *Process) searchUncached(name string, lists []*pathList, nodeflib bool, 
 func (p *Process) searchList(name string, pl *pathList, t *tracer, rejected *[]string) (found, bool) {
 	for _, d := range pl.dirs {
 		for _, sub := range p.subdirs {
+			if t == nil && sub != "" && !p.l.subdirExists(d.dir, sub) {
+				continue // the usual case, answered without building the name
+			}
 			dir := d.dir + sub
 			if !p.l.fs.dirExists(dir) {
 				t.add(Step{Via: pl.via, Source: pl.source, Entry: d.entry, Dir: dir, Subdir: sub, Outcome: OutcomeNoDir})
