@@ -186,6 +186,7 @@ type found struct {
 	fi      *fileInfo
 	problem string // why candidates were rejected, when nothing was found
 	fatal   bool
+	list    int // 1 + the index of the search list that found it; 0: none
 }
 
 // verdict classifies a candidate the way ld.so's open_verify does.
@@ -445,7 +446,14 @@ func (p *Process) search(name string, loader *Object, t *tracer) found {
 		f, ok := p.l.memo[key]
 		p.l.mu.Unlock()
 		if ok {
-			return *f
+			// The memo is shared by every process of the loader: the
+			// answer found through an RPATH or RUNPATH names the list of
+			// this search (same directories, maybe another object's).
+			r := *f
+			if r.ok && r.list > 0 {
+				r.from, r.owner = lists[r.list-1].source, lists[r.list-1].owner
+			}
+			return r
 		}
 	}
 	f := p.searchUncached(name, lists, nodeflib, t)
@@ -459,12 +467,13 @@ func (p *Process) search(name string, loader *Object, t *tracer) found {
 
 func (p *Process) searchUncached(name string, lists []*pathList, nodeflib bool, t *tracer) found {
 	var rejected []string
-	for _, pl := range lists {
+	for i, pl := range lists {
 		if pl.note != "" {
 			t.add(Step{Via: pl.via, Source: pl.source, Outcome: OutcomeSkipped, Detail: pl.note})
 			continue
 		}
 		if f, done := p.searchList(name, pl, t, &rejected); done {
+			f.list = i + 1
 			return f
 		}
 	}

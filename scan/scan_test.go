@@ -24,6 +24,7 @@ func mixedTree(t *testing.T, dir string) {
 		"pkg/lib/liba.so":      {Soname: "liba.so", Needed: []string{"libb.so", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")},
 		"pkg/lib/libb.so":      {Soname: "libb.so", Needed: []string{"libc.so.6"}},
 		"pkg/ext/mod.so":       {Needed: []string{"liba.so", "libc.so.6"}, RPath: elftest.Str("$ORIGIN/../lib")},
+		"pkg/ext/mod2.so":      {Needed: []string{"liba.so", "libc.so.6"}, RPath: elftest.Str("$ORIGIN/../lib")},
 		"pkg/ext/broken.so":    {Needed: []string{"libnothere.so.1", "libc.so.6"}},
 		"other/tool":           {Type: elf.ET_EXEC, Interp: "/lib64/ld-linux-x86-64.so.2", Needed: []string{"libc.so.6"}},
 		"pkg/ext/object.o":     {Type: elf.ET_REL},
