@@ -89,6 +89,15 @@ func BenchmarkScanTorchSkeleton(b *testing.B) {
 	benchmarkScan(b, dir)
 }
 
+// BenchmarkScanTorchEnvironment scans the padded skeleton with as many
+// other (non-ELF) files and directories as the real environment has:
+// 68,849 files in 7,811 directories, which a scan opens to find the ELF
+// ones.
+func BenchmarkScanTorchEnvironment(b *testing.B) {
+	dir, _ := torchtree.Tree(b, torchtree.Options{Pad: true, Others: true})
+	benchmarkScan(b, dir)
+}
+
 // BenchmarkScanHostLibraries scans the host's multiarch library directory.
 func BenchmarkScanHostLibraries(b *testing.B) {
 	const dir = "/usr/lib/x86_64-linux-gnu"

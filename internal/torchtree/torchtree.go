@@ -288,7 +288,22 @@ type Options struct {
 	// after the object's bytes), so the tree has the real sizes (6.5 GB for
 	// the PyTorch environment) without the disk space.
 	Pad bool
+	// Others adds small non-ELF files (Python sources) in new directories
+	// spread over the tree's top-level packages, until the tree has as many
+	// files and directories as the real environment (RealFiles, RealDirs).
+	// The records list ELF files only, but a scan opens every file to find
+	// them, and the real environment has 68k files, 859 of them ELF.
+	Others bool
 }
+
+// RealFiles and RealDirs count the regular files and directories of the
+// PyTorch environment the corpus was recorded from (its site-packages), as
+// found there; the skeleton's own ELF files and directories are part of
+// them.
+const (
+	RealFiles = 68849
+	RealDirs  = 7811
+)
 
 // Without returns a Keep function that drops every record under one of
 // the directory prefixes (relative to site-packages, "nvidia/cusparselt").
@@ -305,7 +320,8 @@ func Without(prefixes ...string) func(*Record) bool {
 }
 
 // Build writes the skeleton objects of recs under dir (the site-packages
-// directory) and returns the paths it wrote, in record order.
+// directory) and returns the paths of the objects it wrote, in record order
+// (the other files of Options.Others are not listed).
 func Build(ctx context.Context, dir string, recs []Record, opts Options) ([]string, error) {
 	var out []string
 	made := map[string]bool{}
@@ -345,7 +361,60 @@ func Build(ctx context.Context, dir string, recs []Record, opts Options) ([]stri
 		}
 		out = append(out, p)
 	}
+	if err := writeOthers(ctx, dir, recs, opts); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// writeOthers adds the non-ELF files of opts.Others.
+func writeOthers(ctx context.Context, dir string, recs []Record, opts Options) error {
+	if !opts.Others {
+		return nil
+	}
+	var tops []string
+	seen := map[string]bool{}
+	dirs := map[string]bool{}
+	nfiles := 0
+	for i := range recs {
+		r := &recs[i]
+		if opts.Keep != nil && !opts.Keep(r) {
+			continue
+		}
+		nfiles++
+		for d := path.Dir(r.Path); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+		}
+		top, _, _ := strings.Cut(r.Path, "/")
+		if !seen[top] && top != r.Path {
+			seen[top] = true
+			tops = append(tops, top)
+		}
+	}
+	if len(tops) == 0 {
+		tops = []string{"."}
+	}
+	others, ndirs := RealFiles-nfiles, max(RealDirs-len(dirs)-1, 1) // -1: dir itself
+	for k := 0; k < others; k++ {
+		if k%1000 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		d := k % ndirs
+		name := fmt.Sprintf("_py%05d", d)
+		sub := filepath.Join(dir, tops[d%len(tops)], name)
+		if k < ndirs {
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				return err
+			}
+		}
+		src := fmt.Sprintf("# Module %d of a skeleton environment: not ELF.\nimport os\n\n\ndef f%d(x):\n    return os.path.join(str(x), %q)\n", k, k, name)
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("m%05d.py", k)), []byte(src), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Corpus returns the path of the recorded PyTorch environment in the shared

@@ -2,6 +2,7 @@ package torchtree_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -282,4 +283,41 @@ func withoutRTLD(lines []string) []string {
 		out = append(out, l)
 	}
 	return out
+}
+
+// TestOthersMakeTheRealCounts builds the skeleton with the other files of
+// the real environment: as many files and directories as it has, the ELF
+// files exactly the records.
+func TestOthersMakeTheRealCounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 68k files")
+	}
+	dir, files := torchtree.Tree(t, torchtree.Options{Others: true})
+	elfs := map[string]bool{}
+	for _, f := range files {
+		elfs[f] = true
+	}
+	nfiles, ndirs := 0, 0
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			ndirs++
+			return nil
+		}
+		nfiles++
+		if !elfs[p] {
+			if _, err := elfscan.ReadFile(p); !errors.Is(err, elfscan.ErrNotELF) {
+				t.Fatalf("%s: %v, want a non-ELF file", p, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nfiles != torchtree.RealFiles || ndirs != torchtree.RealDirs {
+		t.Errorf("%d files in %d directories, want %d in %d", nfiles, ndirs, torchtree.RealFiles, torchtree.RealDirs)
+	}
 }
