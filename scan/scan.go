@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/elfscan"
@@ -188,45 +187,22 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 	return []string{target}, nil
 }
 
-// walkDir lists the tree in order, examines its regular files in parallel
-// (opening and reading them is most of the cost of a scan) and takes the
+// walkDir lists the tree in order while workers examine its regular files
+// (opening and reading them is most of the cost of a scan), then takes the
 // results in walk order.
 func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep *Report) ([]string, error) {
 	type file struct {
 		path    string
 		d       fs.DirEntry
 		walkErr error
-		// Set by the workers.
+		// Set by a worker.
 		id    [2]uint64
 		hasID bool
-		skip  bool // gone, or too short to be ELF
+		skip  bool // not ELF, gone, or too short to be ELF
 		in    *elfscan.Info
 		err   error
 	}
-	var files []*file
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			files = append(files, &file{path: p, walkErr: err})
-			return nil
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-		// Symlinks are other names of files the walk meets anyway (or of
-		// files outside the tree); regular files only.
-		if d.Type().IsRegular() {
-			files = append(files, &file{path: p, d: d})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	forEach(ctx, len(files), parallel, func(i int) {
-		f := files[i]
-		if f.walkErr != nil {
-			return
-		}
+	examine := func(f *file) {
 		if isELF, err := hasELFMagic(f.path); err == nil && !isELF {
 			f.skip = true // most files of a tree; nothing to report
 			return
@@ -249,7 +225,47 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep 
 			// problem with the file named as the walk found it.
 			f.in, f.err = elfscan.ReadFile(f.path)
 		}
+	}
+	if parallel <= 0 {
+		parallel = runtime.GOMAXPROCS(0)
+	}
+	// The workers examine files while the walk goes on listing.
+	work := make(chan *file, 256)
+	var wg sync.WaitGroup
+	for w := 0; w < parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				if ctx.Err() == nil {
+					examine(f)
+				}
+			}
+		}()
+	}
+	var files []*file
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			files = append(files, &file{path: p, walkErr: err})
+			return nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		// Symlinks are other names of files the walk meets anyway (or of
+		// files outside the tree); regular files only.
+		if d.Type().IsRegular() {
+			f := &file{path: p, d: d}
+			files = append(files, f)
+			work <- f
+		}
+		return nil
 	})
+	close(work)
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -297,31 +313,6 @@ func retryEINTR(call func() (int, error)) (int, error) {
 			return n, err
 		}
 	}
-}
-
-// forEach calls fn(0), ..., fn(n-1) from at most parallel goroutines
-// (GOMAXPROCS when 0), stopping early when ctx is done.
-func forEach(ctx context.Context, n, parallel int, fn func(i int)) {
-	if parallel <= 0 {
-		parallel = runtime.GOMAXPROCS(0)
-	}
-	parallel = min(parallel, n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < parallel; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				fn(i)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // classify decides whether a file is a root, recording why not.
