@@ -187,7 +187,7 @@ func read(r io.ReaderAt, size int64, name string, skipSections bool, pages *Page
 			info, err = nil, &FormatError{Path: name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
 		}
 	}()
-	pr := newPagedReader(r, size, pages)
+	pr := newPagedReader(r, size).withPages(pages)
 	defer func() { st = pr.stats; pr.release() }()
 
 	var magic [4]byte

@@ -30,12 +30,16 @@ type pagedReader struct {
 	stats Stats
 }
 
-func newPagedReader(r io.ReaderAt, size int64, spare *Pages) *pagedReader {
-	p := &pagedReader{r: r, size: size, spare: spare}
-	if spare != nil && spare.index != nil {
+func newPagedReader(r io.ReaderAt, size int64) *pagedReader {
+	return &pagedReader{r: r, size: size}
+}
+
+// withPages makes the reader take its buffers from spare (nil: none) and
+// give them back on release.
+func (p *pagedReader) withPages(spare *Pages) *pagedReader {
+	p.spare = spare
+	if spare != nil && p.pages == nil {
 		p.pages, spare.index = spare.index, nil
-	} else {
-		p.pages = make(map[int64][]byte)
 	}
 	return p
 }
@@ -49,7 +53,9 @@ func (p *pagedReader) release() {
 		p.spare.put(pg)
 	}
 	clear(p.pages)
-	p.spare.index = p.pages
+	if p.pages != nil {
+		p.spare.index = p.pages
+	}
 	p.pages = nil
 }
 
@@ -125,6 +131,9 @@ func (p *pagedReader) page(idx int64) ([]byte, error) {
 		}
 		delete(p.pages, old)
 		p.fifo = p.fifo[1:]
+	}
+	if p.pages == nil {
+		p.pages = make(map[int64][]byte)
 	}
 	p.pages[idx] = buf
 	p.fifo = append(p.fifo, idx)

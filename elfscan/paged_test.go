@@ -21,7 +21,7 @@ func TestPagesReusedAcrossReads(t *testing.T) {
 	}
 	var spare Pages
 	for round := 0; round < 3; round++ {
-		pr := newPagedReader(bytes.NewReader(data), int64(len(data)), &spare)
+		pr := newPagedReader(bytes.NewReader(data), int64(len(data))).withPages(&spare)
 		for _, off := range []int64{0, 5000, int64(len(data)) - 10, pageSize * 3, pageSize*maxCachedPages + 17, 1, 123456, int64(len(data)) - 123} {
 			for _, n := range []int{1, 16, 300, pageSize + 5} {
 				if off+int64(n) > int64(len(data)) {
