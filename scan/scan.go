@@ -204,7 +204,8 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep 
 	}
 	examine := func(f *file) {
 		if isELF, err := hasELFMagic(f.path); err == nil && !isELF {
-			f.skip = true // most files of a tree; nothing to report
+			// Most files of a tree; nothing to report, nothing to keep.
+			f.skip, f.path, f.d = true, "", nil
 			return
 		}
 		info, err := f.d.Info()
