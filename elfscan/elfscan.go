@@ -151,7 +151,7 @@ func ReadFile(path string) (*Info, error) {
 // Read reads the dynamic-linking facts of an ELF object of the given size
 // through r. name is used in errors only.
 func Read(r io.ReaderAt, size int64, name string) (*Info, error) {
-	info, _, err := read(r, size, name, false)
+	info, _, err := read(r, size, name, true, nil)
 	return info, err
 }
 
@@ -162,11 +162,24 @@ type Stats struct {
 }
 
 // ReadWithStats is Read that also reports how many bytes it read.
+//
+// Files are read as the loader sees them, without their section header
+// table: it sits at the end of the file, away from everything else read, and
+// nothing read depends on it, so parsing it cost two more page reads and
+// most of the allocations of a read (the results are the same, as
+// TestWithoutSectionHeaders checks).
 func ReadWithStats(r io.ReaderAt, size int64, name string) (*Info, Stats, error) {
-	return read(r, size, name, false)
+	return read(r, size, name, true, nil)
 }
 
-func read(r io.ReaderAt, size int64, name string, skipSections bool) (info *Info, st Stats, err error) {
+// ReadWithPages is ReadWithStats that takes its page buffers from pages
+// and gives them back when it returns, so that reading many files one after
+// another does not allocate and clear every page anew.
+func ReadWithPages(r io.ReaderAt, size int64, name string, pages *Pages) (*Info, Stats, error) {
+	return read(r, size, name, true, pages)
+}
+
+func read(r io.ReaderAt, size int64, name string, skipSections bool, pages *Pages) (info *Info, st Stats, err error) {
 	defer func() {
 		// debug/elf and our own walk are bounds-checked; this is a last line of
 		// defence so that a hostile file can never crash a scan of a whole tree.
@@ -174,8 +187,8 @@ func read(r io.ReaderAt, size int64, name string, skipSections bool) (info *Info
 			info, err = nil, &FormatError{Path: name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
 		}
 	}()
-	pr := newPagedReader(r, size)
-	defer func() { st = pr.stats }()
+	pr := newPagedReader(r, size).withPages(pages)
+	defer func() { st = pr.stats; pr.release() }()
 
 	var magic [4]byte
 	if n, _ := pr.ReadAt(magic[:], 0); n < 4 || !bytes.Equal(magic[:], []byte(elf.ELFMAG)) {
@@ -333,7 +346,7 @@ func (s *scanner) readDynamic(in *Info, dyn *elf.Prog) error {
 	if n > maxDynEntries {
 		n = maxDynEntries
 	}
-	var entries []dynEntry
+	entries := make([]dynEntry, 0, min(n, 128))
 	buf := make([]byte, entSize)
 	for i := int64(0); i < n; i++ {
 		if _, err := s.r.ReadAt(buf, int64(dyn.Off)+i*entSize); err != nil {
@@ -394,6 +407,9 @@ func (s *scanner) readDynamic(in *Info, dyn *elf.Prog) error {
 	}
 	strs := &stringTable{s: s, off: strOff, size: strsz}
 
+	if len(neededOff) > 0 {
+		in.Needed = make([]string, 0, len(neededOff))
+	}
 	for _, o := range neededOff {
 		name, err := strs.get(o)
 		if err != nil {
@@ -479,7 +495,7 @@ func (s *scanner) readVerneed(off int64, strs *stringTable) ([]VersionNeed, erro
 		if err != nil {
 			return nil, s.errorf("version need record %d: %v", i, err)
 		}
-		vn := VersionNeed{File: file}
+		vn := VersionNeed{File: file, Versions: make([]NeededVersion, 0, min(s.order.Uint16(hdr[2:]), 64))}
 		auxOff := off + int64(s.order.Uint32(hdr[8:]))
 		for j := 0; s.order.Uint16(hdr[2:]) > 0; j++ {
 			if j >= maxRecords {
@@ -619,6 +635,9 @@ func (t *stringTable) get(idx uint64) (string, error) {
 		}
 		got, err := t.s.r.ReadAt(chunk[:n], start+pos)
 		if i := bytes.IndexByte(chunk[:got], 0); i >= 0 {
+			if sb == nil {
+				return string(chunk[:i]), nil // most strings: one allocation
+			}
 			return string(append(sb, chunk[:i]...)), nil
 		}
 		sb = append(sb, chunk[:got]...)

@@ -11,6 +11,13 @@ const pageSize = 4096
 // maxCachedPages bounds the memory of one read (1 MiB).
 const maxCachedPages = 256
 
+// Pages keeps page buffers from one read for the next (see ReadWithPages).
+// The zero value is ready to use; a Pages serves one read at a time.
+type Pages struct {
+	free  [][]byte
+	index map[int64][]byte
+}
+
 // pagedReader serves small scattered reads from a few cached pages, so that
 // walking strings and version records costs one read per page touched, and
 // counts what was read.
@@ -19,11 +26,52 @@ type pagedReader struct {
 	size  int64
 	pages map[int64][]byte
 	fifo  []int64
+	spare *Pages // where buffers come from and go back to; nil: none
 	stats Stats
 }
 
 func newPagedReader(r io.ReaderAt, size int64) *pagedReader {
-	return &pagedReader{r: r, size: size, pages: make(map[int64][]byte)}
+	return &pagedReader{r: r, size: size}
+}
+
+// withPages makes the reader take its buffers from spare (nil: none) and
+// give them back on release.
+func (p *pagedReader) withPages(spare *Pages) *pagedReader {
+	p.spare = spare
+	if spare != nil && p.pages == nil {
+		p.pages, spare.index = spare.index, nil
+	}
+	return p
+}
+
+// release gives the page buffers back; the reader must not be used after.
+func (p *pagedReader) release() {
+	if p.spare == nil {
+		return
+	}
+	for _, pg := range p.pages {
+		p.spare.put(pg)
+	}
+	clear(p.pages)
+	if p.pages != nil {
+		p.spare.index = p.pages
+	}
+	p.pages = nil
+}
+
+func (s *Pages) get() []byte {
+	if n := len(s.free); n > 0 {
+		b := s.free[n-1]
+		s.free = s.free[:n-1]
+		return b
+	}
+	return make([]byte, pageSize)
+}
+
+func (s *Pages) put(b []byte) {
+	if cap(b) >= pageSize && len(s.free) < maxCachedPages {
+		s.free = append(s.free, b[:pageSize])
+	}
 }
 
 func (p *pagedReader) ReadAt(b []byte, off int64) (int, error) {
@@ -58,19 +106,34 @@ func (p *pagedReader) page(idx int64) ([]byte, error) {
 	if start+n > p.size {
 		n = p.size - start
 	}
-	buf := make([]byte, n)
+	var buf []byte
+	if p.spare != nil {
+		buf = p.spare.get()[:n]
+	} else {
+		buf = make([]byte, n)
+	}
 	got, err := p.r.ReadAt(buf, start)
 	p.stats.Reads++
 	p.stats.BytesRead += int64(got)
 	if int64(got) < n {
+		if p.spare != nil {
+			p.spare.put(buf)
+		}
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, err
 	}
 	if len(p.fifo) >= maxCachedPages {
-		delete(p.pages, p.fifo[0])
+		old := p.fifo[0]
+		if p.spare != nil {
+			p.spare.put(p.pages[old])
+		}
+		delete(p.pages, old)
 		p.fifo = p.fifo[1:]
+	}
+	if p.pages == nil {
+		p.pages = make(map[int64][]byte)
 	}
 	p.pages[idx] = buf
 	p.fifo = append(p.fifo, idx)

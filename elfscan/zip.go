@@ -30,11 +30,11 @@ func ReadZipMemberWithStats(archive io.ReaderAt, f *zip.File) (*Info, Stats, err
 		if err != nil {
 			return nil, Stats{}, fmt.Errorf("%s: %w", name, err)
 		}
-		return read(io.NewSectionReader(archive, off, size), size, name, true)
+		return read(io.NewSectionReader(archive, off, size), size, name, true, nil)
 	}
 	s := &streamAt{open: f.Open}
 	defer s.close()
-	return read(s, size, name, true)
+	return read(s, size, name, true, nil)
 }
 
 // streamAt serves ReadAt from a forward-only stream that can be reopened.

@@ -27,8 +27,12 @@ type rootFS struct {
 
 	mu       sync.Mutex
 	dirs     map[string]*dirListing // host dir → listing
+	stats    map[string]statResult  // host path → what stat said
 	overlays []*zipOverlay          // mounted wheels
 }
+
+// statResult is what os.Stat said about a host path (symlinks followed).
+type statResult struct{ exists, dir bool }
 
 type dirListing struct {
 	exists bool
@@ -36,7 +40,7 @@ type dirListing struct {
 }
 
 func newRootFS(root string) (*rootFS, error) {
-	f := &rootFS{dirs: make(map[string]*dirListing)}
+	f := &rootFS{dirs: make(map[string]*dirListing), stats: make(map[string]statResult)}
 	if root != "" && root != "/" {
 		abs, err := filepath.Abs(root)
 		if err != nil {
@@ -104,10 +108,7 @@ func (f *rootFS) resolve(guest string) (string, bool) {
 	// path is cleaned before the real files under the mount are looked at.
 	guest = f.cleanUnderMount(guest)
 	if f.root == "" {
-		if !f.mayExist(guest) {
-			return "", false
-		}
-		if _, err := os.Stat(guest); err != nil {
+		if !f.stat(guest).exists {
 			return "", false
 		}
 		return guest, true
@@ -203,8 +204,14 @@ func (f *rootFS) walk(guest string, depth int) (string, error) {
 // mayExist answers from the cached listing of the parent directory whether
 // a host path can exist. It errs on the side of "maybe".
 func (f *rootFS) mayExist(host string) bool {
+	if hasDotDot(host) {
+		// The kernel takes ".." from wherever a symlink before it led;
+		// the listings cannot answer for such a path ("." and ".." are in
+		// none of them, either).
+		return true
+	}
 	dir, name := path.Split(host)
-	if name == "" {
+	if name == "" || name == "." {
 		return true
 	}
 	l := f.listing(path.Clean(dir))
@@ -215,6 +222,16 @@ func (f *rootFS) mayExist(host string) bool {
 		return true
 	}
 	return l.names[name]
+}
+
+// hasDotDot reports whether a path has a ".." component.
+func hasDotDot(p string) bool {
+	for i := 0; i+1 < len(p); i++ {
+		if p[i] == '.' && p[i+1] == '.' && (i == 0 || p[i-1] == '/') && (i+2 == len(p) || p[i+2] == '/') {
+			return true
+		}
+	}
+	return false
 }
 
 // dirExists reports whether a host directory exists, from the cache.
@@ -256,8 +273,29 @@ func (f *rootFS) isDir(guest string) bool {
 	if !ok {
 		return false
 	}
-	st, err := os.Stat(host)
-	return err == nil && st.IsDir()
+	return f.stat(host).dir
+}
+
+// stat answers os.Stat for a host path from the cached listing of its
+// directory and a cache of earlier answers: a scan asks about the same
+// directories and candidates for every object it loads. Like the listings,
+// the answers assume the tree does not change during a scan.
+func (f *rootFS) stat(host string) statResult {
+	f.mu.Lock()
+	r, ok := f.stats[host]
+	f.mu.Unlock()
+	if ok {
+		return r
+	}
+	if f.mayExist(host) {
+		if st, err := os.Stat(host); err == nil {
+			r = statResult{exists: true, dir: st.IsDir()}
+		}
+	}
+	f.mu.Lock()
+	f.stats[host] = r
+	f.mu.Unlock()
+	return r
 }
 
 // dirExists reports whether the directory of a search path exists (guest).

@@ -23,6 +23,8 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,7 +73,11 @@ type Loader struct {
 	mu     sync.Mutex
 	arches map[archKey]*ArchConfig
 	infos  map[string]*fileInfo // host path → read result
+	byID   map[fileID]*fileInfo // file → read result, for files read without error
 	memo   map[string]*found    // search memo
+	hwdirs map[[2]string]bool   // search directory, hwcaps subdirectory → exists
+
+	pages sync.Pool // *elfscan.Pages: page buffers reused from file to file
 }
 
 type archKey struct {
@@ -104,6 +110,8 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 		fs:     fsys,
 		arches: map[archKey]*ArchConfig{},
 		infos:  map[string]*fileInfo{},
+		byID:   map[fileID]*fileInfo{},
+		hwdirs: map[[2]string]bool{},
 		memo:   map[string]*found{},
 	}
 	if opts.LDLibraryPath != nil {
@@ -236,34 +244,103 @@ func (l *Loader) open(host string) *fileInfo {
 	if ok {
 		return fi
 	}
-	fi = &fileInfo{}
 	if mfi, ok := l.openMember(host); ok {
 		fi = mfi
-	} else if f, err := os.Open(host); err != nil {
-		fi.err = err
 	} else {
-		st, serr := f.Stat()
-		switch {
-		case serr != nil:
-			fi.err = serr
-		case st.IsDir():
-			fi.err = syscall.EISDIR
-		default:
-			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-				fi.id = fileID{uint64(sys.Dev), uint64(sys.Ino)}
-			}
-			fi.info, fi.err = elfscan.Read(f, st.Size(), host)
-		}
-		f.Close()
+		fi = l.readFile(host)
 	}
 	l.mu.Lock()
 	if prev, ok := l.infos[host]; ok {
 		fi = prev
 	} else {
 		l.infos[host] = fi
+		if fi.err == nil && fi.id != (fileID{}) && l.byID[fi.id] == nil {
+			l.byID[fi.id] = fi
+		}
 	}
 	l.mu.Unlock()
 	return fi
+}
+
+// subdirExists reports whether the hwcaps subdirectory sub of a search
+// directory exists. Every search tries every such subdirectory of every
+// directory it searches, and they almost never exist.
+func (l *Loader) subdirExists(dir, sub string) bool {
+	k := [2]string{dir, sub}
+	l.mu.Lock()
+	ok, known := l.hwdirs[k]
+	l.mu.Unlock()
+	if known {
+		return ok
+	}
+	ok = l.fs.dirExists(dir + sub)
+	l.mu.Lock()
+	l.hwdirs[k] = ok
+	l.mu.Unlock()
+	return ok
+}
+
+// readFile reads a file with plain system calls: os.Open offers every file
+// to the runtime's network poller, which refuses regular files, at the cost
+// of five more system calls per file (a scan opens thousands).
+func (l *Loader) readFile(host string) *fileInfo {
+	fd, err := retryEINTR(func() (int, error) { return syscall.Open(host, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	if err != nil {
+		return &fileInfo{err: &fs.PathError{Op: "open", Path: host, Err: err}}
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if _, err := retryEINTR(func() (int, error) { return 0, syscall.Fstat(fd, &st) }); err != nil {
+		return &fileInfo{err: &fs.PathError{Op: "stat", Path: host, Err: err}}
+	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return &fileInfo{err: syscall.EISDIR}
+	}
+	fi := &fileInfo{id: fileID{uint64(st.Dev), uint64(st.Ino)}}
+	// A file met under another name (/lib and /usr/lib on a merged-/usr
+	// system, torch/lib/../../nvidia/... and the root nvidia/...) was read
+	// already.
+	l.mu.Lock()
+	prev, seen := l.byID[fi.id]
+	l.mu.Unlock()
+	if seen {
+		fi.info = prev.info
+		return fi
+	}
+	pages, _ := l.pages.Get().(*elfscan.Pages)
+	if pages == nil {
+		pages = new(elfscan.Pages)
+	}
+	fi.info, _, fi.err = elfscan.ReadWithPages(fdReader(fd), st.Size, host, pages)
+	l.pages.Put(pages)
+	return fi
+}
+
+// fdReader reads a file descriptor at offsets.
+type fdReader int
+
+func (r fdReader) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := retryEINTR(func() (int, error) { return syscall.Pread(int(r), p[n:], off+int64(n)) })
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, io.EOF
+		}
+		n += m
+	}
+	return n, nil
+}
+
+func retryEINTR(call func() (int, error)) (int, error) {
+	for {
+		n, err := call()
+		if err != syscall.EINTR {
+			return n, err
+		}
+	}
 }
 
 // absolute makes a command-line path absolute the way the loader does for

@@ -74,7 +74,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	}
 	p := l.newProcess(ctx, in)
 	main := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaMain, Info: in, id: fi.id, lname: guest}
-	main.origin = path.Dir(guest)
+	main.origin = originOf(guest)
 	if mode == AsExecuted {
 		if real, err := filepath.EvalSymlinks(host); err == nil {
 			main.origin = l.fs.guestPath(filepath.Dir(real))
@@ -115,6 +115,21 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	p.loadDeps(start)
 	p.checkVersions(p.objs)
 	return p, nil
+}
+
+// originOf is the directory of an object as ld.so records it (l_origin):
+// the name the object was opened under, up to its last slash, not cleaned.
+// "/sp/h5py/../h5py.libs/libhdf5.so" has the origin "/sp/h5py/../h5py.libs",
+// and its $ORIGIN paths print that way in ld.so's trace.
+func originOf(name string) string {
+	i := strings.LastIndexByte(name, '/')
+	switch {
+	case i < 0:
+		return "."
+	case i == 0:
+		return "/"
+	}
+	return name[:i]
 }
 
 func mainError(file string, err error) error {
@@ -214,23 +229,33 @@ func (p *Process) startInterpreter(main *elfscan.Info) {
 // lookupLoaded is _dl_lookup_map: an object answers to the name it was
 // opened under, every name it was requested by, and its DT_SONAME.
 func (p *Process) lookupLoaded(name string) *Object {
-	candidates := p.objs
-	if p.rtld != nil && !p.contains(p.rtld) {
-		candidates = append(append([]*Object(nil), p.objs...), p.rtld)
+	for _, o := range p.objs {
+		if o.answers(name) {
+			return o
+		}
 	}
-	for _, o := range candidates {
-		if o.faked {
-			continue
-		}
-		if o.matches(name) {
-			return o
-		}
-		if o.Info != nil && o.Info.Soname == name {
-			o.Names = append(o.Names, name)
-			return o
-		}
+	// The loader answers even before it is listed (when it is listed, the
+	// loop above met it first).
+	if p.rtld != nil && p.rtld.answers(name) {
+		return p.rtld
 	}
 	return nil
+}
+
+// answers reports whether a loaded object answers to name, recording the
+// name when it answers by its soname.
+func (o *Object) answers(name string) bool {
+	if o.faked {
+		return false
+	}
+	if o.matches(name) {
+		return true
+	}
+	if o.Info != nil && o.Info.Soname == name {
+		o.Names = append(o.Names, name)
+		return true
+	}
+	return false
 }
 
 func (o *Object) matches(name string) bool {
@@ -301,10 +326,10 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 	o := &Object{
 		Name: name, Names: []string{name}, Path: f.guest, HostPath: f.host,
 		Via: f.via, From: f.from, Entry: f.entry, Source: f.owner, Loader: loader, Info: f.fi.info, id: f.fi.id,
-		origin: path.Dir(f.guest), lname: f.guest,
+		origin: originOf(f.guest), lname: f.guest,
 	}
 	if f.via == ViaPath && !path.IsAbs(f.guest) {
-		o.origin = path.Dir(absolute(f.guest))
+		o.origin = originOf(absolute(f.guest))
 	}
 	if in := f.fi.info; in.Type == 2 { // ET_EXEC
 		o.Problem = "cannot dynamically load executable"

@@ -186,6 +186,7 @@ type found struct {
 	fi      *fileInfo
 	problem string // why candidates were rejected, when nothing was found
 	fatal   bool
+	list    int // 1 + the index of the search list that found it; 0: none
 }
 
 // verdict classifies a candidate the way ld.so's open_verify does.
@@ -426,6 +427,11 @@ func (p *Process) search(name string, loader *Object, t *tracer) found {
 	var key string
 	if t == nil {
 		var b strings.Builder
+		n := len(name) + len(p.archKey) + 16
+		for _, pl := range lists {
+			n += len(pl.key) + 1
+		}
+		b.Grow(n)
 		b.WriteString(name)
 		for _, pl := range lists {
 			b.WriteByte(1)
@@ -440,7 +446,14 @@ func (p *Process) search(name string, loader *Object, t *tracer) found {
 		f, ok := p.l.memo[key]
 		p.l.mu.Unlock()
 		if ok {
-			return *f
+			// The memo is shared by every process of the loader: the
+			// answer found through an RPATH or RUNPATH names the list of
+			// this search (same directories, maybe another object's).
+			r := *f
+			if r.ok && r.list > 0 {
+				r.from, r.owner = lists[r.list-1].source, lists[r.list-1].owner
+			}
+			return r
 		}
 	}
 	f := p.searchUncached(name, lists, nodeflib, t)
@@ -454,12 +467,13 @@ func (p *Process) search(name string, loader *Object, t *tracer) found {
 
 func (p *Process) searchUncached(name string, lists []*pathList, nodeflib bool, t *tracer) found {
 	var rejected []string
-	for _, pl := range lists {
+	for i, pl := range lists {
 		if pl.note != "" {
 			t.add(Step{Via: pl.via, Source: pl.source, Outcome: OutcomeSkipped, Detail: pl.note})
 			continue
 		}
 		if f, done := p.searchList(name, pl, t, &rejected); done {
+			f.list = i + 1
 			return f
 		}
 	}
@@ -510,6 +524,9 @@ func (p *Process) searchUncached(name string, lists []*pathList, nodeflib bool, 
 func (p *Process) searchList(name string, pl *pathList, t *tracer, rejected *[]string) (found, bool) {
 	for _, d := range pl.dirs {
 		for _, sub := range p.subdirs {
+			if t == nil && sub != "" && !p.l.subdirExists(d.dir, sub) {
+				continue // the usual case, answered without building the name
+			}
 			dir := d.dir + sub
 			if !p.l.fs.dirExists(dir) {
 				t.add(Step{Via: pl.via, Source: pl.source, Entry: d.entry, Dir: dir, Subdir: sub, Outcome: OutcomeNoDir})

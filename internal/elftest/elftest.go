@@ -36,6 +36,11 @@ type Spec struct {
 	// VersionDefs are the versions the object defines. When non-empty, a base
 	// definition named after Soname is added first, as linkers do.
 	VersionDefs []string
+	// VersionBase names the base definition instead of Soname (linkers use
+	// the output name, which tools such as auditwheel leave behind when they
+	// rename a library). When set, the base definition is written even if
+	// VersionDefs is empty.
+	VersionBase string
 
 	// Symbols are dynamic symbols; Defined ones get a non-zero section index.
 	Symbols []Symbol
@@ -166,12 +171,16 @@ func (b *builder) build() ([]byte, error) {
 	// Version indexes: 0 local, 1 global, then definitions, then needs.
 	verIndex := map[string]uint16{}
 	next := uint16(2)
-	if len(s.VersionDefs) > 0 {
+	var defNames []string // the base definition first
+	if len(s.VersionDefs) > 0 || s.VersionBase != "" {
+		base := s.VersionBase
+		if base == "" {
+			base = s.Soname
+		}
+		defNames = append([]string{base}, s.VersionDefs...)
 		next = 1 // the base definition takes index 1
-		verIndex[s.Soname] = next
-		next++
-		for _, v := range s.VersionDefs {
-			verIndex[v] = next
+		for _, v := range defNames {
+			verIndex[v] = next // a version named like the base wins over it
 			next++
 		}
 	}
@@ -203,7 +212,7 @@ func (b *builder) build() ([]byte, error) {
 			b.str(v)
 		}
 	}
-	for _, v := range s.VersionDefs {
+	for _, v := range defNames {
 		b.str(v)
 	}
 	for _, sym := range s.Symbols {
@@ -279,7 +288,7 @@ func (b *builder) build() ([]byte, error) {
 	}
 	hashSize := uint64(b.buf.Len()) - hashOff
 
-	haveVersions := len(s.VersionDefs) > 0 || len(s.VersionNeeds) > 0
+	haveVersions := len(defNames) > 0 || len(s.VersionNeeds) > 0
 	var versymOff, versymSize uint64
 	if haveVersions {
 		b.align(2)
@@ -336,10 +345,10 @@ func (b *builder) build() ([]byte, error) {
 	}
 
 	var verdefOff, verdefSize uint64
-	if len(s.VersionDefs) > 0 {
+	if len(defNames) > 0 {
 		b.align(4)
 		verdefOff = uint64(b.buf.Len())
-		names := append([]string{s.Soname}, s.VersionDefs...)
+		names := defNames
 		for i, v := range names {
 			b.half(1)
 			if i == 0 {
@@ -402,9 +411,9 @@ func (b *builder) build() ([]byte, error) {
 		dyn(elf.DT_VERNEED, verneedOff)
 		dyn(elf.DT_VERNEEDNUM, uint64(len(s.VersionNeeds)))
 	}
-	if len(s.VersionDefs) > 0 {
+	if len(defNames) > 0 {
 		dyn(elf.DT_VERDEF, verdefOff)
-		dyn(elf.DT_VERDEFNUM, uint64(len(s.VersionDefs)+1))
+		dyn(elf.DT_VERDEFNUM, uint64(len(defNames)))
 	}
 	if s.Flags1 != 0 {
 		dyn(elf.DT_FLAGS_1, uint64(s.Flags1))
@@ -423,7 +432,7 @@ func (b *builder) build() ([]byte, error) {
 		secs = append(secs, section{name: ".gnu.version_r", typ: elf.SHT_GNU_VERNEED, flags: elf.SHF_ALLOC, off: verneedOff, size: verneedSize, info: uint32(len(s.VersionNeeds)), align: 4})
 	}
 	if verdefSize > 0 {
-		secs = append(secs, section{name: ".gnu.version_d", typ: elf.SHT_GNU_VERDEF, flags: elf.SHF_ALLOC, off: verdefOff, size: verdefSize, info: uint32(len(s.VersionDefs) + 1), align: 4})
+		secs = append(secs, section{name: ".gnu.version_d", typ: elf.SHT_GNU_VERDEF, flags: elf.SHF_ALLOC, off: verdefOff, size: verdefSize, info: uint32(len(defNames)), align: 4})
 	}
 	secs = append(secs,
 		section{name: ".dynstr", typ: elf.SHT_STRTAB, flags: elf.SHF_ALLOC, off: strOff, size: strSize, align: 1},

@@ -1,0 +1,50 @@
+// Command torchtree writes the skeleton of a recorded Python environment
+// (see package torchtree) under a directory, for benchmarks and manual
+// checks:
+//
+//	go run ./internal/torchtree/cmd/torchtree [-pad] [-others] [-without nvidia/cusparselt] CORPUS.jsonl.gz DIR
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+
+	"github.com/cudadeps/cudadeps/internal/torchtree"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	pad := flag.Bool("pad", false, "extend every file to its recorded size as a sparse file")
+	others := flag.Bool("others", false, "add small non-ELF files until the tree has as many files and directories as the real environment")
+	var without []string
+	flag.Func("without", "leave out every file under this `DIR` (relative to site-packages; repeatable)", func(s string) error {
+		without = append(without, s)
+		return nil
+	})
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [-pad] [-others] [-without DIR]... CORPUS DIR\n", os.Args[0])
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 2 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	recs, err := torchtree.LoadFile(flag.Arg(0))
+	if err != nil {
+		log.Error("cannot read the corpus", "error", err)
+		os.Exit(1)
+	}
+	files, err := torchtree.Build(ctx, flag.Arg(1), recs, torchtree.Options{Pad: *pad, Others: *others, Keep: torchtree.Without(without...)})
+	if err != nil {
+		log.Error("cannot write the skeleton", "error", err)
+		os.Exit(1)
+	}
+	log.Info("skeleton written", "dir", flag.Arg(1), "elf_files", len(files), "padded", *pad, "others", *others)
+}

@@ -1,0 +1,202 @@
+package scan
+
+import (
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/ldso"
+)
+
+// mixedTree writes objects that load, one that misses a library, a
+// relocatable object, a corrupt ELF file, a text file, a symlink and a hard
+// link, in several directories.
+func mixedTree(t *testing.T, dir string) {
+	t.Helper()
+	objs := map[string]elftest.Spec{
+		"pkg/lib/liba.so":      {Soname: "liba.so", Needed: []string{"libb.so", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")},
+		"pkg/lib/libb.so":      {Soname: "libb.so", Needed: []string{"libc.so.6"}},
+		"pkg/ext/mod.so":       {Needed: []string{"liba.so", "libc.so.6"}, RPath: elftest.Str("$ORIGIN/../lib")},
+		"pkg/ext/mod2.so":      {Needed: []string{"liba.so", "libc.so.6"}, RPath: elftest.Str("$ORIGIN/../lib")},
+		"pkg/ext/broken.so":    {Needed: []string{"libnothere.so.1", "libc.so.6"}},
+		"other/tool":           {Type: elf.ET_EXEC, Interp: "/lib64/ld-linux-x86-64.so.2", Needed: []string{"libc.so.6"}},
+		"pkg/ext/object.o":     {Type: elf.ET_REL},
+		"pkg/lib/z/deep/x.so":  {Soname: "x.so", Needed: []string{"liba.so"}, RunPath: elftest.Str("$ORIGIN/../..")},
+		"pkg/lib/z/deep/y.so":  {Soname: "y.so", Needed: []string{"x.so"}, RunPath: elftest.Str("$ORIGIN")},
+		"pkg/lib/z/deep/w.so":  {Soname: "w.so", Needed: []string{"libc.so.6"}, VersionDefs: []string{"W_1"}, VersionNeeds: []elftest.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.2.5"}}}},
+		"pkg/lib/z/deep/v1.so": {Soname: "v1.so", Needed: []string{"w.so"}, RunPath: elftest.Str("$ORIGIN"), VersionNeeds: []elftest.VersionNeed{{File: "w.so", Versions: []string{"W_9"}}}},
+	}
+	for p, s := range objs {
+		if err := elftest.Write(filepath.Join(dir, p), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, err := elftest.Build(elftest.Spec{Soname: "libc2.so"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := append([]byte(nil), good...)
+	corrupt[elf.EI_CLASS] = 9 // an unknown class
+	for p, data := range map[string][]byte{
+		"pkg/lib/corrupt.so": corrupt,
+		"pkg/__init__.py":    []byte("# a Python file, long enough to be opened by the scan\n"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, p), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("liba.so", filepath.Join(dir, "pkg/lib/liba.so.1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(dir, "pkg/lib/libb.so"), filepath.Join(dir, "pkg/lib/libb-copy.so")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hostOptions() ldso.Options {
+	return ldso.Options{PreloadSet: true, LookupEnv: func(string) (string, bool) { return "", false }}
+}
+
+// TestRunReportsEveryFile checks a directory scan against its definition:
+// every regular ELF file once (hard links once), in walk order, as a root
+// whose closure is what the loader model computes for it alone; objects
+// that cannot be loaded listed as skipped, unreadable ELF files as errors
+// that name the file as given, other files ignored. The tree is scanned by
+// an absolute and by a relative path.
+func TestRunReportsEveryFile(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "tree")
+	mixedTree(t, dir)
+	ctx := context.Background()
+	// Roots are named as the loader names them: absolute.
+	abs := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(base, p)
+	}
+	for _, target := range []string{dir, "tree"} {
+		t.Run(target, func(t *testing.T) {
+			t.Chdir(base)
+			l, err := ldso.New(ctx, hostOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			rep, err := Run(ctx, l, []string{target}, Options{Parallel: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			// What the definition says, file by file, in walk order.
+			var wantRoots, wantSkipped, wantErrors []string
+			seen := map[[2]uint64]bool{}
+			_ = filepath.WalkDir(target, func(p string, d os.DirEntry, err error) error {
+				if err != nil || !d.Type().IsRegular() {
+					return err
+				}
+				info, _ := d.Info()
+				if id, ok := fileKey(info); ok {
+					if seen[id] {
+						return nil
+					}
+					seen[id] = true
+				}
+				in, err := elfscan.ReadFile(p)
+				switch {
+				case errors.Is(err, elfscan.ErrNotELF):
+				case err != nil:
+					wantErrors = append(wantErrors, p+": "+err.Error())
+				case notLoadable(in) != "":
+					wantSkipped = append(wantSkipped, p+": "+notLoadable(in))
+				default:
+					wantRoots = append(wantRoots, p)
+				}
+				return nil
+			})
+			var gotRoots, gotSkipped, gotErrors []string
+			for _, r := range rep.Roots {
+				gotRoots = append(gotRoots, r.Path)
+			}
+			var wantRootPaths []string
+			for _, p := range wantRoots {
+				wantRootPaths = append(wantRootPaths, abs(p))
+			}
+			for _, s := range rep.Skipped {
+				gotSkipped = append(gotSkipped, s.Path+": "+s.Reason)
+			}
+			for _, e := range rep.Errors {
+				gotErrors = append(gotErrors, e.Path+": "+e.Error)
+			}
+			same(t, "roots", gotRoots, wantRootPaths)
+			same(t, "skipped", gotSkipped, wantSkipped)
+			same(t, "errors", gotErrors, wantErrors)
+			if len(wantRoots) < 8 || len(wantSkipped) == 0 || len(wantErrors) == 0 {
+				t.Fatalf("the fixture lacks cases: %d roots, %d skipped, %d errors", len(wantRoots), len(wantSkipped), len(wantErrors))
+			}
+
+			// Each root is the closure of its file alone, with a fresh model.
+			fresh, err := ldso.New(ctx, hostOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fresh.Close()
+			var missing []string
+			for i, p := range wantRoots {
+				res, err := fresh.Closure(ctx, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := NewRoot(res)
+				if got, w := asJSON(t, rep.Roots[i]), asJSON(t, want); got != w {
+					t.Errorf("%s: root differs from its own closure\nscan: %s\nalone: %s", p, got, w)
+				}
+				for _, m := range want.Missing {
+					missing = append(missing, m.Soname)
+				}
+			}
+			var gotMissing []string
+			for _, m := range rep.Missing {
+				gotMissing = append(gotMissing, m.Soname)
+			}
+			sort.Strings(missing)
+			same(t, "missing", gotMissing, dedup(missing))
+			if len(rep.VersionErrors) == 0 {
+				t.Errorf("no version errors; v1.so needs W_9 that w.so lacks")
+			}
+		})
+	}
+}
+
+func same(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if asJSON(t, got) != asJSON(t, want) {
+		t.Errorf("%s:\ngot  %q\nwant %q", what, got, want)
+	}
+}
+
+func asJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func dedup(s []string) []string {
+	var out []string
+	for i, x := range s {
+		if i == 0 || x != s[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
