@@ -91,6 +91,11 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 		p.llp = newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", main.origin, p.arch))
 	}
 	p.startInterpreter(in)
+	if l.fs.root == "" && hostMachine() != elf.EM_NONE && in.Machine != hostMachine() {
+		p.res.Warnings = append(p.res.Warnings, fmt.Sprintf(
+			"objects built for %s are examined on this %s host without --root: the system libraries they need are looked for among this host's, which cannot serve them; pass --root with a system tree for %s",
+			machineName(in.Machine), machineName(hostMachine()), machineName(in.Machine)))
+	}
 
 	// Preloads are searched as if main needed them; a failure is a warning.
 	var start = []*Object{main}

@@ -158,6 +158,9 @@ func renderScan(w io.Writer, rep *scan.Report, all bool) {
 			fmt.Fprintf(w, "  %s\n", v.Message)
 		}
 	}
+	for _, msg := range rep.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", msg)
+	}
 	bad := len(rep.Roots) - countOK(rep.Roots)
 	fmt.Fprintf(w, "%d object(s) scanned: %d load, %d would fail", len(rep.Roots), len(rep.Roots)-bad, bad)
 	if len(rep.Missing) > 0 {

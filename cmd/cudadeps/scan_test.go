@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -190,5 +191,16 @@ func TestUsageErrors(t *testing.T) {
 	_, stderr, code := runCmd(t, "scan", "/nonexistent/file.so")
 	if code != exitError || !strings.Contains(stderr, "/nonexistent/file.so") {
 		t.Errorf("missing file: exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestScanForeignMachineWarns(t *testing.T) {
+	dir := t.TempDir()
+	if err := elftest.Write(filepath.Join(dir, "libarm.so"), elftest.Spec{Machine: elf.EM_AARCH64, Soname: "libarm.so", Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, code := runCmd(t, "scan", filepath.Join(dir, "libarm.so"))
+	if code != exitMissing || !strings.Contains(stdout, "warning: objects built for aarch64") || !strings.Contains(stdout, "--root") {
+		t.Fatalf("exit %d:\n%s", code, stdout)
 	}
 }
