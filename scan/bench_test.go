@@ -2,9 +2,7 @@ package scan
 
 import (
 	"context"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -107,37 +105,4 @@ func BenchmarkScanHostLibraries(b *testing.B) {
 		lddtest.Need(b, false, "%s is absent", dir)
 	}
 	benchmarkScan(b, dir)
-}
-
-// BenchmarkWalk lists the torch environment proxy (7,811 directories,
-// 68,849 files) with filepath.WalkDir and with walkOrdered, which lists
-// directories on several goroutines ahead of the walk; nothing is done with
-// the entries.
-func BenchmarkWalk(b *testing.B) {
-	dir, _ := torchtree.Tree(b, torchtree.Options{Others: true})
-	count := func(n *int) fs.WalkDirFunc {
-		return func(_ string, d fs.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				*n++
-			}
-			return nil
-		}
-	}
-	for _, w := range []struct {
-		name string
-		walk func(fs.WalkDirFunc) error
-	}{
-		{"WalkDir", func(fn fs.WalkDirFunc) error { return filepath.WalkDir(dir, fn) }},
-		{"ordered", func(fn fs.WalkDirFunc) error { return walkOrdered(context.Background(), dir, 0, fn) }},
-	} {
-		b.Run(w.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				n := 0
-				if err := w.walk(count(&n)); err != nil || n != torchtree.RealFiles {
-					b.Fatalf("%d files, %v", n, err)
-				}
-			}
-		})
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -244,7 +245,7 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep 
 		}()
 	}
 	var files []*file
-	err := walkOrdered(ctx, dir, parallel, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			files = append(files, &file{path: p, walkErr: err})
 			return nil
