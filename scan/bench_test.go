@@ -94,7 +94,7 @@ func BenchmarkScanTorchSkeleton(b *testing.B) {
 // 68,849 files in 7,811 directories, which a scan opens to find the ELF
 // ones.
 func BenchmarkScanTorchEnvironment(b *testing.B) {
-	dir, _ := torchtree.Tree(b, torchtree.Options{Pad: true, Others: true})
+	dir, _ := torchtree.Tree(b, torchtree.Options{Pad: true, Files: torchtree.RealFiles, Dirs: torchtree.RealDirs})
 	benchmarkScan(b, dir)
 }
 

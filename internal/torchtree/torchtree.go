@@ -288,12 +288,13 @@ type Options struct {
 	// after the object's bytes), so the tree has the real sizes (6.5 GB for
 	// the PyTorch environment) without the disk space.
 	Pad bool
-	// Others adds small non-ELF files (Python sources) in new directories
-	// spread over the tree's top-level packages, until the tree has as many
-	// files and directories as the real environment (RealFiles, RealDirs).
-	// The records list ELF files only, but a scan opens every file to find
-	// them, and the real environment has 68k files, 859 of them ELF.
-	Others bool
+	// Files and Dirs, when more than the records make, are reached by
+	// adding small non-ELF files (Python sources) in new directories spread
+	// over the tree's top-level packages (Dirs counts the tree's own
+	// directory). The records list ELF files only, but a scan opens every
+	// file to find them: RealFiles and RealDirs make the counts of the real
+	// environment, 68k files of which 859 are ELF.
+	Files, Dirs int
 }
 
 // RealFiles and RealDirs count the regular files and directories of the
@@ -321,7 +322,7 @@ func Without(prefixes ...string) func(*Record) bool {
 
 // Build writes the skeleton objects of recs under dir (the site-packages
 // directory) and returns the paths of the objects it wrote, in record order
-// (the other files of Options.Others are not listed).
+// (the other files of Options.Files are not listed).
 func Build(ctx context.Context, dir string, recs []Record, opts Options) ([]string, error) {
 	var out []string
 	made := map[string]bool{}
@@ -367,11 +368,9 @@ func Build(ctx context.Context, dir string, recs []Record, opts Options) ([]stri
 	return out, nil
 }
 
-// writeOthers adds the non-ELF files of opts.Others.
+// writeOthers adds the non-ELF files and directories of opts.Files and
+// opts.Dirs.
 func writeOthers(ctx context.Context, dir string, recs []Record, opts Options) error {
-	if !opts.Others {
-		return nil
-	}
 	var tops []string
 	seen := map[string]bool{}
 	dirs := map[string]bool{}
@@ -394,7 +393,7 @@ func writeOthers(ctx context.Context, dir string, recs []Record, opts Options) e
 	if len(tops) == 0 {
 		tops = []string{"."}
 	}
-	others, ndirs := RealFiles-nfiles, max(RealDirs-len(dirs)-1, 1) // -1: dir itself
+	others, ndirs := opts.Files-nfiles, max(opts.Dirs-len(dirs)-1, 1) // -1: dir itself
 	for k := 0; k < others; k++ {
 		if k%1000 == 0 {
 			if err := ctx.Err(); err != nil {

@@ -41,7 +41,11 @@ func main() {
 		log.Error("cannot read the corpus", "error", err)
 		os.Exit(1)
 	}
-	files, err := torchtree.Build(ctx, flag.Arg(1), recs, torchtree.Options{Pad: *pad, Others: *others, Keep: torchtree.Without(without...)})
+	opts := torchtree.Options{Pad: *pad, Keep: torchtree.Without(without...)}
+	if *others {
+		opts.Files, opts.Dirs = torchtree.RealFiles, torchtree.RealDirs
+	}
+	files, err := torchtree.Build(ctx, flag.Arg(1), recs, opts)
 	if err != nil {
 		log.Error("cannot write the skeleton", "error", err)
 		os.Exit(1)
