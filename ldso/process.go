@@ -621,7 +621,7 @@ func (p *Process) Register(ctx context.Context, file string) (*Object, error) {
 			return o, nil
 		}
 	}
-	o := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaLoaded, From: "already imported", Info: fi.info, id: fi.id, lname: guest, origin: path.Dir(guest), depsDone: true}
+	o := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaLoaded, From: "already imported", Info: fi.info, id: fi.id, lname: guest, origin: originOf(guest), depsDone: true}
 	p.objs = append(p.objs, o)
 	return o, nil
 }

@@ -245,7 +245,14 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep 
 		}()
 	}
 	var files []*file
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	// A root that is a symlink to a directory is walked through the link
+	// (WalkDir would not descend into it): the paths keep the link's name,
+	// as the loader would see them opened through it.
+	root := dir
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		root = strings.TrimSuffix(dir, "/") + "/"
+	}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			files = append(files, &file{path: p, walkErr: err})
 			return nil

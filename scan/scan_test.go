@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/cudadeps/cudadeps/elfscan"
@@ -199,4 +200,37 @@ func dedup(s []string) []string {
 		}
 	}
 	return out
+}
+
+// TestRunThroughSymlinkedRoot scans a directory named by a symlink: the
+// walk goes through the link, and the objects keep the link's path (the
+// loader would open them through it, so their $ORIGIN is the link's).
+func TestRunThroughSymlinkedRoot(t *testing.T) {
+	real := filepath.Join(t.TempDir(), "real")
+	mixedTree(t, real)
+	link := filepath.Join(t.TempDir(), "site")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := ldso.New(ctx, hostOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaLink, err := Run(ctx, l, []string{link}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := Run(ctx, l, []string{real}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(viaLink.Roots) == 0 || len(viaLink.Roots) != len(direct.Roots) {
+		t.Fatalf("%d roots through the link, %d directly", len(viaLink.Roots), len(direct.Roots))
+	}
+	for _, r := range viaLink.Roots {
+		if !strings.HasPrefix(r.Path, link+"/") {
+			t.Errorf("root %s is not named through the link", r.Path)
+		}
+	}
 }
