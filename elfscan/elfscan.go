@@ -334,23 +334,22 @@ type dynEntry struct {
 // a hundred entries.
 const maxDynEntries = 1 << 16
 
-func (s *scanner) readDynamic(in *Info, dyn *elf.Prog) error {
+// dynamicEntries reads the entries of the PT_DYNAMIC segment up to
+// DT_NULL, bounded for a hostile file.
+func (s *scanner) dynamicEntries(dyn *elf.Prog) ([]dynEntry, error) {
 	entSize := int64(16)
 	if !s.is64 {
 		entSize = 8
 	}
-	n := int64(dyn.Filesz) / entSize
 	if int64(dyn.Off) < 0 || int64(dyn.Off) > s.size || int64(dyn.Filesz) > s.size-int64(dyn.Off) {
-		return s.errorf("PT_DYNAMIC at offset %#x (size %#x) lies outside the file (%#x bytes)", dyn.Off, dyn.Filesz, s.size)
+		return nil, s.errorf("PT_DYNAMIC at offset %#x (size %#x) lies outside the file (%#x bytes)", dyn.Off, dyn.Filesz, s.size)
 	}
-	if n > maxDynEntries {
-		n = maxDynEntries
-	}
+	n := min(int64(dyn.Filesz)/entSize, maxDynEntries)
 	entries := make([]dynEntry, 0, min(n, 128))
 	buf := make([]byte, entSize)
 	for i := int64(0); i < n; i++ {
 		if _, err := s.r.ReadAt(buf, int64(dyn.Off)+i*entSize); err != nil {
-			return s.errorf("read dynamic entry %d: %v", i, err)
+			return nil, s.errorf("read dynamic entry %d: %v", i, err)
 		}
 		var e dynEntry
 		if s.is64 {
@@ -362,6 +361,14 @@ func (s *scanner) readDynamic(in *Info, dyn *elf.Prog) error {
 			break
 		}
 		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+func (s *scanner) readDynamic(in *Info, dyn *elf.Prog) error {
+	entries, err := s.dynamicEntries(dyn)
+	if err != nil {
+		return err
 	}
 
 	// Like ld.so, the last entry of a tag wins for single-valued tags.

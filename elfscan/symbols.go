@@ -129,49 +129,32 @@ func (s *scanner) dynamicTags() (*dynamicTags, bool, error) {
 	if dyn == nil {
 		return nil, false, nil
 	}
-	entSize := int64(16)
-	if !s.is64 {
-		entSize = 8
+	entries, err := s.dynamicEntries(dyn)
+	if err != nil {
+		return nil, false, err
 	}
-	if int64(dyn.Off) < 0 || int64(dyn.Off) > s.size || int64(dyn.Filesz) > s.size-int64(dyn.Off) {
-		return nil, false, s.errorf("PT_DYNAMIC at offset %#x (size %#x) lies outside the file (%#x bytes)", dyn.Off, dyn.Filesz, s.size)
-	}
-	n := min(int64(dyn.Filesz)/entSize, maxDynEntries)
 	t := &dynamicTags{}
-	buf := make([]byte, entSize)
-	for i := int64(0); i < n; i++ {
-		if _, err := s.r.ReadAt(buf, int64(dyn.Off)+i*entSize); err != nil {
-			return nil, false, s.errorf("read dynamic entry %d: %v", i, err)
-		}
-		var tag elf.DynTag
-		var val uint64
-		if s.is64 {
-			tag, val = elf.DynTag(int64(s.order.Uint64(buf))), s.order.Uint64(buf[8:])
-		} else {
-			tag, val = elf.DynTag(int32(s.order.Uint32(buf))), uint64(s.order.Uint32(buf[4:]))
-		}
-		// Like ld.so, the last entry of a tag wins.
-		switch tag {
-		case elf.DT_NULL:
-			return t, true, nil
+	// Like ld.so, the last entry of a tag wins.
+	for _, e := range entries {
+		switch e.tag {
 		case elf.DT_SYMTAB:
-			t.symtab, t.haveSymtab = val, true
+			t.symtab, t.haveSymtab = e.val, true
 		case elf.DT_STRTAB:
-			t.strtab, t.haveStrtab = val, true
+			t.strtab, t.haveStrtab = e.val, true
 		case elf.DT_STRSZ:
-			t.strsz = val
+			t.strsz = e.val
 		case elf.DT_SYMENT:
-			t.syment, t.haveSyment = val, true
+			t.syment, t.haveSyment = e.val, true
 		case elf.DT_HASH:
-			t.hash, t.haveHash = val, true
+			t.hash, t.haveHash = e.val, true
 		case elf.DT_GNU_HASH:
-			t.gnuHash, t.haveGnu = val, true
+			t.gnuHash, t.haveGnu = e.val, true
 		case elf.DT_VERSYM:
-			t.versym, t.haveVersym = val, true
+			t.versym, t.haveVersym = e.val, true
 		case elf.DT_VERDEF:
-			t.verdef, t.haveVerdef = val, true
+			t.verdef, t.haveVerdef = e.val, true
 		case elf.DT_VERNEED:
-			t.verneed, t.haveVern = val, true
+			t.verneed, t.haveVern = e.val, true
 		}
 	}
 	return t, true, nil
