@@ -133,19 +133,12 @@ func (in *Info) String() string {
 
 // ReadFile reads the dynamic-linking facts of the file at path.
 func ReadFile(path string) (*Info, error) {
-	f, err := os.Open(path)
+	f, size, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &FormatError{Path: path, Msg: "not a regular file"}
-	}
-	return Read(f, st.Size(), path)
+	return Read(f, size, path)
 }
 
 // Read reads the dynamic-linking facts of an ELF object of the given size
@@ -179,12 +172,19 @@ func ReadWithPages(r io.ReaderAt, size int64, name string, pages *Pages) (*Info,
 	return read(r, size, name, true, pages)
 }
 
-func read(r io.ReaderAt, size int64, name string, skipSections bool, pages *Pages) (info *Info, st Stats, err error) {
+func read(r io.ReaderAt, size int64, name string, skipSections bool, pages *Pages) (*Info, Stats, error) {
+	return withScanner(r, size, name, skipSections, pages, (*scanner).scan)
+}
+
+// withScanner checks the ELF magic of the file behind r, prepares a scanner
+// over it and runs fn, reporting what was read.
+func withScanner[T any](r io.ReaderAt, size int64, name string, skipSections bool, pages *Pages, fn func(*scanner) (T, error)) (out T, st Stats, err error) {
 	defer func() {
 		// debug/elf and our own walk are bounds-checked; this is a last line of
 		// defence so that a hostile file can never crash a scan of a whole tree.
 		if p := recover(); p != nil {
-			info, err = nil, &FormatError{Path: name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
+			var zero T
+			out, err = zero, &FormatError{Path: name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
 		}
 	}()
 	pr := newPagedReader(r, size).withPages(pages)
@@ -192,14 +192,32 @@ func read(r io.ReaderAt, size int64, name string, skipSections bool, pages *Page
 
 	var magic [4]byte
 	if n, _ := pr.ReadAt(magic[:], 0); n < 4 || !bytes.Equal(magic[:], []byte(elf.ELFMAG)) {
-		return nil, st, notELF(name)
+		return out, st, notELF(name)
 	}
 	s, err := newScanner(pr, size, name, skipSections)
 	if err != nil {
-		return nil, st, err
+		return out, st, err
 	}
-	info, err = s.scan()
-	return info, st, err
+	out, err = fn(s)
+	return out, st, err
+}
+
+// openRegular opens a regular file for reading and returns its size.
+func openRegular(path string) (*os.File, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, &FormatError{Path: path, Msg: "not a regular file"}
+	}
+	return f, st.Size(), nil
 }
 
 func notELF(name string) error {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 )
 
 // Symbol is one dynamic symbol, as the loader sees it through DT_SYMTAB.
@@ -50,19 +49,12 @@ type SymbolFilter func(name string, defined bool) bool
 // ReadSymbolsFile reads the dynamic symbols of the file at path that keep
 // selects (nil: all of them).
 func ReadSymbolsFile(path string, keep SymbolFilter) ([]Symbol, error) {
-	f, err := os.Open(path)
+	f, size, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &FormatError{Path: path, Msg: "not a regular file"}
-	}
-	syms, _, err := readSymbols(f, st.Size(), path, keep, false)
+	syms, _, err := readSymbols(f, size, path, keep, false)
 	return syms, err
 }
 
@@ -87,25 +79,8 @@ func ReadSymbolsWithStats(r io.ReaderAt, size int64, name string, keep SymbolFil
 // largest real libraries have a few hundred thousand dynamic symbols.
 const maxSymbols = 1 << 24
 
-func readSymbols(r io.ReaderAt, size int64, name string, keep SymbolFilter, skipSections bool) (syms []Symbol, st Stats, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			syms, err = nil, &FormatError{Path: name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
-		}
-	}()
-	pr := newPagedReader(r, size)
-	defer func() { st = pr.stats }()
-
-	var magic [4]byte
-	if n, _ := pr.ReadAt(magic[:], 0); n < 4 || !bytes.Equal(magic[:], []byte(elf.ELFMAG)) {
-		return nil, st, notELF(name)
-	}
-	s, err := newScanner(pr, size, name, skipSections)
-	if err != nil {
-		return nil, st, err
-	}
-	syms, err = s.symbols(keep)
-	return syms, st, err
+func readSymbols(r io.ReaderAt, size int64, name string, keep SymbolFilter, skipSections bool) ([]Symbol, Stats, error) {
+	return withScanner(r, size, name, skipSections, nil, func(s *scanner) ([]Symbol, error) { return s.symbols(keep) })
 }
 
 // dynamicTags are the single-valued dynamic entries the symbol walk needs.
@@ -304,19 +279,12 @@ func (s *scanner) gnuHashCount(addr uint64) (uint64, error) {
 // LookupSymbolsFile finds the definitions of the named symbols in the file at
 // path, the way the loader looks a symbol up: through the hash table.
 func LookupSymbolsFile(path string, names ...string) ([]Symbol, error) {
-	f, err := os.Open(path)
+	f, size, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &FormatError{Path: path, Msg: "not a regular file"}
-	}
-	syms, _, err := lookupSymbols(f, st.Size(), path, names, false)
+	syms, _, err := lookupSymbols(f, size, path, names, false)
 	return syms, err
 }
 
@@ -330,24 +298,8 @@ func LookupSymbols(r io.ReaderAt, size int64, file string, names []string) ([]Sy
 	return lookupSymbols(r, size, file, names, false)
 }
 
-func lookupSymbols(r io.ReaderAt, size int64, file string, names []string, skipSections bool) (syms []Symbol, st Stats, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			syms, err = nil, &FormatError{Path: file, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
-		}
-	}()
-	pr := newPagedReader(r, size)
-	defer func() { st = pr.stats }()
-	var magic [4]byte
-	if n, _ := pr.ReadAt(magic[:], 0); n < 4 || !bytes.Equal(magic[:], []byte(elf.ELFMAG)) {
-		return nil, st, notELF(file)
-	}
-	s, err := newScanner(pr, size, file, skipSections)
-	if err != nil {
-		return nil, st, err
-	}
-	syms, err = s.lookup(names)
-	return syms, st, err
+func lookupSymbols(r io.ReaderAt, size int64, file string, names []string, skipSections bool) ([]Symbol, Stats, error) {
+	return withScanner(r, size, file, skipSections, nil, func(s *scanner) ([]Symbol, error) { return s.lookup(names) })
 }
 
 // symtab is an opened dynamic symbol table. A walk of the whole table
