@@ -5,32 +5,11 @@ import (
 	"debug/elf"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/procstat"
 	"github.com/cudadeps/cudadeps/internal/torchtree"
 )
-
-// rchar is what this process has read through read(2) and pread(2).
-func rchar(tb testing.TB) int64 {
-	tb.Helper()
-	data, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		tb.Skipf("no /proc/self/io: %v", err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return n
-		}
-	}
-	tb.Skip("no rchar in /proc/self/io")
-	return 0
-}
 
 // benchmarkClosure computes the closure of file. Cold: a new loader model
 // each time (nothing cached but the calibration, which a scan does once), so
@@ -54,7 +33,7 @@ func benchmarkClosure(b *testing.B, file string) {
 		b.ReportAllocs()
 		var read int64
 		for i := 0; i < b.N; i++ {
-			before := rchar(b)
+			before := procstat.BytesRead(b)
 			l, err := New(ctx, opts)
 			if err != nil {
 				b.Fatal(err)
@@ -62,7 +41,7 @@ func benchmarkClosure(b *testing.B, file string) {
 			if _, err := l.Closure(ctx, file); err != nil {
 				b.Fatal(err)
 			}
-			read += rchar(b) - before
+			read += procstat.BytesRead(b) - before
 		}
 		b.ReportMetric(float64(objects), "objects")
 		b.ReportMetric(float64(read)/float64(b.N)/float64(objects), "bytes_read/object")

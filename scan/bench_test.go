@@ -3,49 +3,13 @@ package scan
 import (
 	"context"
 	"os"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/procstat"
 	"github.com/cudadeps/cudadeps/internal/torchtree"
 	"github.com/cudadeps/cudadeps/ldso"
 )
-
-// bytesRead is the number of bytes this process has read through read(2)
-// and pread(2) so far (rchar of /proc/self/io): what a scan costs in reads,
-// whatever reads them.
-func bytesRead(tb testing.TB) int64 {
-	tb.Helper()
-	data, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		tb.Skipf("no /proc/self/io: %v", err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return n
-		}
-	}
-	tb.Skip("no rchar in /proc/self/io")
-	return 0
-}
-
-// cpuTime is the processor time this process has used, user and system,
-// its garbage collector included: on a shared, busy machine it varies far
-// less than the wall time.
-func cpuTime(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // benchmarkScan runs what `cudadeps scan DIR` runs: a new loader model (its
 // ld.so.cache read, its calibration) and a scan of the whole tree, each
@@ -58,9 +22,9 @@ func benchmarkScan(b *testing.B, dir string) {
 	b.ResetTimer()
 	var roots, files int
 	var read int64
-	cpu := cpuTime(b)
+	cpu := procstat.CPUTime(b)
 	for i := 0; i < b.N; i++ {
-		before := bytesRead(b)
+		before := procstat.BytesRead(b)
 		l, err := ldso.New(ctx, ldso.Options{})
 		if err != nil {
 			b.Fatal(err)
@@ -70,14 +34,14 @@ func benchmarkScan(b *testing.B, dir string) {
 			b.Fatal(err)
 		}
 		l.Close()
-		read += bytesRead(b) - before
+		read += procstat.BytesRead(b) - before
 		roots = len(rep.Roots)
 		files = len(rep.Roots) + len(rep.Skipped) + len(rep.Errors)
 	}
 	if files == 0 {
 		b.Fatalf("no ELF files under %s", dir)
 	}
-	b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N)/1e6, "cpu-ms/op")
+	b.ReportMetric(float64(procstat.CPUTime(b)-cpu)/float64(b.N)/1e6, "cpu-ms/op")
 	b.ReportMetric(float64(roots), "objects")
 	b.ReportMetric(float64(read)/float64(b.N)/float64(files), "bytes_read/file")
 }
