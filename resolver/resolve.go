@@ -125,6 +125,8 @@ func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
 			return out, err
 		}
 		rep, err := t.Scan(ctx, l, opts.WheelMount)
+		// The loader's wheel mounts are done with; its path mapping (under
+		// --root) still serves the placement below.
 		l.Close()
 		if err != nil {
 			return out, err
@@ -206,7 +208,7 @@ func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
 			}
 		}
 		out.Unresolved = plan.Unresolved
-		checker := &fsChecker{l: mustLoader(ctx, opts.Loader), systemDirs: systemDirsOf(rep)}
+		checker := &fsChecker{l: l, systemDirs: systemDirsOf(rep)}
 		r.Decisions = Decide(plan, checker)
 		if len(plan.Steps) == 0 {
 			out.Stopped = "no archive provides what is missing"
@@ -321,14 +323,6 @@ func newLoader(ctx context.Context, base ldso.Options, envDirs []string) (*ldso.
 		opts.LDLibraryPath = &llp
 	}
 	return ldso.New(ctx, opts)
-}
-
-func mustLoader(ctx context.Context, opts ldso.Options) *ldso.Loader {
-	l, err := ldso.New(ctx, opts)
-	if err != nil {
-		l, _ = ldso.New(ctx, ldso.Options{})
-	}
-	return l
 }
 
 func systemDirsOf(rep *scan.Report) []string {
