@@ -233,11 +233,15 @@ func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
 			}
 		}
 		entries, installed, err := install(ctx, opts, plan)
-		if err != nil {
-			return out, err
-		}
 		r.Installed = installed
 		rec.Installed = appendKeys(rec.Installed, installed)
+		if err != nil {
+			// What did install is recorded, so that undo can remove it.
+			if serr := rec.save(opts.Prefix); serr != nil {
+				return out, errors.Join(err, serr)
+			}
+			return out, err
+		}
 		for _, d := range r.Decisions {
 			e, ok := entries[d.Step.Key()]
 			if !ok {
@@ -355,7 +359,14 @@ func install(ctx context.Context, opts Options, plan *Plan) (map[fetch.Key]fetch
 	}
 	if len(items) > 0 {
 		if _, err := opts.Store.Install(ctx, opts.Client, items); err != nil {
-			return nil, nil, err
+			// Some items may have been installed before the failure.
+			var done []fetch.Key
+			for _, k := range fresh {
+				if _, ok, _ := opts.Store.Lookup(k); ok {
+					done = append(done, k)
+				}
+			}
+			return nil, done, err
 		}
 	}
 	out := map[fetch.Key]fetch.Entry{}
