@@ -307,7 +307,10 @@ func (s *scanner) scan() (*Info, error) {
 			}
 		}
 	}
-	if dyn == nil {
+	// A PT_DYNAMIC with no bytes in the file (separate debug information
+	// keeps the headers, not the contents) is none: ld.so says "object file
+	// has no dynamic section".
+	if dyn == nil || dyn.Filesz == 0 {
 		return in, nil
 	}
 	in.Dynamic = true

@@ -336,12 +336,22 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 	if f.via == ViaPath && !path.IsAbs(f.guest) {
 		o.origin = originOf(absolute(f.guest))
 	}
-	if in := f.fi.info; in.Type == 2 { // ET_EXEC
-		o.Problem = "cannot dynamically load executable"
-		o.Fatal = true
-	} else if in.Flags1&0x08000000 != 0 { // DF_1_PIE
-		o.Problem = "cannot dynamically load position-independent executable"
-		o.Fatal = true
+	// What _dl_map_object_from_fd refuses once the file is open: the loader
+	// stops there, so the name counts as not loaded.
+	problem := ""
+	switch in := f.fi.info; {
+	case in.Type == elf.ET_EXEC:
+		problem = "cannot dynamically load executable"
+	case !in.Dynamic:
+		problem = "object file has no dynamic section"
+	case in.Flags1&elf.DF_1_PIE != 0:
+		problem = "cannot dynamically load position-independent executable"
+	}
+	if problem != "" {
+		// ld.so names the object as it was requested here.
+		miss := &Object{Name: name, Names: []string{name}, Via: ViaNotFound, Loader: loader, Problem: name + ": " + problem + " (" + f.guest + ")", Fatal: true, faked: true}
+		p.objs = append(p.objs, miss)
+		return miss
 	}
 	p.objs = append(p.objs, o)
 	return o

@@ -343,8 +343,10 @@ func notLoadable(in *elfscan.Info) string {
 	switch {
 	case in.Type != elf.ET_DYN && in.Type != elf.ET_EXEC:
 		return fmt.Sprintf("%s object, not loadable", strings.TrimPrefix(in.Type.String(), "ET_"))
-	case !in.Dynamic:
+	case !in.Dynamic && in.Type == elf.ET_EXEC:
 		return "statically linked"
+	case !in.Dynamic:
+		return "no dynamic section (separate debug information, or a static object)"
 	}
 	return ""
 }
