@@ -91,6 +91,13 @@ func (d *diag) checkDriver() Check {
 	lc := d.model.libcuda
 	if lc.found() {
 		if uv, ok := libcudaFileVersion(lc.realGuest); ok {
+			if h.ctl {
+				// The module answers (/dev/nvidiactl is there) but /proc does
+				// not show it: a sandboxed kernel (gVisor) or a container that
+				// masks /proc/driver. Loading a module would be wrong advice.
+				return check(CheckDriver, Warn, fmt.Sprintf("no /proc/driver/nvidia/version, but /dev/nvidiactl is present and libcuda.so.1 is driver %s: a sandbox or container hides /proc/driver", uv),
+					"nothing to do if the probe passes (cudadeps doctor --probe); the driver version is taken from libcuda's file name")
+			}
 			advice := "load the kernel module (sudo modprobe nvidia; dmesg shows why it fails, e.g. Secure Boot) or reinstall the driver"
 			if d.inContainer() {
 				advice = "/proc/driver/nvidia belongs to the host's kernel: load or install the NVIDIA driver on the host"

@@ -490,3 +490,18 @@ func TestProgramFromPATH(t *testing.T) {
 	r := h.report()
 	expect(t, r, CheckLibcuda, OK, []string{"load /opt/py/bin/../lib/libcuda.so.1 (RUNPATH of /opt/py/bin/python3"})
 }
+
+// TestSandboxHidesProcDriver is a gVisor-style sandbox: the device files and
+// the driver's libraries are there, /proc/driver/nvidia is not. Loading a
+// kernel module would be the wrong advice.
+func TestSandboxHidesProcDriver(t *testing.T) {
+	h := newGPUHost(t)
+	h.remove("/proc/driver/nvidia")
+	r := h.report()
+	expect(t, r, CheckDriver, Warn, []string{"/dev/nvidiactl is present", "driver 580.95.05", "hides /proc/driver"}, "--probe")
+	for _, c := range r.Checks {
+		if c.ID == CheckDriver && strings.Contains(c.Advice, "modprobe") {
+			t.Errorf("driver advice %q suggests loading a module", c.Advice)
+		}
+	}
+}
