@@ -208,8 +208,11 @@ func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
 			}
 		}
 		out.Unresolved = plan.Unresolved
-		checker := &fsChecker{l: l, systemDirs: systemDirsOf(rep)}
-		r.Decisions = Decide(plan, checker)
+		if t.Kind != KindWheel {
+			// A wheel is installed nowhere yet: there is no directory to
+			// place anything in.
+			r.Decisions = Decide(plan, &fsChecker{l: l, systemDirs: systemDirsOf(rep)})
+		}
 		if len(plan.Steps) == 0 {
 			out.Stopped = "no archive provides what is missing"
 			break

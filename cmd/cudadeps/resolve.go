@@ -288,6 +288,8 @@ func renderResolve(w io.Writer, o *resolver.Outcome) {
 		fmt.Fprintln(w, "Nothing is missing: the loader finds everything.")
 	case o.OK:
 		fmt.Fprintln(w, "Done: the loader now finds everything.")
+	case t.Kind == resolver.KindWheel:
+		fmt.Fprintln(w, "A wheel is only planned: install it (pip install), then run 'cudadeps resolve' on the installed distribution.")
 	case o.DryRun:
 		fmt.Fprintln(w, "Dry run: nothing was changed. Run without --dry-run to apply the plan (after installing, another round may find more).")
 	default:

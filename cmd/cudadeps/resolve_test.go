@@ -97,3 +97,38 @@ func TestFetchCommand(t *testing.T) {
 		t.Fatalf("unknown component: exit %d", code)
 	}
 }
+
+// TestResolveExampleWheel runs the README's first command: a wheel is
+// planned against the built-in catalog, offline, on any machine.
+func TestResolveExampleWheel(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "resolve", "../../examples/demo-0.1-py3-none-linux_x86_64.whl", "--dry-run", "--json")
+	if code != exitMissing {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	var out struct {
+		Platform  string `json:"platform"`
+		CUDAMajor int    `json:"cuda_major"`
+		Rounds    []struct {
+			Plan struct {
+				Steps []struct {
+					Component string   `json:"component"`
+					URL       string   `json:"url"`
+					Provides  []string `json:"provides"`
+				} `json:"steps"`
+			} `json:"plan"`
+		} `json:"rounds"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	var comps []string
+	for _, s := range out.Rounds[0].Plan.Steps {
+		comps = append(comps, s.Component)
+		if !strings.HasPrefix(s.URL, "https://developer.download.nvidia.com/compute/") {
+			t.Errorf("%s: URL %s", s.Component, s.URL)
+		}
+	}
+	if out.Platform != "linux-x86_64" || out.CUDAMajor != 13 || strings.Join(comps, ",") != "libcublas,libcudss" {
+		t.Fatalf("plan: %s", stdout)
+	}
+}
