@@ -31,7 +31,7 @@ func Build() ([]byte, error) {
 		"nvidia/cu13/lib/libcudart.so.13": {Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}},
 	}
 	files := map[string][]byte{
-		"demo/__init__.py": []byte("import ctypes, os\nctypes.CDLL(os.path.join(os.path.dirname(__file__), 'lib', 'libdemo_cuda.so'))\n"),
+		"demo/__init__.py":            []byte("import ctypes, os\nctypes.CDLL(os.path.join(os.path.dirname(__file__), 'lib', 'libdemo_cuda.so'))\n"),
 		"demo-0.1.dist-info/METADATA": []byte("Metadata-Version: 2.1\nName: demo\nVersion: 0.1\n"),
 		"demo-0.1.dist-info/WHEEL":    []byte("Wheel-Version: 1.0\nGenerator: cudadeps demowheel\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n"),
 	}
