@@ -147,7 +147,28 @@ loader find it.
 	})
 	a.opts.register(root)
 	root.AddCommand(a.commands()...)
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes every command's argument check a usage error (exit 2),
+// whichever validator the command uses.
+func usageArgs(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				var fe *flagError
+				if errors.As(err, &fe) {
+					return err
+				}
+				return &flagError{err: fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
 }
 
 // newLogger writes structured logs to stderr; stdout stays for results.

@@ -204,3 +204,12 @@ func TestScanForeignMachineWarns(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, stdout)
 	}
 }
+
+// TestArgumentErrorsAreUsageErrors covers every command's argument check.
+func TestArgumentErrorsAreUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"catalog", "which"}, {"catalog", "list", "extra"}, {"why"}, {"resolve"}, {"fetch"}} {
+		if _, stderr, code := runCmd(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d (%s), want 2", args, code, stderr)
+		}
+	}
+}
