@@ -37,6 +37,8 @@ type Match struct {
 	Size         int64
 	Sonames      []string // everything the archive provides
 	License      string
+	// Pin says how a pinned version was honoured (WhichPinned); empty otherwise.
+	Pin string
 }
 
 // MarshalJSON writes {"soname","driver":true,"advice"} for a driver library
@@ -64,8 +66,9 @@ func (m *Match) MarshalJSON() ([]byte, error) {
 		Size         int64    `json:"size"`
 		Sonames      []string `json:"sonames"`
 		License      string   `json:"license,omitempty"`
+		Pin          string   `json:"pin,omitempty"`
 	}{m.Soname, m.Component, m.Product, m.Version, m.Release, m.Platform, m.CUDAVariant,
-		m.CUDAMajor, m.URL, m.RelativePath, m.SHA256, m.Size, m.Sonames, m.License})
+		m.CUDAMajor, m.URL, m.RelativePath, m.SHA256, m.Size, m.Sonames, m.License, m.Pin})
 }
 
 // NotFoundError says why no archive provides a soname for a query.
@@ -140,6 +143,26 @@ func (c *Catalog) Which(soname string, q Query) (*Match, error) {
 	if q.CUDAMajor < 0 {
 		return nil, fmt.Errorf("CUDA major %d is not valid", q.CUDAMajor)
 	}
+	fits, err := c.fitting(soname, q)
+	if err != nil {
+		return nil, err
+	}
+	if q.CUDAMajor == 0 {
+		if majors := cudaMajors(fits); len(majors) > 1 {
+			return nil, &NotFoundError{
+				Soname: soname, Component: fits[0].comp.Name, Product: fits[0].comp.Product,
+				Reason: fmt.Sprintf("%s has %s archives for %s: say which CUDA major the program uses (--cuda N)",
+					soname, q.Platform, joinMajors(majors, "and")),
+			}
+		}
+	}
+	best := slices.MaxFunc(fits, func(a, b candidate) int { return better(a, b, q.CUDAMajor) })
+	return c.match(soname, best), nil
+}
+
+// fitting lists the archives that provide soname on q.Platform for
+// q.CUDAMajor, or says why there are none.
+func (c *Catalog) fitting(soname string, q Query) ([]candidate, error) {
 	var all []candidate
 	for _, comp := range c.sortedComponents() {
 		for _, r := range comp.Releases {
@@ -158,17 +181,7 @@ func (c *Catalog) Which(soname string, q Query) (*Match, error) {
 	if len(fits) == 0 {
 		return nil, c.noFit(soname, q, all, onPlatform)
 	}
-	if q.CUDAMajor == 0 {
-		if majors := cudaMajors(fits); len(majors) > 1 {
-			return nil, &NotFoundError{
-				Soname: soname, Component: fits[0].comp.Name, Product: fits[0].comp.Product,
-				Reason: fmt.Sprintf("%s has %s archives for %s: say which CUDA major the program uses (--cuda N)",
-					soname, q.Platform, joinMajors(majors, "and")),
-			}
-		}
-	}
-	best := slices.MaxFunc(fits, func(a, b candidate) int { return better(a, b, q.CUDAMajor) })
-	return c.match(soname, best), nil
+	return fits, nil
 }
 
 func (c *Catalog) match(soname string, x candidate) *Match {
