@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -22,7 +23,8 @@ import (
 // for the objects that need them.
 type Placement struct {
 	// Dir is a directory the loader already searches for the needing
-	// objects (an RPATH or RUNPATH entry), as the loader names it.
+	// objects (an RPATH or RUNPATH entry), as the loader names it, or the
+	// directory a distribution's RECORD puts the libraries in.
 	Dir string `json:"loader_dir"`
 	// HostDir is the same directory on this machine, resolved.
 	HostDir string `json:"dir"`
@@ -32,6 +34,10 @@ type Placement struct {
 	For   []string `json:"for"` // the needing objects it serves
 	// Create is set when the directory does not exist yet.
 	Create bool `json:"create,omitempty"`
+	// Owner is the distribution whose RECORD puts Names here; only those
+	// files are placed then, under the names RECORD gives.
+	Owner string   `json:"owner,omitempty"`
+	Names []string `json:"names,omitempty"`
 }
 
 // Environment is set when some needing object searches no directory the
@@ -55,109 +61,153 @@ type dirChecker interface {
 	// usable says whether a library may be placed in dir (the loader's
 	// path): not a system directory, writable or creatable by this user.
 	usable(dir string) (ok, exists bool)
+	// owner names the distribution whose RECORD puts files in dir (the
+	// loader's path), or "".
+	owner(dir string) string
 }
 
-// Decide chooses, for every step, the directories to place its libraries
-// in: for each object that needs them, a directory of its RPATH or RUNPATH
-// that the user may write (created if need be), preferring one named after
-// the component (nvidia/cusparselt/lib for cuSPARSELt) and then one that
-// exists; a directory that serves every needing object at once is taken
-// over one per object. Objects with no such directory fall back to the
-// activation script. Decide changes nothing.
+// Decide chooses, for every step, where its libraries go. A library that
+// a required distribution's RECORD lists goes back exactly there, so that
+// Python-level loaders find it too. Any other goes, for each object that
+// needs it, to a directory of its RPATH or RUNPATH that the user may write
+// (created if need be) and that no distribution owns, preferring one named
+// after the component (nvidia/cusparselt/lib for cuSPARSELt) and then one
+// that exists; a directory that serves every needing object at once is
+// taken over one per object. Objects with no such directory fall back to
+// the activation script. Decide changes nothing.
 func Decide(plan *Plan, dc dirChecker) []Decision {
 	var out []Decision
 	for _, s := range plan.Steps {
 		d := Decision{Step: s}
 		var reqs []Request
 		for _, n := range s.needs {
-			reqs = append(reqs, n.Requests...)
-		}
-		type cand struct {
-			dir   ldso.SearchDir
-			score int
-		}
-		options := map[string][]cand{} // object → usable dirs, best first
-		var objects []string
-		for _, r := range reqs {
-			if _, seen := options[r.Object]; seen {
+			if n.Owner != nil {
+				d.placeOwned(n, dc)
 				continue
 			}
-			objects = append(objects, r.Object)
-			var cs []cand
-			for i, sd := range r.Searched {
-				if sd.Via == ldso.ViaLDLibraryPath || sd.Dir == "" || !path.IsAbs(sd.Dir) {
-					// LD_LIBRARY_PATH is not there in a new shell; relative
-					// entries depend on the working directory.
-					continue
-				}
-				ok, exists := dc.usable(sd.Dir)
-				if !ok {
-					continue
-				}
-				score := 1000 - i
-				if exists {
-					score += 2000
-				}
-				if namedFor(sd.Dir, s) {
-					score += 4000
-				}
-				cs = append(cs, cand{sd, score})
-			}
-			sort.SliceStable(cs, func(i, j int) bool { return cs[i].score > cs[j].score })
-			options[r.Object] = cs
+			reqs = append(reqs, n.Requests...)
 		}
-		// A directory every object can use, best by total score.
-		best, bestScore := "", -1
-		var bestDir ldso.SearchDir
-		if len(objects) > 0 {
-			for _, c := range options[objects[0]] {
-				total := c.score
-				all := true
-				for _, o := range objects[1:] {
-					found := false
-					for _, c2 := range options[o] {
-						if c2.dir.Dir == c.dir.Dir {
-							total += c2.score
-							found = true
-							break
-						}
-					}
-					if !found {
-						all = false
-						break
-					}
-				}
-				if all && total > bestScore {
-					best, bestScore, bestDir = c.dir.Dir, total, c.dir
-				}
-			}
-		}
-		add := func(sd ldso.SearchDir, obj string) {
-			for i := range d.Placements {
-				if d.Placements[i].Dir == sd.Dir {
-					d.Placements[i].For = appendUnique(d.Placements[i].For, obj)
-					return
-				}
-			}
-			_, exists := dc.usable(sd.Dir)
-			d.Placements = append(d.Placements, Placement{Dir: sd.Dir, HostDir: dc.host(sd.Dir), Rule: sd.Via, Entry: sd.Entry, For: []string{obj}, Create: !exists})
-		}
-		for _, o := range objects {
-			switch {
-			case best != "":
-				add(bestDir, o)
-			case len(options[o]) > 0:
-				add(options[o][0].dir, o)
-			default:
-				if d.Env == nil {
-					d.Env = &Environment{}
-				}
-				d.Env.For = appendUnique(d.Env.For, o)
-			}
-		}
+		d.placeForRequests(reqs, dc)
 		out = append(out, d)
 	}
 	return out
+}
+
+// placeOwned puts a distribution's library where its RECORD says.
+func (d *Decision) placeOwned(n *Need, dc dirChecker) {
+	dir := filepath.Dir(n.Owner.Path)
+	for i := range d.Placements {
+		p := &d.Placements[i]
+		if p.HostDir == dir && p.Owner == n.Owner.Dist {
+			p.Names = appendUnique(p.Names, n.Owner.Name)
+			for _, by := range n.NeededBy {
+				p.For = appendUnique(p.For, by)
+			}
+			return
+		}
+	}
+	_, err := os.Stat(dir)
+	d.Placements = append(d.Placements, Placement{Dir: dir, HostDir: dir, Entry: "RECORD of " + n.Owner.Describe(),
+		For: slices.Clone(n.NeededBy), Create: err != nil, Owner: n.Owner.Dist, Names: []string{n.Owner.Name}})
+}
+
+type candidateDir struct {
+	dir   ldso.SearchDir
+	score int
+}
+
+// placeForRequests chooses search-path directories for the objects whose
+// searches failed.
+func (d *Decision) placeForRequests(reqs []Request, dc dirChecker) {
+	options := map[string][]candidateDir{} // object → usable dirs, best first
+	var objects []string
+	for _, r := range reqs {
+		if _, seen := options[r.Object]; seen {
+			continue
+		}
+		objects = append(objects, r.Object)
+		options[r.Object] = candidateDirs(r, d.Step, dc)
+	}
+	best, ok := sharedDir(objects, options)
+	add := func(sd ldso.SearchDir, obj string) {
+		for i := range d.Placements {
+			if d.Placements[i].Dir == sd.Dir {
+				d.Placements[i].For = appendUnique(d.Placements[i].For, obj)
+				return
+			}
+		}
+		_, exists := dc.usable(sd.Dir)
+		d.Placements = append(d.Placements, Placement{Dir: sd.Dir, HostDir: dc.host(sd.Dir), Rule: sd.Via, Entry: sd.Entry, For: []string{obj}, Create: !exists})
+	}
+	for _, o := range objects {
+		switch {
+		case ok:
+			add(best, o)
+		case len(options[o]) > 0:
+			add(options[o][0].dir, o)
+		default:
+			if d.Env == nil {
+				d.Env = &Environment{}
+			}
+			d.Env.For = appendUnique(d.Env.For, o)
+		}
+	}
+}
+
+// candidateDirs are the directories of one failed search a library may be
+// placed in, best first.
+func candidateDirs(r Request, s *Step, dc dirChecker) []candidateDir {
+	var cs []candidateDir
+	for i, sd := range r.Searched {
+		if sd.Via == ldso.ViaLDLibraryPath || sd.Dir == "" || !path.IsAbs(sd.Dir) {
+			// LD_LIBRARY_PATH is not there in a new shell; relative entries
+			// depend on the working directory.
+			continue
+		}
+		if dc.owner(sd.Dir) != "" {
+			// Another distribution's directory: its RECORD does not list
+			// the library, and Python-level loaders do not look there.
+			continue
+		}
+		ok, exists := dc.usable(sd.Dir)
+		if !ok {
+			continue
+		}
+		score := 1000 - i
+		if exists {
+			score += 2000
+		}
+		if namedFor(sd.Dir, s) {
+			score += 4000
+		}
+		cs = append(cs, candidateDir{sd, score})
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].score > cs[j].score })
+	return cs
+}
+
+// sharedDir is the directory every object can use, best by total score.
+func sharedDir(objects []string, options map[string][]candidateDir) (ldso.SearchDir, bool) {
+	var best ldso.SearchDir
+	bestScore := -1
+	if len(objects) == 0 {
+		return best, false
+	}
+	for _, c := range options[objects[0]] {
+		total, all := c.score, true
+		for _, o := range objects[1:] {
+			i := slices.IndexFunc(options[o], func(c2 candidateDir) bool { return c2.dir.Dir == c.dir.Dir })
+			if i < 0 {
+				all = false
+				break
+			}
+			total += options[o][i].score
+		}
+		if all && total > bestScore {
+			best, bestScore = c.dir, total
+		}
+	}
+	return best, bestScore >= 0
 }
 
 // namedFor reports a directory that belongs to the component, such as the
@@ -184,7 +234,10 @@ func systemPrefixes() []string {
 type fsChecker struct {
 	l          *ldso.Loader
 	systemDirs []string
+	layout     *Layout
 }
+
+func (c *fsChecker) owner(dir string) string { return c.layout.OwnerOfDir(c.host(dir)) }
 
 // host maps a loader directory to this machine, resolved physically (as
 // the kernel resolves "..": after symlinks) and cleaned, for display and
@@ -293,21 +346,58 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// apply places the libraries of one store entry in hostDir, recording each
-// file and each directory it creates. An existing file of the same name is
-// left alone (it is not ours).
-func apply(rec *Record, e fetch.Entry, s *Step, hostDir string, copyFiles bool) ([]Placed, error) {
-	libDir, names, err := libraries(e, s)
-	if err != nil {
-		return nil, err
+// libFile is one file of a store entry to place, under name.
+type libFile struct {
+	name string
+	rel  string // slash-separated, relative to the entry
+}
+
+// placementFiles are the store files one placement puts in place: the
+// names a RECORD gives, found anywhere in the entry, or else the
+// libraries that serve the step's needs.
+func placementFiles(e fetch.Entry, s *Step, pl Placement) ([]libFile, error) {
+	if len(pl.Names) == 0 {
+		dir, names, err := libraries(e, s)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]libFile, 0, len(names))
+		for _, n := range names {
+			out = append(out, libFile{name: n, rel: path.Join(dir, n)})
+		}
+		return out, nil
 	}
+	libDir, _, _ := libraries(e, s)
+	var out []libFile
+	for _, want := range pl.Names {
+		found := ""
+		for _, f := range e.Files {
+			if path.Base(f) != want || strings.Contains(f, "/stubs/") {
+				continue
+			}
+			if found == "" || path.Dir(f) == libDir {
+				found = f
+			}
+		}
+		if found == "" {
+			return out, fmt.Errorf("%s: the archive has no file named %s, which %s's RECORD lists", e.Dir, want, pl.Owner)
+		}
+		out = append(out, libFile{name: want, rel: found})
+	}
+	return out, nil
+}
+
+// apply places files of one store entry in hostDir, recording each file
+// and each directory it creates. An existing file of the same name is left
+// alone (it is not ours).
+func apply(rec *Record, e fetch.Entry, s *Step, hostDir string, files []libFile, copyFiles bool) ([]Placed, error) {
 	if err := mkdirRecorded(rec, hostDir); err != nil {
 		return nil, err
 	}
 	var out []Placed
-	for _, name := range names {
-		dst := filepath.Join(hostDir, name)
-		src := filepath.Join(e.Dir, filepath.FromSlash(libDir), name)
+	for _, f := range files {
+		dst := filepath.Join(hostDir, f.name)
+		src := filepath.Join(e.Dir, filepath.FromSlash(f.rel))
 		if _, err := os.Lstat(dst); err == nil {
 			if rec.owns(dst) {
 				continue
@@ -315,7 +405,7 @@ func apply(rec *Record, e fetch.Entry, s *Step, hostDir string, copyFiles bool) 
 			rec.Kept = appendUnique(rec.Kept, dst)
 			continue
 		}
-		p := Placed{Path: dst, Soname: name, Component: s.Component}
+		p := Placed{Path: dst, Soname: f.name, Component: s.Component}
 		if copyFiles {
 			sum, err := copyFile(src, dst)
 			if err != nil {

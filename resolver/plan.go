@@ -23,6 +23,14 @@ type Need struct {
 	// Runtime is set for a name found missing only when the package was
 	// imported (a library it dlopen's).
 	Runtime bool `json:"runtime,omitempty"`
+	// Restore is set for a library that no object misses but that a
+	// required distribution's RECORD lists and the disk lacks (the loader
+	// may be taking another copy, or it is opened at run time).
+	Restore bool `json:"restore,omitempty"`
+	// Owner is the distribution file it belongs at, when one does; Pin is
+	// the version it must come at.
+	Owner *OwnedLib   `json:"owner,omitempty"`
+	Pin   catalog.Pin `json:"-"`
 }
 
 // Request is one object's failed search.
@@ -45,6 +53,8 @@ type Step struct {
 	Sonames     []string `json:"sonames"`  // everything the archive provides
 	// Installed is true when the store already holds it (nothing to download).
 	Installed bool `json:"installed"`
+	// Pin says how a pinned version was honoured, when one was.
+	Pin string `json:"pin,omitempty"`
 
 	needs []*Need
 }
@@ -61,6 +71,9 @@ type Unresolved struct {
 	Reason   string   `json:"reason"`
 	Advice   string   `json:"advice,omitempty"`
 	Driver   bool     `json:"driver,omitempty"`
+	// Shadowed is set when the library is found, but not the copy the
+	// package was built for.
+	Shadowed bool `json:"shadowed,omitempty"`
 }
 
 // Plan is what one round will do.
@@ -118,6 +131,7 @@ func appendUnique(list []string, s string) []string {
 // Lookup is the part of the catalog the planner needs.
 type Lookup interface {
 	Which(soname string, q catalog.Query) (*catalog.Match, error)
+	WhichPinned(soname string, q catalog.Query, pin catalog.Pin) (*catalog.Match, error)
 }
 
 // MakePlan matches each need against the catalog: one step per archive,
@@ -126,13 +140,17 @@ func MakePlan(needs []*Need, cat Lookup, platform string, cudaMajor int) *Plan {
 	p := &Plan{Platform: platform, CUDAMajor: cudaMajor, Steps: []*Step{}, Unresolved: []Unresolved{}}
 	byArchive := map[string]*Step{}
 	for _, n := range needs {
-		m, err := cat.Which(n.Soname, catalog.Query{Platform: platform, CUDAMajor: cudaMajor})
+		m, err := cat.WhichPinned(n.Soname, catalog.Query{Platform: platform, CUDAMajor: cudaMajor}, n.Pin)
 		if err != nil {
 			u := Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Reason: err.Error()}
 			var nf *catalog.NotFoundError
-			if errors.As(err, &nf) {
+			var pe *catalog.PinError
+			switch {
+			case errors.As(err, &nf):
 				u.Reason = nf.Reason
 				u.Advice = adviceFor(nf, cudaMajor)
+			case errors.As(err, &pe):
+				u.Advice = fmt.Sprintf("add a catalog that has %s %s or a newer %s.x (cudadeps catalog update, catalog import, or --catalog); an older release would load and then fail at run time", pe.Component, pe.Pin.Version, strings.SplitN(pe.Pin.Version, ".", 2)[0])
 			}
 			p.Unresolved = append(p.Unresolved, u)
 			continue
@@ -146,7 +164,7 @@ func MakePlan(needs []*Need, cat Lookup, platform string, cudaMajor int) *Plan {
 		s, ok := byArchive[key]
 		if !ok {
 			s = &Step{Component: m.Component, Product: m.Product, Version: m.Version, Platform: m.Platform, CUDAVariant: m.CUDAVariant,
-				URL: m.URL, SHA256: m.SHA256, Size: m.Size, Sonames: m.Sonames}
+				URL: m.URL, SHA256: m.SHA256, Size: m.Size, Sonames: m.Sonames, Pin: m.Pin}
 			byArchive[key] = s
 			p.Steps = append(p.Steps, s)
 		}

@@ -56,6 +56,16 @@ type Outcome struct {
 	Unresolved []Unresolved  `json:"unresolved"`
 	Activation Activation    `json:"activation"`
 	Verify     *Verification `json:"verify,omitempty"`
+	// Shadowed are the libraries a required distribution owns that the
+	// loader took from elsewhere when the resolve began.
+	Shadowed []Shadow `json:"shadowed"`
+	// Incomplete names the required distributions whose RECORD files were
+	// missing when the resolve began.
+	Incomplete []string `json:"incomplete_distributions"`
+	// Checks are problems the loader does not stop at but the package
+	// will: one import chain across two CUDA majors, one library family
+	// from two places.
+	Checks []string `json:"checks"`
 	// Remaining are the version errors the loader would still stop at.
 	VersionErrors []scan.VersionError `json:"version_errors"`
 	OK            bool                `json:"ok"`
@@ -77,6 +87,7 @@ type Activation struct {
 type Round struct {
 	N         int           `json:"round"`
 	Missing   []*Need       `json:"missing"`
+	Shadowed  []Shadow      `json:"shadowed"`
 	Plan      *Plan         `json:"plan"`
 	Decisions []Decision    `json:"placements"`
 	Installed []fetch.Key   `json:"installed"`
@@ -84,8 +95,48 @@ type Round struct {
 	Verify    *Verification `json:"verify,omitempty"`
 }
 
-// Resolve runs the loop for a target.
+// Resolve runs the loop for a target: each round scans, plans, installs
+// and places, until nothing is missing or nothing more can be done.
 func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
+	s, err := newSession(ctx, t, opts)
+	if err != nil {
+		return nil, err
+	}
+	for n := 1; ; n++ {
+		if err := ctx.Err(); err != nil {
+			return s.out, err
+		}
+		done, err := s.round(n)
+		if err != nil {
+			return s.out, err
+		}
+		if done {
+			break
+		}
+	}
+	s.finish()
+	return s.out, nil
+}
+
+// session is the state one resolve carries from round to round.
+type session struct {
+	ctx  context.Context
+	t    *Target
+	opts Options
+	out  *Outcome
+	rec  *Record
+	// handled says where each soname was placed; viaEnv marks those the
+	// activation script serves.
+	handled map[string]string
+	viaEnv  map[string]bool
+	// runtime are sonames only the import check found missing.
+	runtime []string
+	// last is the latest round's scan, with its layout.
+	last   *scan.Report
+	layout *Layout
+}
+
+func newSession(ctx context.Context, t *Target, opts Options) (*session, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -95,197 +146,322 @@ func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
 	if opts.Catalog == nil {
 		return nil, errors.New("resolve needs a catalog")
 	}
-	out := &Outcome{Target: t, DryRun: opts.DryRun, Rounds: []*Round{}, Unresolved: []Unresolved{}, VersionErrors: []scan.VersionError{}}
+	out := &Outcome{Target: t, DryRun: opts.DryRun, Rounds: []*Round{}, Unresolved: []Unresolved{},
+		VersionErrors: []scan.VersionError{}, Shadowed: []Shadow{}, Incomplete: []string{}, Checks: []string{}}
 	if t.Kind == KindWheel && !opts.DryRun {
 		// A wheel is not installed anywhere: there is nowhere to place
 		// libraries for it. Plan only.
 		opts.DryRun = true
 		out.DryRun = true
 	}
-	var rec *Record
+	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}}
 	if !opts.DryRun {
-		var err error
-		if rec, err = loadRecord(opts.Prefix, t); err != nil {
+		rec, err := loadRecord(opts.Prefix, t)
+		if err != nil {
 			return nil, err
 		}
+		s.rec = rec
 	}
-	handled := map[string]string{} // soname → where it was placed
-	viaEnv := map[string]bool{}    // sonames the activation script serves
-	var runtime []string           // sonames only the import found missing
-	for round := 1; ; round++ {
-		if err := ctx.Err(); err != nil {
-			return out, err
-		}
-		envDirs, err := EnvDirs(opts.Prefix)
-		if err != nil {
-			return out, err
-		}
-		l, err := newLoader(ctx, opts.Loader, envDirs)
-		if err != nil {
-			return out, err
-		}
-		rep, err := t.Scan(ctx, l, opts.WheelMount)
-		// The loader's wheel mounts are done with; its path mapping (under
-		// --root) still serves the placement below.
-		l.Close()
-		if err != nil {
-			return out, err
-		}
-		for _, e := range rep.Errors {
-			opts.Logger.Warn("unreadable file", "path", e.Path, "error", e.Error)
-		}
-		if round == 1 {
-			if err := out.choosePlatform(rep, opts); err != nil {
-				return out, err
-			}
-		}
-		out.VersionErrors = rep.VersionErrors
-		needs := needsFrom(rep)
-		needs = append(needs, runtimeNeeds(runtime, needs, rep, t, handled, viaEnv)...)
-		r := &Round{N: round, Missing: needs, Installed: []fetch.Key{}, Placed: []Placed{}}
-		out.Rounds = append(out.Rounds, r)
+	return s, nil
+}
 
-		if len(needs) == 0 {
-			if opts.Verify && !opts.DryRun && t.Kind == KindPython && t.Env != nil && t.Env.FromPython {
-				v := verify(ctx, t, envDirs)
-				r.Verify = &v
-				out.Verify = &v
-				var fresh []string
-				for _, m := range v.Missing {
-					// A library placed in the package's directories that a
-					// dlopen by name still misses gets one more try, through
-					// LD_LIBRARY_PATH.
-					if _, done := handled[m]; !done || !viaEnv[m] {
-						fresh = appendUnique(fresh, m)
-					}
-				}
-				if !v.OK && len(fresh) > 0 && round < opts.MaxRounds {
-					opts.Logger.Info("the import needs more", "sonames", fresh)
-					for _, m := range fresh {
-						runtime = appendUnique(runtime, m)
-					}
-					continue
-				}
-				out.OK = v.OK
-				out.Stopped = "nothing missing"
-				if !v.OK {
-					out.Stopped = "the import still fails"
-				}
-			} else {
-				out.OK = true
-				out.Stopped = "nothing missing"
-			}
-			break
-		}
+// round runs round n and reports whether the loop is over.
+func (s *session) round(n int) (bool, error) {
+	log := s.opts.Logger.With("round", n)
+	log.Info("scan", "target", s.t.Describe())
+	rep, l, err := s.scan(n)
+	if err != nil {
+		return true, err
+	}
+	needs := s.needs(rep)
+	r := &Round{N: n, Missing: needs, Shadowed: s.layout.Shadows(rep), Installed: []fetch.Key{}, Placed: []Placed{}}
+	s.out.Rounds = append(s.out.Rounds, r)
+	if n == 1 {
+		s.out.Shadowed = r.Shadowed
+		s.out.Incomplete = orEmpty(s.layout.Incomplete())
+	}
+	if len(needs) == 0 {
+		return s.verifyRound(r, n)
+	}
+	log.Info("plan", "missing", len(needs))
+	plan := s.plan(needs)
+	r.Plan = plan
+	if s.t.Kind != KindWheel {
+		// A wheel is installed nowhere yet: there is no directory to
+		// place anything in.
+		r.Decisions = Decide(plan, &fsChecker{l: l, systemDirs: systemDirsOf(rep), layout: s.layout})
+	}
+	if stop, err := s.stopBefore(plan, n); stop != "" || err != nil {
+		s.out.Stopped = stop
+		return true, err
+	}
+	log.Info("install", "archives", len(plan.Steps), "bytes", plan.Bytes())
+	entries, err := s.install(r, plan)
+	if err != nil {
+		return true, err
+	}
+	log.Info("place", "decisions", len(r.Decisions))
+	if err := s.place(r, entries); err != nil {
+		return true, err
+	}
+	// What the import asked for is handled; the next import check says
+	// whether it worked.
+	s.runtime = nil
+	return false, nil
+}
 
-		plan := MakePlan(needs, opts.Catalog, out.Platform, out.CUDAMajor)
-		r.Plan = plan
-		// A need that an earlier round placed and that is still missing
-		// will not be fixed by doing the same again (a run-time need placed
-		// in the package's directories gets one more try, by
-		// LD_LIBRARY_PATH).
-		var steps []*Step
-		for _, s := range plan.Steps {
-			var again []string
-			for _, n := range s.Provides {
-				if where, done := handled[n]; done && (viaEnv[n] || !needFor(needs, n).Runtime) {
-					again = append(again, n)
-					plan.Unresolved = append(plan.Unresolved, Unresolved{Soname: n, NeededBy: needFor(needs, n).NeededBy,
-						Reason: fmt.Sprintf("placed in %s, yet the loader still does not find it", where),
-						Advice: "run 'cudadeps why " + n + " --from FILE' for the object that needs it"})
-				}
+// scan runs the loader model over the target as the disk is now.
+func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
+	envDirs, err := EnvDirs(s.opts.Prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := newLoader(s.ctx, s.opts.Loader, envDirs)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep, err := s.t.Scan(s.ctx, l, s.opts.WheelMount)
+	// The loader's wheel mounts are done with; its path mapping (under
+	// --root) still serves the placement.
+	l.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range rep.Errors {
+		s.opts.Logger.Warn("unreadable file", "path", e.Path, "error", e.Error)
+	}
+	if n == 1 {
+		if err := s.out.choosePlatform(rep, s.opts); err != nil {
+			return nil, nil, err
+		}
+	}
+	s.out.VersionErrors = rep.VersionErrors
+	s.last = rep
+	s.layout = newLayout(s.t)
+	return rep, l, nil
+}
+
+// needs are this round's missing libraries: what the loader does not find,
+// what the import check reported, and what a required distribution's
+// RECORD lists but the disk lacks (the loader may be taking another copy).
+func (s *session) needs(rep *scan.Report) []*Need {
+	needs := needsFrom(rep)
+	needs = append(needs, runtimeNeeds(s.runtime, needs, rep, s.t, s.handled, s.viaEnv)...)
+	for _, o := range s.layout.MissingLibraries() {
+		if needFor(needs, o.Name).NeededBy != nil {
+			continue
+		}
+		if _, done := s.handled[o.Name]; done {
+			continue // placed already: the scan says whether that worked
+		}
+		if len(s.opts.Catalog.Providers(o.Name)) == 0 {
+			continue // no catalog knows it: Incomplete says it is gone
+		}
+		needs = append(needs, &Need{Soname: o.Name, NeededBy: []string{o.Describe()}, Restore: true})
+	}
+	for _, n := range needs {
+		if o := s.layout.Owner(n.Soname); o != nil && !o.Present {
+			n.Owner = o
+			n.Pin = s.pinFor(o)
+		}
+	}
+	return needs
+}
+
+// pinFor is the version a required distribution's library must come at:
+// the exact version its requirement names, else the installed one.
+func (s *session) pinFor(o *OwnedLib) catalog.Pin {
+	by := o.Describe()
+	if p, ok := s.t.Pins[normalizeName(o.Dist)]; ok {
+		by = p.Requirement + " (required by " + p.By + ")"
+		if p.Exact != "" {
+			return catalog.Pin{Version: p.Exact, By: by}
+		}
+	}
+	return catalog.Pin{Version: o.Version, By: by}
+}
+
+// plan matches the needs against the catalog and drops what earlier rounds
+// already placed to no effect.
+func (s *session) plan(needs []*Need) *Plan {
+	plan := MakePlan(needs, s.opts.Catalog, s.out.Platform, s.out.CUDAMajor)
+	// A need that an earlier round placed and that is still missing will
+	// not be fixed by doing the same again (a run-time need placed in the
+	// package's directories gets one more try, by LD_LIBRARY_PATH).
+	var steps []*Step
+	for _, st := range plan.Steps {
+		var again []string
+		for _, n := range st.Provides {
+			if where, done := s.handled[n]; done && (s.viaEnv[n] || !needFor(needs, n).Runtime) {
+				again = append(again, n)
+				plan.Unresolved = append(plan.Unresolved, Unresolved{Soname: n, NeededBy: needFor(needs, n).NeededBy,
+					Reason: fmt.Sprintf("placed in %s, yet the loader still does not find it", where),
+					Advice: "run 'cudadeps why " + n + " --from FILE' for the object that needs it"})
 			}
-			if len(again) < len(s.Provides) {
-				steps = append(steps, s)
+		}
+		if len(again) < len(st.Provides) {
+			steps = append(steps, st)
+		}
+	}
+	plan.Steps = steps
+	if s.opts.Store != nil {
+		for _, st := range plan.Steps {
+			if _, ok, err := s.opts.Store.Lookup(st.Key()); err == nil && ok {
+				st.Installed = true
 			}
 		}
-		plan.Steps = steps
-		if opts.Store != nil {
-			for _, s := range plan.Steps {
-				if _, ok, err := opts.Store.Lookup(s.Key()); err == nil && ok {
-					s.Installed = true
-				}
-			}
-		}
-		out.Unresolved = plan.Unresolved
-		if t.Kind != KindWheel {
-			// A wheel is installed nowhere yet: there is no directory to
-			// place anything in.
-			r.Decisions = Decide(plan, &fsChecker{l: l, systemDirs: systemDirsOf(rep)})
-		}
-		if len(plan.Steps) == 0 {
-			out.Stopped = "no archive provides what is missing"
-			break
-		}
-		if opts.DryRun {
-			out.Stopped = "dry run"
-			break
-		}
-		if round > opts.MaxRounds {
-			out.Stopped = fmt.Sprintf("still missing libraries after %d rounds", opts.MaxRounds)
-			break
-		}
-		if opts.Confirm != nil {
-			ok, err := opts.Confirm(plan)
-			if err != nil {
-				return out, err
-			}
-			if !ok {
-				out.Stopped = "not confirmed"
-				break
-			}
-		}
-		entries, installed, err := install(ctx, opts, plan)
-		r.Installed = installed
-		rec.Installed = appendKeys(rec.Installed, installed)
+	}
+	s.out.Unresolved = plan.Unresolved
+	return plan
+}
+
+// stopBefore says why the loop ends before acting on plan, or "".
+func (s *session) stopBefore(plan *Plan, n int) (string, error) {
+	switch {
+	case len(plan.Steps) == 0:
+		return "no archive provides what is missing", nil
+	case s.opts.DryRun:
+		return "dry run", nil
+	case n > s.opts.MaxRounds:
+		return fmt.Sprintf("still missing libraries after %d rounds", s.opts.MaxRounds), nil
+	}
+	if s.opts.Confirm != nil {
+		ok, err := s.opts.Confirm(plan)
 		if err != nil {
-			// What did install is recorded, so that undo can remove it.
-			if serr := rec.save(opts.Prefix); serr != nil {
-				return out, errors.Join(err, serr)
-			}
-			return out, err
+			return "", err
 		}
-		for _, d := range r.Decisions {
-			e, ok := entries[d.Step.Key()]
-			if !ok {
-				return out, fmt.Errorf("%s: not in the store after install", d.Step.Key())
-			}
-			for _, pl := range d.Placements {
-				placed, err := apply(rec, e, d.Step, pl.HostDir, opts.Copy)
+		if !ok {
+			return "not confirmed", nil
+		}
+	}
+	return "", nil
+}
+
+// install brings the plan's archives into the store, recording what it
+// installed even when it fails part way.
+func (s *session) install(r *Round, plan *Plan) (map[fetch.Key]fetch.Entry, error) {
+	entries, installed, err := install(s.ctx, s.opts, plan)
+	r.Installed = installed
+	s.rec.Installed = appendKeys(s.rec.Installed, installed)
+	if err != nil {
+		// What did install is recorded, so that undo can remove it.
+		if serr := s.rec.save(s.opts.Prefix); serr != nil {
+			return nil, errors.Join(err, serr)
+		}
+		return nil, err
+	}
+	return entries, nil
+}
+
+// place carries out the round's decisions and saves the record.
+func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
+	for _, d := range r.Decisions {
+		e, ok := entries[d.Step.Key()]
+		if !ok {
+			return fmt.Errorf("%s: not in the store after install", d.Step.Key())
+		}
+		for _, pl := range d.Placements {
+			files, err := placementFiles(e, d.Step, pl)
+			if err == nil {
+				var placed []Placed
+				placed, err = apply(s.rec, e, d.Step, pl.HostDir, files, s.opts.Copy)
 				r.Placed = append(r.Placed, placed...)
-				if err != nil {
-					_ = rec.save(opts.Prefix)
-					return out, err
-				}
-				for _, n := range d.Step.Provides {
-					handled[n] = pl.Dir
-				}
 			}
-			if d.Env != nil {
-				libDir, _, err := libraries(e, d.Step)
-				if err != nil {
-					return out, err
-				}
-				dir := filepath.Join(e.Dir, filepath.FromSlash(libDir))
-				rec.Env = appendUnique(rec.Env, dir)
-				for _, n := range d.Step.Provides {
-					handled[n] = "LD_LIBRARY_PATH (" + EnvScript(opts.Prefix) + ")"
-					viaEnv[n] = true
+			if err != nil {
+				_ = s.rec.save(s.opts.Prefix)
+				return err
+			}
+			for _, f := range files {
+				s.handled[f.name] = pl.Dir
+			}
+			for _, n := range d.Step.Provides {
+				if _, ok := s.handled[n]; !ok && len(pl.Names) == 0 {
+					s.handled[n] = pl.Dir
 				}
 			}
 		}
-		if err := rec.save(opts.Prefix); err != nil {
-			return out, err
+		if d.Env != nil {
+			libDir, _, err := libraries(e, d.Step)
+			if err != nil {
+				return err
+			}
+			dir := filepath.Join(e.Dir, filepath.FromSlash(libDir))
+			s.rec.Env = appendUnique(s.rec.Env, dir)
+			for _, n := range d.Step.Provides {
+				s.handled[n] = "LD_LIBRARY_PATH (" + EnvScript(s.opts.Prefix) + ")"
+				s.viaEnv[n] = true
+			}
 		}
-		if err := writeEnvScript(opts.Prefix); err != nil {
-			return out, err
-		}
-		// What the import asked for is handled; the next import check says
-		// whether it worked.
-		runtime = nil
 	}
-	out.fillActivation(opts, rec)
-	return out, nil
+	if err := s.rec.save(s.opts.Prefix); err != nil {
+		return err
+	}
+	return writeEnvScript(s.opts.Prefix)
+}
+
+// verifyRound ends the loop once nothing is missing, after the import
+// check (which may find more for another round).
+func (s *session) verifyRound(r *Round, n int) (bool, error) {
+	if !s.opts.Verify || s.opts.DryRun || s.t.Kind != KindPython || s.t.Env == nil || !s.t.Env.FromPython {
+		s.out.OK = true
+		s.out.Stopped = "nothing missing"
+		return true, nil
+	}
+	s.opts.Logger.Info("verify", "round", n, "module", s.t.Module)
+	envDirs, err := EnvDirs(s.opts.Prefix)
+	if err != nil {
+		return true, err
+	}
+	v := verify(s.ctx, s.t, envDirs)
+	r.Verify = &v
+	s.out.Verify = &v
+	var fresh []string
+	for _, m := range v.Missing {
+		// A library placed in the package's directories that a dlopen by
+		// name still misses gets one more try, through LD_LIBRARY_PATH.
+		if _, done := s.handled[m]; !done || !s.viaEnv[m] {
+			fresh = appendUnique(fresh, m)
+		}
+	}
+	if !v.OK && len(fresh) > 0 && n < s.opts.MaxRounds {
+		s.opts.Logger.Info("the import needs more", "sonames", fresh)
+		for _, m := range fresh {
+			s.runtime = appendUnique(s.runtime, m)
+		}
+		return false, nil
+	}
+	s.out.OK = v.OK
+	s.out.Stopped = "nothing missing"
+	if !v.OK {
+		s.out.Stopped = "the import still fails"
+	}
+	return true, nil
+}
+
+// finish reports what the last scan still gets wrong (a wrong copy found
+// first, one chain across CUDA majors) and how the loader is activated.
+func (s *session) finish() {
+	if s.last != nil {
+		for _, sh := range s.layout.Shadows(s.last) {
+			if sh.Owner.Present || !s.out.DryRun {
+				s.out.Unresolved = append(s.out.Unresolved, Unresolved{Soname: sh.Soname, NeededBy: sh.NeededBy,
+					Reason: "a wrong copy is found first: " + sh.String(), Advice: sh.Remedy, Shadowed: true})
+				s.out.OK = false
+			}
+		}
+		s.out.Checks = orEmpty(crossChecks(s.last))
+	}
+	if s.out.OK && len(s.out.Checks) > 0 {
+		s.out.Stopped += "; see the checks"
+	}
+	s.out.fillActivation(s.opts, s.rec)
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func needFor(needs []*Need, soname string) *Need {

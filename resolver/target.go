@@ -34,10 +34,23 @@ type Target struct {
 	Dist     *pyenv.Dist   `json:"dist,omitempty"`
 	Env      *pyenv.Env    `json:"python,omitempty"`
 	Requires []*pyenv.Dist `json:"-"`
+	// Pins are the requirements that select the versions of the required
+	// distributions, by normalized name.
+	Pins map[string]Pinned `json:"-"`
 	Module   string        `json:"module,omitempty"` // what verify imports
 	// Path is the absolute path for file, directory and wheel targets.
 	Path string `json:"path,omitempty"`
 }
+
+// Pinned is a requirement on a distribution and who states it.
+type Pinned struct {
+	Requirement string // as written: "nvidia-cudnn-cu13==9.19.0.56"
+	By          string // "torch 2.11.0"
+	// Exact is the version an == specifier names, "" when none does.
+	Exact string
+}
+
+func normalizeName(n string) string { return pyenv.Normalize(n) }
 
 // TargetOptions say how to find a Python distribution.
 type TargetOptions struct {

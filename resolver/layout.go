@@ -1,0 +1,279 @@
+package resolver
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/scan"
+)
+
+// Layout is what a Python target's installed distributions say about its
+// libraries: which distribution's RECORD puts each shared library where, at
+// which version, and which of those files are gone. It is the authority on
+// where a library belongs and which version the package was built for.
+type Layout struct {
+	// Dists are the target's distribution and those it requires, with the
+	// state of their files.
+	Dists []*DistState `json:"distributions"`
+	libs  map[string][]*OwnedLib // by file name
+	dirs  map[string]string      // directory (physical host path) → owning distribution
+}
+
+// DistState is one distribution's RECORD against the disk.
+type DistState struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Pin is the requirement that selects this distribution's version, as
+	// the requiring distribution wrote it ("nvidia-cudnn-cu13==9.19.0.56"),
+	// with who wrote it; empty for the target itself.
+	Pin      string `json:"pin,omitempty"`
+	PinnedBy string `json:"pinned_by,omitempty"`
+	Files    int    `json:"files"`
+	// Missing are RECORD's files that are not on disk (a dangling link
+	// counts as missing).
+	Missing []string `json:"missing"`
+}
+
+// OwnedLib is a shared library that an installed distribution's RECORD
+// lists.
+type OwnedLib struct {
+	Name    string `json:"name"` // the file name (the soname, for NVIDIA's wheels)
+	Path    string `json:"path"` // where RECORD puts it, on this machine
+	Dist    string `json:"distribution"`
+	Version string `json:"version"` // the distribution's version
+	Present bool   `json:"present"`
+}
+
+// Describe names the owner for messages: "nvidia-cudnn-cu13 9.19.0.56".
+func (o *OwnedLib) Describe() string { return o.Dist + " " + o.Version }
+
+// newLayout reads the ownership of the target's libraries from RECORD.
+// Only Python targets have one; for others it is nil.
+func newLayout(t *Target) *Layout {
+	if t.Kind != KindPython || t.Dist == nil {
+		return nil
+	}
+	lay := &Layout{libs: map[string][]*OwnedLib{}, dirs: map[string]string{}}
+	for _, d := range append(slices.Clone(t.Requires), t.Dist) {
+		st := &DistState{Name: d.Name, Version: d.Version, Missing: []string{}, Files: len(d.Files)}
+		if p, ok := t.Pins[normalizeName(d.Name)]; ok {
+			st.Pin, st.PinnedBy = p.Requirement, p.By
+		}
+		for _, f := range d.Files {
+			present := fileExists(f)
+			if !present {
+				st.Missing = append(st.Missing, f)
+			}
+			if !isSharedLibrary(filepath.Base(f)) {
+				continue
+			}
+			lib := &OwnedLib{Name: filepath.Base(f), Path: f, Dist: d.Name, Version: d.Version, Present: present}
+			lay.libs[lib.Name] = append(lay.libs[lib.Name], lib)
+			dir := physical(filepath.Dir(f))
+			if _, taken := lay.dirs[dir]; !taken {
+				lay.dirs[dir] = d.Name
+			}
+		}
+		lay.Dists = append(lay.Dists, st)
+	}
+	sort.Slice(lay.Dists, func(i, j int) bool { return lay.Dists[i].Name < lay.Dists[j].Name })
+	return lay
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// isSharedLibrary tells a library a catalog may provide from the other
+// files of a wheel; Python's own extension modules are not among them.
+func isSharedLibrary(name string) bool {
+	if !strings.Contains(name, ".so") || strings.Contains(name, ".cpython-") || strings.Contains(name, ".abi3.") {
+		return false
+	}
+	return strings.HasSuffix(name, ".so") || strings.Contains(name, ".so.")
+}
+
+// Owner is the distribution file for a library name, preferring a present
+// one; nil when no required distribution lists it.
+func (l *Layout) Owner(name string) *OwnedLib {
+	if l == nil {
+		return nil
+	}
+	libs := l.libs[name]
+	for _, o := range libs {
+		if o.Present {
+			return o
+		}
+	}
+	if len(libs) > 0 {
+		return libs[0]
+	}
+	return nil
+}
+
+// OwnerOfDir names the distribution whose RECORD puts libraries in dir
+// (a host path), or "".
+func (l *Layout) OwnerOfDir(dir string) string {
+	if l == nil {
+		return ""
+	}
+	return l.dirs[physical(dir)]
+}
+
+// MissingLibraries are the owned libraries that are not on disk, by name.
+func (l *Layout) MissingLibraries() []*OwnedLib {
+	if l == nil {
+		return nil
+	}
+	var out []*OwnedLib
+	for _, libs := range l.libs {
+		if o := l.Owner(libs[0].Name); o != nil && !o.Present {
+			out = append(out, o)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// Incomplete lists, by name and version, the distributions with files
+// missing: "nvidia-cudnn-cu13 9.19.0.56 is installed but 8 of its 40 files
+// are missing".
+func (l *Layout) Incomplete() []string {
+	if l == nil {
+		return nil
+	}
+	var out []string
+	for _, d := range l.Dists {
+		if len(d.Missing) > 0 {
+			out = append(out, fmt.Sprintf("%s %s is installed but %d of its %d files are missing", d.Name, d.Version, len(d.Missing), d.Files))
+		}
+	}
+	return out
+}
+
+// Shadow is a library that a required distribution owns but the loader
+// takes from elsewhere.
+type Shadow struct {
+	Soname string `json:"soname"`
+	// Found is the file the loader takes, and how it got there.
+	Found        string   `json:"found"`
+	FoundVersion string   `json:"found_version,omitempty"` // from its real file name: libcudnn.so.9.14.0 → 9.14.0
+	Via          ldso.Via `json:"via"`
+	From         string   `json:"from,omitempty"`
+	NeededBy     []string `json:"needed_by"`
+	// Owner is the copy the package was built for.
+	Owner *OwnedLib `json:"owner"`
+	// Fixable is set when restoring the owned copy makes the loader find
+	// it first; Remedy says what to do otherwise.
+	Fixable bool   `json:"fixable"`
+	Remedy  string `json:"remedy,omitempty"`
+}
+
+func (s *Shadow) String() string {
+	found := s.Found
+	if s.FoundVersion != "" {
+		found += " (" + s.FoundVersion + ")"
+	}
+	state := "present"
+	if !s.Owner.Present {
+		state = "missing"
+	}
+	return fmt.Sprintf("%s: the loader takes %s via %s; %s owns %s (%s)", s.Soname, found, s.Via, s.Owner.Describe(), s.Owner.Path, state)
+}
+
+// Shadows lists every library in the scan's closures that a required
+// distribution owns but the loader finds elsewhere.
+func (l *Layout) Shadows(rep *scan.Report) []Shadow {
+	if l == nil {
+		return nil
+	}
+	byName := map[string]*Shadow{}
+	var out []*Shadow
+	for _, root := range rep.Roots {
+		if root.Result == nil {
+			continue
+		}
+		for _, o := range root.Result.Objects {
+			if !o.Found() || o.HostPath == "" || o.Via == ldso.ViaMain || o.Via == ldso.ViaDlopen {
+				continue
+			}
+			owner := l.Owner(path0(o))
+			if owner == nil || samePath(owner.Path, o.HostPath) {
+				continue
+			}
+			sh, ok := byName[path0(o)]
+			if !ok {
+				sh = &Shadow{Soname: path0(o), Found: o.HostPath, FoundVersion: fileVersion(o.HostPath, path0(o)),
+					Via: o.Via, From: o.From, Owner: owner, NeededBy: []string{}}
+				sh.Fixable, sh.Remedy = fixable(o)
+				byName[sh.Soname] = sh
+				out = append(out, sh)
+			}
+			for _, by := range o.NeededBy {
+				sh.NeededBy = appendUnique(sh.NeededBy, by.Path)
+			}
+		}
+	}
+	res := make([]Shadow, 0, len(out))
+	for _, s := range out {
+		res = append(res, *s)
+	}
+	sort.Slice(res, func(i, j int) bool { return res[i].Soname < res[j].Soname })
+	return res
+}
+
+// path0 is the name an object was requested by, without directories.
+func path0(o *ldso.Object) string { return filepath.Base(o.Name) }
+
+func samePath(a, b string) bool { return physical(a) == physical(b) }
+
+var reVersionTail = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*$`)
+
+// fileVersion reads a library's version from its real file name, after
+// links: libcudnn.so.9 → libcudnn.so.9.14.0 gives 9.14.0. Wheels name the
+// file by its soname, which says only the major: "" then.
+func fileVersion(p, soname string) string {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return ""
+	}
+	base := filepath.Base(real)
+	stem, _, ok := strings.Cut(soname, ".so")
+	if !ok || !strings.HasPrefix(base, stem+".so.") {
+		return ""
+	}
+	v := strings.TrimPrefix(base, stem+".so.")
+	if !reVersionTail.MatchString(v) || v == strings.TrimPrefix(soname, stem+".so.") {
+		return ""
+	}
+	return v
+}
+
+// fixable predicts whether restoring the owned copy makes the loader take
+// it, from the way the other copy was found. The package's own objects
+// reach the owned directories through RPATH or RUNPATH; those come before
+// the cache and the default directories, and RPATH (not RUNPATH) before
+// LD_LIBRARY_PATH. The next round's scan checks the prediction.
+func fixable(o *ldso.Object) (bool, string) {
+	switch o.Via {
+	case ldso.ViaCache, ldso.ViaDefault:
+		return true, ""
+	case ldso.ViaLDLibraryPath:
+		for _, by := range o.NeededBy {
+			if by.Info != nil && by.Info.HasRPath && !by.Info.HasRunPath {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("LD_LIBRARY_PATH is searched before the RUNPATH of the objects that need %s: remove %s from LD_LIBRARY_PATH", path0(o), filepath.Dir(o.HostPath))
+	case ldso.ViaLoaded, ldso.ViaPreload:
+		return false, fmt.Sprintf("%s is loaded before the package asks for it (%s): remove it from the preload list", o.HostPath, o.Via)
+	}
+	return false, fmt.Sprintf("the objects that need %s search %s first: remove or rename it, or put the owned copy's directory first on LD_LIBRARY_PATH", path0(o), filepath.Dir(o.HostPath))
+}
