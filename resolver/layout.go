@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/cudadeps/cudadeps/ldso"
@@ -94,7 +95,7 @@ func fileExists(p string) bool {
 // isSharedLibrary tells a library a catalog may provide from the other
 // files of a wheel; Python's own extension modules are not among them.
 func isSharedLibrary(name string) bool {
-	if !strings.Contains(name, ".so") || strings.Contains(name, ".cpython-") || strings.Contains(name, ".abi3.") {
+	if !strings.Contains(name, ".so") || isExtensionModule(name) {
 		return false
 	}
 	return strings.HasSuffix(name, ".so") || strings.Contains(name, ".so.")
@@ -156,6 +157,29 @@ func (l *Layout) Incomplete() []string {
 		}
 	}
 	return out
+}
+
+var reCUDASuffix = regexp.MustCompile(`-cu([0-9]+)$`)
+
+// CUDAMajor is the CUDA major the required NVIDIA wheels are built for, by
+// their names (nvidia-cudnn-cu13), or 0 when they do not say or disagree.
+func (l *Layout) CUDAMajor() int {
+	if l == nil {
+		return 0
+	}
+	major := 0
+	for _, d := range l.Dists {
+		m := reCUDASuffix.FindStringSubmatch(normalizeName(d.Name))
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		if major != 0 && n != major {
+			return 0
+		}
+		major = n
+	}
+	return major
 }
 
 // Shadow is a library that a required distribution owns but the loader

@@ -230,14 +230,14 @@ func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
 	for _, e := range rep.Errors {
 		s.opts.Logger.Warn("unreadable file", "path", e.Path, "error", e.Error)
 	}
+	s.last = rep
+	s.layout = newLayout(s.t)
 	if n == 1 {
-		if err := s.out.choosePlatform(rep, s.opts); err != nil {
+		if err := s.out.choosePlatform(rep, s.layout, s.opts); err != nil {
 			return nil, nil, err
 		}
 	}
 	s.out.VersionErrors = rep.VersionErrors
-	s.last = rep
-	s.layout = newLayout(s.t)
 	return rep, l, nil
 }
 
@@ -564,7 +564,7 @@ func install(ctx context.Context, opts Options, plan *Plan) (map[fetch.Key]fetch
 
 // choosePlatform decides the platform and CUDA major from the scan: the ELF
 // machine of the objects, a Tegra host, the libcudart soname in the closure.
-func (o *Outcome) choosePlatform(rep *scan.Report, opts Options) error {
+func (o *Outcome) choosePlatform(rep *scan.Report, lay *Layout, opts Options) error {
 	// libcudart says the CUDA major; failing that, the libraries whose
 	// major follows CUDA's (libcublas.so.13). Misses count: a missing
 	// libcudart.so.13 still says 13.
@@ -595,6 +595,10 @@ func (o *Outcome) choosePlatform(rep *scan.Report, opts Options) error {
 	}
 	if major == 0 {
 		major = hint
+	}
+	if major == 0 {
+		// The wheels the package requires say it: nvidia-cudnn-cu13.
+		major = lay.CUDAMajor()
 	}
 	switch {
 	case major == 0:

@@ -174,9 +174,17 @@ func elfFiles(l *ldso.Loader, files []string) []string {
 // dlopen'ing its path.
 func (t *Target) scanPython(ctx context.Context, l *ldso.Loader) (*scan.Report, error) {
 	roots := elfFiles(l, t.Dist.Files)
+	// Importing the package imports the distributions it requires first:
+	// their extension modules, and what those load, are in the process.
+	// A wheel of bare libraries (nvidia-cudnn-cu13) loads nothing by
+	// itself; its files are found, or not, by the loader's search.
 	var required []string
 	for _, d := range t.Requires {
-		required = append(required, elfFiles(l, d.Files)...)
+		for _, f := range elfFiles(l, d.Files) {
+			if isExtensionModule(filepath.Base(f)) {
+				required = append(required, f)
+			}
+		}
 	}
 	var out []*scan.Root
 	var errs []scan.FileError
@@ -189,9 +197,9 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader) (*scan.Report, 
 			return nil, err
 		}
 		for _, r := range required {
-			// A library of another machine (a foreign wheel) simply does not
-			// load; anything else is the other distribution's business.
-			_, _ = p.Register(ctx, r)
+			// What another distribution's import misses is its own
+			// business; a foreign wheel's modules simply do not load.
+			_, _ = p.Dlopen(ctx, r)
 		}
 		o, err := p.Dlopen(ctx, root)
 		if err != nil {
@@ -203,6 +211,12 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader) (*scan.Report, 
 	rep := scan.NewReport(out)
 	rep.Errors = errs
 	return rep, nil
+}
+
+// isExtensionModule tells a Python extension module (torch/_C.cpython-
+// 312-x86_64-linux-gnu.so, _foo.abi3.so) from a shared library.
+func isExtensionModule(name string) bool {
+	return strings.HasSuffix(name, ".so") && (strings.Contains(name, ".cpython-") || strings.Contains(name, ".abi3.") || strings.Contains(name, ".pypy"))
 }
 
 // process starts the interpreter, or, without one, an empty program of the

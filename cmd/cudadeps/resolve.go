@@ -222,6 +222,7 @@ func renderResolve(w io.Writer, o *resolver.Outcome) {
 		fmt.Fprintf(w, ", CUDA %d", o.CUDAMajor)
 	}
 	fmt.Fprintln(w)
+	renderLayout(w, o)
 	for _, r := range o.Rounds {
 		if len(r.Missing) == 0 && r.Verify == nil {
 			continue
@@ -240,6 +241,9 @@ func renderResolve(w io.Writer, o *resolver.Outcome) {
 					variant = ", " + s.CUDAVariant
 				}
 				fmt.Fprintf(w, "  %s\n      ← %s %s (%s%s), %s\n", strings.Join(s.Provides, ", "), s.Component, s.Version, s.Platform, variant, state)
+				if s.Pin != "" {
+					fmt.Fprintf(w, "        %s\n", s.Pin)
+				}
 				for _, d := range r.Decisions {
 					if d.Step != s {
 						continue

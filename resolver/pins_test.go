@@ -1,0 +1,283 @@
+package resolver
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/mirrortest"
+	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/pyenv"
+)
+
+// pinFixture is a venv whose package pins nvidia-cudnn-cu13==9.19.0.56,
+// whose cuDNN files are gone, while an older cuDNN (9.14) sits in a
+// directory of LD_LIBRARY_PATH, as a system toolkit would.
+type pinFixture struct {
+	python, site, lib, sysDir, prefix string
+	llp                               string
+}
+
+func venvSite(t *testing.T) (python, site string) {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	lddtest.Need(t, err == nil, "python3 is not installed")
+	venv := filepath.Join(t.TempDir(), "venv")
+	out, err := exec.Command(py, "-m", "venv", "--without-pip", venv).CombinedOutput()
+	lddtest.Need(t, err == nil, "python3 -m venv failed: %s", out)
+	python = filepath.Join(venv, "bin", "python3")
+	env, err := pyenv.Discover(context.Background(), python)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range env.SiteDirs {
+		if strings.HasPrefix(d, venv) {
+			return python, d
+		}
+	}
+	t.Fatalf("no site-packages inside the venv: %v", env.SiteDirs)
+	return "", ""
+}
+
+// cudnnLibs are a cuDNN release's files, with links named as NVIDIA's
+// archives name them (libcudnn.so.9 → libcudnn.so.9.14.0).
+func cudnnLibs(version string) (map[string]elftest.Spec, map[string]string) {
+	short := strings.Join(strings.Split(version, ".")[:3], ".")
+	libs := map[string]elftest.Spec{
+		"libcudnn.so." + short:     {Soname: "libcudnn.so.9", Needed: []string{"libc.so.6"}, RunPath: elftest.Str("$ORIGIN")},
+		"libcudnn_cnn.so." + short: {Soname: "libcudnn_cnn.so.9", Needed: []string{"libcudnn.so.9", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")},
+	}
+	links := map[string]string{"libcudnn.so.9": "libcudnn.so." + short, "libcudnn_cnn.so.9": "libcudnn_cnn.so." + short}
+	return libs, links
+}
+
+func newPinFixture(t *testing.T, runpath bool) *pinFixture {
+	t.Helper()
+	f := &pinFixture{}
+	f.python, f.site = venvSite(t)
+	spec := elftest.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudnn.so.9", "libc.so.6"}}
+	if runpath {
+		spec.RunPath = elftest.Str("$ORIGIN/../../nvidia/cudnn/lib")
+	} else {
+		spec.RPath = elftest.Str("$ORIGIN/../../nvidia/cudnn/lib")
+	}
+	writeDist(t, f.site, "gpupkg", "1.0", []string{"nvidia-cudnn-cu13==9.19.0.56"}, map[string][]byte{
+		"gpupkg/__init__.py":      []byte(""),
+		"gpupkg/lib/libgpupkg.so": elfBytes(t, spec),
+	}, map[string]fs.FileMode{"gpupkg/lib/libgpupkg.so": 0o755})
+	writeDist(t, f.site, "nvidia-cudnn-cu13", "9.19.0.56", nil, map[string][]byte{
+		"nvidia/cudnn/lib/libcudnn.so.9":     elfBytes(t, elftest.Spec{Soname: "libcudnn.so.9", Needed: []string{"libc.so.6"}}),
+		"nvidia/cudnn/lib/libcudnn_cnn.so.9": elfBytes(t, elftest.Spec{Soname: "libcudnn_cnn.so.9", Needed: []string{"libc.so.6"}}),
+	}, nil)
+	// The wheel's files are gone; its RECORD still lists them.
+	if err := os.RemoveAll(filepath.Join(f.site, "nvidia/cudnn/lib")); err != nil {
+		t.Fatal(err)
+	}
+	f.lib = filepath.Join(f.site, "gpupkg/lib/libgpupkg.so")
+	f.sysDir = filepath.Join(t.TempDir(), "system-cudnn")
+	libs, links := cudnnLibs("9.14.0.64")
+	for name, s := range libs {
+		s.Machine = elf.EM_X86_64
+		if err := elftest.Write(filepath.Join(f.sysDir, name), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(f.sysDir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.llp = f.sysDir
+	f.prefix = filepath.Join(t.TempDir(), "prefix")
+	return f
+}
+
+func cudnnMirror(t *testing.T, versions ...string) (*mirrortest.Mirror, *catalog.Catalog) {
+	t.Helper()
+	var archives []mirrortest.Archive
+	for _, v := range versions {
+		libs, links := cudnnLibs(v)
+		archives = append(archives, mirrortest.Archive{Component: "cudnn", Product: "cudnn", Version: v, Platform: "linux-x86_64",
+			Variant: "cuda13", Libs: libs, Links: links, Machine: elf.EM_X86_64})
+	}
+	m := mirrortest.Serve(t, archives)
+	cat, err := catalog.Load(context.Background(), catalog.LoadOptions{Extra: []string{m.Catalog}, Mirror: m.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, cat
+}
+
+func (f *pinFixture) resolve(t *testing.T, cat *catalog.Catalog, dryRun bool) *Outcome {
+	t.Helper()
+	fx := &fixture{prefix: f.prefix, catalog: cat}
+	opts := fx.options(t, dryRun)
+	opts.Verify = false
+	opts.Loader = ldso.Options{LDLibraryPath: &f.llp, PreloadSet: true}
+	target, err := FindTarget(context.Background(), "gpupkg", TargetOptions{Python: f.python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Resolve(context.Background(), target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPinnedRestoredWhereRecordSays: the loader takes an older cuDNN from
+// LD_LIBRARY_PATH; resolve reports it with both versions, restores 9.19
+// (not the newest, 9.27) exactly where the wheel's RECORD puts it, with
+// the sub-library that only a dlopen would ask for, and then the real
+// loader finds the restored copy first.
+func TestPinnedRestoredWhereRecordSays(t *testing.T) {
+	f := newPinFixture(t, false)
+	before := realLoaderWith(t, f.lib, f.llp)
+	if p := before["libcudnn.so.9"]; !strings.HasPrefix(p, f.sysDir) {
+		t.Fatalf("the fixture is wrong: ld.so takes libcudnn.so.9 from %q", p)
+	}
+	_, cat := cudnnMirror(t, "9.14.0.64", "9.19.0.56", "9.27.0.42")
+	out := f.resolve(t, cat, false)
+	if len(out.Shadowed) != 1 {
+		t.Fatalf("shadowed = %+v", out.Shadowed)
+	}
+	sh := out.Shadowed[0]
+	if sh.Soname != "libcudnn.so.9" || sh.FoundVersion != "9.14.0" || sh.Owner.Version != "9.19.0.56" || sh.Owner.Dist != "nvidia-cudnn-cu13" || sh.Via != ldso.ViaLDLibraryPath {
+		t.Fatalf("shadow = %+v", sh)
+	}
+	if len(out.Incomplete) != 1 || !strings.Contains(out.Incomplete[0], "nvidia-cudnn-cu13 9.19.0.56 is installed but 2 of its") {
+		t.Errorf("incomplete = %q", out.Incomplete)
+	}
+	if !out.OK {
+		t.Fatalf("resolve: %s, unresolved %+v", out.Stopped, out.Unresolved)
+	}
+	step := out.Rounds[0].Plan.Steps[0]
+	if step.Version != "9.19.0.56" || !strings.Contains(step.Pin, "pinned 9.19.0.56") {
+		t.Fatalf("step = %s %s (%s)", step.Component, step.Version, step.Pin)
+	}
+	want := filepath.Join(f.site, "nvidia/cudnn/lib")
+	for _, name := range []string{"libcudnn.so.9", "libcudnn_cnn.so.9"} {
+		real, err := filepath.EvalSymlinks(filepath.Join(want, name))
+		if err != nil || !strings.Contains(real, "9.19.0") {
+			t.Errorf("%s at the RECORD path resolves to %q (%v)", name, real, err)
+		}
+	}
+	after := realLoaderWith(t, f.lib, f.llp)
+	if p := after["libcudnn.so.9"]; filepath.Dir(p) != want {
+		t.Fatalf("after resolve ld.so takes libcudnn.so.9 from %q, want %s", p, want)
+	}
+}
+
+// TestPinnedShadowByLDLibraryPathBeforeRunpath: with RUNPATH, the older
+// copy on LD_LIBRARY_PATH wins even after the restore, as ld.so says;
+// resolve says so and how to fix it, and does not claim success.
+func TestPinnedShadowByLDLibraryPathBeforeRunpath(t *testing.T) {
+	f := newPinFixture(t, true)
+	_, cat := cudnnMirror(t, "9.19.0.56")
+	out := f.resolve(t, cat, false)
+	after := realLoaderWith(t, f.lib, f.llp)
+	if p := after["libcudnn.so.9"]; !strings.HasPrefix(p, f.sysDir) {
+		t.Fatalf("ld.so takes libcudnn.so.9 from %q; the fixture expects LD_LIBRARY_PATH to win over RUNPATH", p)
+	}
+	if out.OK {
+		t.Fatalf("resolve claims success while ld.so takes the 9.14 copy")
+	}
+	found := false
+	for _, u := range out.Unresolved {
+		if u.Soname == "libcudnn.so.9" && u.Shadowed && strings.Contains(u.Advice, "LD_LIBRARY_PATH") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("unresolved = %+v", out.Unresolved)
+	}
+}
+
+// TestPinnedRefusesOlder: a catalog with only releases below the pin is
+// refused, with what it has.
+func TestPinnedRefusesOlder(t *testing.T) {
+	f := newPinFixture(t, false)
+	_, cat := cudnnMirror(t, "9.12.0.46", "9.14.0.64")
+	out := f.resolve(t, cat, true)
+	if out.OK {
+		t.Fatal("a dry run with nothing at the pin is not OK")
+	}
+	var msg string
+	for _, u := range out.Unresolved {
+		if u.Soname == "libcudnn.so.9" {
+			msg = u.Reason
+		}
+	}
+	if !strings.Contains(msg, "9.19.0.56") || !strings.Contains(msg, "9.14.0.64, 9.12.0.46") {
+		t.Fatalf("refusal = %q", msg)
+	}
+	m, err := cat.WhichPinned("libcudnn.so.9", catalog.Query{Platform: "linux-x86_64", CUDAMajor: 13}, catalog.Pin{Version: "9.19.0.56", By: "x"})
+	var pe *catalog.PinError
+	if !errors.As(err, &pe) {
+		t.Fatalf("WhichPinned = %v, %v", m, err)
+	}
+}
+
+// TestNotIntoAnotherDistributionsDirectory: of two RPATH directories, the
+// existing one belongs to another wheel (nvidia-nvshmem's lib); an
+// unowned library goes to the other, created for it.
+func TestNotIntoAnotherDistributionsDirectory(t *testing.T) {
+	python, site := venvSite(t)
+	writeDist(t, site, "gpupkg", "1.0", []string{"nvidia-nvshmem-cu13"}, map[string][]byte{
+		"gpupkg/__init__.py": []byte(""),
+		"gpupkg/lib/libgpupkg.so": elfBytes(t, elftest.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudnn.so.9", "libc.so.6"},
+			RPath: elftest.Str("$ORIGIN/../../nvidia/nvshmem/lib:$ORIGIN/../../gpupkg_libs")}),
+	}, map[string]fs.FileMode{"gpupkg/lib/libgpupkg.so": 0o755})
+	writeDist(t, site, "nvidia-nvshmem-cu13", "3.4.5", nil, map[string][]byte{
+		"nvidia/nvshmem/lib/libnvshmem_host.so.3": elfBytes(t, elftest.Spec{Soname: "libnvshmem_host.so.3", Needed: []string{"libc.so.6"}}),
+	}, nil)
+	_, cat := cudnnMirror(t, "9.19.0.56")
+	f := &pinFixture{python: python, site: site, llp: "", prefix: filepath.Join(t.TempDir(), "prefix")}
+	out := f.resolve(t, cat, false)
+	if !out.OK {
+		t.Fatalf("resolve: %s %+v", out.Stopped, out.Unresolved)
+	}
+	pl := out.Rounds[0].Decisions[0].Placements
+	want := physical(filepath.Join(site, "gpupkg_libs"))
+	if len(pl) != 1 || pl[0].HostDir != want {
+		t.Fatalf("placements = %+v, want %s", pl, want)
+	}
+	if _, err := os.Lstat(filepath.Join(site, "nvidia/nvshmem/lib/libcudnn.so.9")); err == nil {
+		t.Fatal("linked into nvidia-nvshmem's directory")
+	}
+	got := realLoaderWith(t, filepath.Join(site, "gpupkg/lib/libgpupkg.so"), "")
+	if filepath.Dir(got["libcudnn.so.9"]) != want {
+		t.Fatalf("ld.so takes libcudnn.so.9 from %q", got["libcudnn.so.9"])
+	}
+}
+
+// realLoaderWith runs the host's ld.so on file with LD_LIBRARY_PATH set to
+// llp (and nothing else of this environment) and returns where it found
+// each name.
+func realLoaderWith(t *testing.T, file, llp string) map[string]string {
+	t.Helper()
+	ld, ok := lddtest.HostLoader()
+	lddtest.Need(t, ok, "no x86_64 ld.so")
+	var env []string
+	if llp != "" {
+		env = []string{"LD_LIBRARY_PATH=" + llp}
+	}
+	out, err := lddtest.List(context.Background(), ld, file, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, l := range out.Lines {
+		got[l.Name] = l.Path
+	}
+	return got
+}
