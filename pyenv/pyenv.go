@@ -7,21 +7,18 @@
 package pyenv
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // Env is one Python environment.
@@ -39,7 +36,18 @@ type Env struct {
 }
 
 // Markers are the PEP 508 marker variables of an environment.
-type Markers map[string]string
+type Markers = pymeta.Environment
+
+// EvalMarker evaluates a PEP 508 environment marker (the part of a
+// Requires-Dist after ';') against an environment's marker variables, with
+// no extra requested.
+func EvalMarker(expr string, vars Markers) (bool, error) {
+	m, err := pymeta.ParseMarker(expr)
+	if err != nil {
+		return false, err
+	}
+	return m.Evaluate(vars)
+}
 
 // probeScript prints what we need as JSON, importing only the standard
 // library.
@@ -173,18 +181,19 @@ type Dist struct {
 	Requires []string `json:"requires"`  // Requires-Dist that apply to this environment (names only)
 	// Files are the absolute paths listed in RECORD, in its order.
 	Files []string `json:"-"`
+	// Metadata is METADATA parsed; Record is RECORD parsed, in the order of
+	// Files.
+	Metadata *pymeta.Metadata    `json:"-"`
+	Record   []pymeta.RecordEntry `json:"-"`
 }
 
 // Normalize is the PEP 503 normalised form of a project name.
-func Normalize(name string) string {
-	return strings.ToLower(normRE.ReplaceAllString(name, "-"))
-}
+func Normalize(name string) string { return pymeta.NormalizeName(name) }
 
-var normRE = regexp.MustCompile(`[-_.]+`)
-
-// Find locates an installed distribution by name ("torch", "cupy-cuda13x").
-func (e *Env) Find(name string) (*Dist, error) {
-	want := Normalize(name)
+// distInfoDirs lists the *.dist-info directories of the site directories,
+// in sys.path order, with the normalized project name each is for.
+func (e *Env) distInfoDirs() []distInfo {
+	var out []distInfo
 	for _, site := range e.SiteDirs {
 		entries, err := os.ReadDir(site)
 		if err != nil {
@@ -195,38 +204,89 @@ func (e *Env) Find(name string) (*Dist, error) {
 			if !ent.IsDir() || !strings.HasSuffix(n, ".dist-info") {
 				continue
 			}
-			base := strings.TrimSuffix(n, ".dist-info")
-			project, _, _ := strings.Cut(base, "-")
-			if Normalize(project) != want {
-				continue
-			}
-			return readDist(filepath.Join(site, n), site, e.Markers)
+			project, _, _ := strings.Cut(strings.TrimSuffix(n, ".dist-info"), "-")
+			out = append(out, distInfo{name: Normalize(project), dir: filepath.Join(site, n), site: site})
+		}
+	}
+	return out
+}
+
+type distInfo struct{ name, dir, site string }
+
+// Find locates an installed distribution by name ("torch", "cupy-cuda13x").
+func (e *Env) Find(name string) (*Dist, error) {
+	want := Normalize(name)
+	for _, di := range e.distInfoDirs() {
+		if di.name == want {
+			return readDist(di.dir, di.site, e.Markers)
 		}
 	}
 	return nil, fmt.Errorf("no installed distribution %q in %s", name, strings.Join(e.SiteDirs, ", "))
 }
 
+// Installed reads every distribution of the environment, by normalized
+// name; where two site directories hold one, the first in sys.path order
+// wins, as for import. A dist-info that cannot be read is left out and
+// named in the returned problems.
+func (e *Env) Installed() (map[string]*Dist, []string) {
+	out := map[string]*Dist{}
+	var problems []string
+	for _, di := range e.distInfoDirs() {
+		if out[di.name] != nil {
+			continue
+		}
+		d, err := readDist(di.dir, di.site, e.Markers)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		out[di.name] = d
+	}
+	return out, problems
+}
+
+// Resolved is a target's transitive requirements with the installed
+// distributions they name.
+type Resolved struct {
+	*pymeta.Resolution
+	Dists    map[string]*Dist // every installed distribution, by normalized name
+	Problems []string         // dist-info folders that could not be read
+}
+
+// Dist is the installed distribution of a dependency, or nil.
+func (r *Resolved) Dist(name string) *Dist { return r.Dists[Normalize(name)] }
+
+// Resolve computes what target ("torch", "cuda-toolkit[cublas]") requires
+// in this environment, following extras, with the specifiers that pin each
+// requirement and whether the installed versions meet them. Markers that
+// read a variable the environment does not know (no interpreter was asked)
+// are taken to hold.
+func (e *Env) Resolve(target string) (*Resolved, error) {
+	dists, problems := e.Installed()
+	metas := make(map[string]*pymeta.Metadata, len(dists))
+	for n, d := range dists {
+		metas[n] = d.Metadata
+	}
+	res, err := pymeta.Resolve(metas, target, e.Markers)
+	if err != nil {
+		return nil, fmt.Errorf("%w in %s", err, strings.Join(e.SiteDirs, ", "))
+	}
+	return &Resolved{Resolution: res, Dists: dists, Problems: problems}, nil
+}
+
 // Closure returns the distributions that dist requires, transitively, that
 // are installed (a requirement that is not installed is skipped: pip would
-// have said so).
+// have said so), following the extras that requirements name.
 func (e *Env) Closure(dist *Dist) []*Dist {
+	r, err := e.Resolve(dist.Name)
+	if err != nil {
+		return nil
+	}
 	var out []*Dist
-	seen := map[string]bool{Normalize(dist.Name): true}
-	queue := append([]string(nil), dist.Requires...)
-	for len(queue) > 0 {
-		name := queue[0]
-		queue = queue[1:]
-		n := Normalize(name)
-		if seen[n] {
-			continue
+	for _, dep := range r.Dependencies {
+		if d := r.Dists[dep.Name]; d != nil {
+			out = append(out, d)
 		}
-		seen[n] = true
-		d, err := e.Find(name)
-		if err != nil {
-			continue
-		}
-		out = append(out, d)
-		queue = append(queue, d.Requires...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -234,91 +294,49 @@ func (e *Env) Closure(dist *Dist) []*Dist {
 
 func readDist(infoDir, site string, markers Markers) (*Dist, error) {
 	d := &Dist{InfoDir: infoDir, SiteDir: site}
-	meta, err := os.ReadFile(filepath.Join(infoDir, "METADATA"))
+	metaPath := filepath.Join(infoDir, "METADATA")
+	f, err := os.Open(metaPath)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", filepath.Join(infoDir, "METADATA"), err)
+		return nil, fmt.Errorf("read %s: %w", metaPath, err)
 	}
-	for _, h := range parseHeaders(meta) {
-		switch strings.ToLower(h[0]) {
-		case "name":
-			d.Name = h[1]
-		case "version":
-			d.Version = h[1]
-		case "requires-dist":
-			req, marker, _ := strings.Cut(h[1], ";")
-			if marker != "" {
-				ok, err := EvalMarker(marker, markers)
-				if err != nil || !ok {
-					// A marker we cannot evaluate without an interpreter
-					// counts as met: better to consider a library loaded
-					// than to invent a missing one.
-					if err == nil || len(markers) > 0 {
-						continue
-					}
-				}
-			}
-			if name := requirementName(req); name != "" {
-				d.Requires = append(d.Requires, name)
-			}
+	meta, err := pymeta.ParseMetadata(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", metaPath, err)
+	}
+	d.Metadata, d.Name, d.Version = meta, meta.Name, meta.Version
+	seen := map[string]bool{}
+	for _, req := range meta.RequiresDist {
+		// Without an interpreter the markers are unknown: a requirement
+		// counts unless what is known rules it out, better than inventing
+		// a missing library.
+		if ok, _ := req.Applies(markers, nil); ok && !seen[req.Name] {
+			seen[req.Name] = true
+			d.Requires = append(d.Requires, req.Name)
 		}
 	}
-	rec, err := os.Open(filepath.Join(infoDir, "RECORD"))
+	recPath := filepath.Join(infoDir, "RECORD")
+	rf, err := os.Open(recPath)
 	if err != nil {
 		return nil, fmt.Errorf("%s has no RECORD (installed by a tool that keeps no file list): %w", infoDir, err)
 	}
-	defer rec.Close()
-	r := csv.NewReader(bufio.NewReader(rec))
-	r.FieldsPerRecord = -1
-	r.LazyQuotes = true
-	for {
-		row, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", filepath.Join(infoDir, "RECORD"), err)
-		}
-		if len(row) == 0 || row[0] == "" {
-			continue
-		}
-		p := row[0]
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(site, p)
-		}
-		d.Files = append(d.Files, filepath.Clean(p))
+	defer rf.Close()
+	d.Record, err = pymeta.ParseRecord(rf)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", recPath, err)
+	}
+	d.Files = make([]string, len(d.Record))
+	for i, r := range d.Record {
+		d.Files[i] = d.path(r.Path)
 	}
 	return d, nil
 }
 
-// parseHeaders reads the RFC 822 style headers of METADATA (up to the body).
-func parseHeaders(data []byte) [][2]string {
-	var out [][2]string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			break
-		}
-		if (line[0] == ' ' || line[0] == '\t') && len(out) > 0 {
-			out[len(out)-1][1] += " " + strings.TrimSpace(line)
-			continue
-		}
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		out = append(out, [2]string{strings.TrimSpace(k), strings.TrimSpace(v)})
+// path is the absolute path of a RECORD path.
+func (d *Dist) path(p string) string {
+	p = filepath.FromSlash(p)
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(d.SiteDir, p)
 	}
-	return out
-}
-
-var reqNameRE = regexp.MustCompile(`^\s*([A-Za-z0-9][A-Za-z0-9._-]*)`)
-
-func requirementName(req string) string {
-	m := reqNameRE.FindStringSubmatch(req)
-	if m == nil {
-		return ""
-	}
-	return m[1]
+	return filepath.Clean(p)
 }

@@ -1,0 +1,172 @@
+package pyenv
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Integrity is what a check of a distribution's files against its RECORD
+// found.
+type Integrity struct {
+	Name      string   `json:"name"`
+	Version   string   `json:"version"`
+	Checked   int      `json:"checked"`              // RECORD entries checked
+	Missing   []string `json:"missing,omitempty"`    // absolute paths
+	WrongSize []string `json:"wrong_size,omitempty"` // present, size differs from RECORD
+	WrongHash []string `json:"wrong_hash,omitempty"` // present, sha256 differs (only when asked)
+}
+
+// OK says whether every checked file is present and as RECORD says.
+func (i *Integrity) OK() bool {
+	return len(i.Missing) == 0 && len(i.WrongSize) == 0 && len(i.WrongHash) == 0
+}
+
+// String says it in one line: "nvidia-cudnn-cu13 9.19.0.56 is installed
+// but 8 of its files are missing".
+func (i *Integrity) String() string {
+	if i.OK() {
+		return fmt.Sprintf("%s %s is installed with all %d of its files", i.Name, i.Version, i.Checked)
+	}
+	var parts []string
+	if n := len(i.Missing); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d of its files %s missing", n, plural(n, "is", "are")))
+	}
+	if n := len(i.WrongSize); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s the wrong size", n, plural(n, "has", "have")))
+	}
+	if n := len(i.WrongHash); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s the wrong sha256", n, plural(n, "has", "have")))
+	}
+	return fmt.Sprintf("%s %s is installed but %s", i.Name, i.Version, strings.Join(parts, ", "))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// Check compares the distribution's files with its RECORD: each must
+// exist with the recorded size, and with verifyHashes the recorded sha256.
+// Byte code under __pycache__ is not checked: Python rewrites it at will.
+func (d *Dist) Check(ctx context.Context, verifyHashes bool) (*Integrity, error) {
+	res := &Integrity{Name: d.Name, Version: d.Version}
+	for i, e := range d.Record {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		if strings.Contains(e.Path, "__pycache__/") && strings.HasSuffix(e.Path, ".pyc") {
+			continue
+		}
+		p := d.path(e.Path)
+		res.Checked++
+		st, err := os.Stat(p)
+		if err != nil || !st.Mode().IsRegular() {
+			res.Missing = append(res.Missing, p)
+			continue
+		}
+		if e.Size >= 0 && st.Size() != e.Size {
+			res.WrongSize = append(res.WrongSize, p)
+			continue
+		}
+		if verifyHashes && e.HashAlgo == "sha256" {
+			ok, err := sameSHA256(ctx, p, e.Hash)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				res.WrongHash = append(res.WrongHash, p)
+			}
+		}
+	}
+	return res, nil
+}
+
+func sameSHA256(ctx context.Context, path string, want []byte) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("verify %s: %w", path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
+		return false, fmt.Errorf("verify %s: %w", path, err)
+	}
+	return string(h.Sum(nil)) == string(want), nil
+}
+
+// ctxReader stops a long hash when the context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// Owners maps each file that an installed distribution's RECORD lists to
+// that distribution.
+type Owners struct {
+	byPath map[string]*Dist
+}
+
+// NewOwners indexes the RECORD files of dists. A file listed by two
+// distributions belongs to the first by name order, so the answer does not
+// depend on map order.
+func NewOwners(dists map[string]*Dist) *Owners {
+	o := &Owners{byPath: map[string]*Dist{}}
+	names := make([]string, 0, len(dists))
+	for n := range dists {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		d := dists[n]
+		// The site directory may be reached through a symbolic link; the
+		// loader reports real paths.
+		realSite := d.SiteDir
+		if r, err := filepath.EvalSymlinks(d.SiteDir); err == nil {
+			realSite = r
+		}
+		for _, f := range d.Files {
+			o.add(f, d)
+			if realSite != d.SiteDir {
+				if rel, err := filepath.Rel(d.SiteDir, f); err == nil {
+					o.add(filepath.Join(realSite, rel), d)
+				}
+			}
+		}
+	}
+	return o
+}
+
+func (o *Owners) add(path string, d *Dist) {
+	if _, ok := o.byPath[path]; !ok {
+		o.byPath[path] = d
+	}
+}
+
+// Owner is the distribution whose RECORD lists path, or nil.
+func (o *Owners) Owner(path string) *Dist {
+	p := filepath.Clean(path)
+	if d := o.byPath[p]; d != nil {
+		return d
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return o.byPath[r]
+	}
+	return nil
+}
