@@ -281,3 +281,90 @@ func realLoaderWith(t *testing.T, file, llp string) map[string]string {
 	}
 	return got
 }
+
+// realSite unpacks the real dist-info folders of the GPU machine's
+// environment (torch 2.11.0+cu130, jax, cupy, cuda-toolkit, nvidia-*) into
+// a site-packages directory.
+func realSite(t *testing.T) string {
+	t.Helper()
+	tgz := filepath.Join(lddtest.SharedDir(t), "corpus/torch/torch-2.11.0-cu130-x86_64-distinfo.tgz")
+	_, err := os.Stat(tgz)
+	lddtest.Need(t, err == nil, "no %s", tgz)
+	site := t.TempDir()
+	if out, err := exec.Command("tar", "xzf", tgz, "-C", site).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	return site
+}
+
+// TestRequirementsOfRealDistributions: torch's pins reach the nvidia-*
+// wheels through cuda-toolkit's extras, and the JAX plugin's through its
+// own with-cuda extra, as pip installed them.
+func TestRequirementsOfRealDistributions(t *testing.T) {
+	site := realSite(t)
+	meta := func(glob string) string {
+		m, _ := filepath.Glob(filepath.Join(site, glob, "METADATA"))
+		if len(m) != 1 {
+			t.Fatalf("%s: %v", glob, m)
+		}
+		data, err := os.ReadFile(m[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	// Expected values read from the METADATA text itself.
+	pinOf := func(text, name string) string {
+		for _, line := range strings.Split(text, "\n") {
+			if rest, ok := strings.CutPrefix(line, "Requires-Dist: "+name+"=="); ok {
+				v, _, _ := strings.Cut(rest, ";")
+				return strings.TrimSuffix(strings.TrimSpace(v), ".*")
+			}
+		}
+		return ""
+	}
+	torchMeta, toolkitMeta := meta("torch-*.dist-info"), meta("cuda_toolkit-*.dist-info")
+	torch, err := FindTarget(context.Background(), "torch", TargetOptions{SiteDir: site})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := pinOf(torchMeta, "nvidia-cudnn-cu13"); want == "" || torch.Pins["nvidia-cudnn-cu13"].Exact != want {
+		t.Errorf("cudnn pin = %+v, METADATA says %q", torch.Pins["nvidia-cudnn-cu13"], want)
+	}
+	if want := pinOf(toolkitMeta, "nvidia-cublas"); want == "" || !strings.HasPrefix(torch.Pins["nvidia-cublas"].Requirement, "nvidia-cublas==") {
+		t.Errorf("cublas pin through cuda-toolkit[cublas] = %+v, METADATA says %q", torch.Pins["nvidia-cublas"], want)
+	}
+	names := map[string]bool{}
+	for _, d := range torch.Requires {
+		names[pyenv.Normalize(d.Name)] = true
+	}
+	for _, n := range []string{"nvidia-cublas", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cudnn-cu13", "nvidia-cusparselt-cu13", "nvidia-nvjitlink"} {
+		if !names[n] {
+			t.Errorf("torch's requirements lack %s: %v", n, names)
+		}
+	}
+	if names["nvidia-npp"] {
+		t.Errorf("nvidia-npp is only in cuda-toolkit's [npp] and [all] extras, which torch does not ask for")
+	}
+	lay := newLayout(torch)
+	if o := lay.Owner("libcudnn.so.9"); o == nil || o.Dist != "nvidia-cudnn-cu13" || !strings.HasSuffix(o.Path, "nvidia/cudnn/lib/libcudnn.so.9") {
+		t.Errorf("libcudnn.so.9 owner = %+v", o)
+	}
+	if o := lay.Owner("libnvrtc-builtins.so.13.0"); o == nil || !strings.HasSuffix(o.Path, "nvidia/cu13/lib/libnvrtc-builtins.so.13.0") {
+		t.Errorf("libnvrtc-builtins owner = %+v", o)
+	}
+	if got := lay.CUDAMajor(); got != 13 {
+		t.Errorf("CUDA major from the wheels' names = %d", got)
+	}
+	plugin, err := FindTarget(context.Background(), "jax-cuda13-plugin", TargetOptions{SiteDir: site})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, d := range plugin.Requires {
+		found = found || pyenv.Normalize(d.Name) == "nvidia-cudnn-cu13"
+	}
+	if !found {
+		t.Errorf("the JAX plugin's [with-cuda] requirements are not followed")
+	}
+}

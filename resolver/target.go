@@ -102,9 +102,71 @@ func FindTarget(ctx context.Context, arg string, opts TargetOptions) (*Target, e
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Kind: KindPython, Name: arg, Dist: dist, Env: env, Requires: env.Closure(dist)}
+	t := &Target{Kind: KindPython, Name: arg, Dist: dist, Env: env, Pins: map[string]Pinned{}}
+	if err := t.resolveRequirements(); err != nil {
+		return nil, err
+	}
 	t.Module = importName(dist)
 	return t, nil
+}
+
+// resolveRequirements finds what the distribution requires, transitively
+// and through extras, and the requirements that pin each version. pip does
+// not record which extras of the package itself were asked for
+// (jax-cuda13-plugin[with-cuda]): an extra counts when a distribution it
+// names is installed.
+func (t *Target) resolveRequirements() error {
+	spec := t.Dist.Name
+	if extras := installedExtras(t.Dist, t.Env); len(extras) > 0 {
+		spec += "[" + strings.Join(extras, ",") + "]"
+	}
+	res, err := t.Env.Resolve(spec)
+	if err != nil {
+		return err
+	}
+	for _, dep := range res.Dependencies {
+		d := res.Dist(dep.Name)
+		if d == nil {
+			continue
+		}
+		t.Requires = append(t.Requires, d)
+		for _, e := range dep.RequiredBy {
+			p := Pinned{Requirement: e.Requirement.Name + e.Requirement.Specifier.String(), By: e.By + " " + e.ByVersion}
+			for _, sp := range e.Requirement.Specifier {
+				if sp.Op == "==" && !strings.Contains(sp.Version, "*") {
+					p.Exact = sp.Version
+				}
+			}
+			if old, ok := t.Pins[dep.Name]; !ok || (old.Exact == "" && p.Exact != "") {
+				t.Pins[dep.Name] = p
+			}
+		}
+	}
+	return nil
+}
+
+// installedExtras are the extras of d whose requirements name an installed
+// distribution.
+func installedExtras(d *pyenv.Dist, env *pyenv.Env) []string {
+	if d.Metadata == nil {
+		return nil
+	}
+	var out []string
+	for _, x := range d.Metadata.ProvidesExtra {
+		for _, req := range d.Metadata.RequiresDist {
+			if ok, _ := req.Applies(env.Markers, nil); ok {
+				continue // not an extra's requirement
+			}
+			if ok, _ := req.Applies(env.Markers, []string{x}); !ok {
+				continue
+			}
+			if _, err := env.Find(req.Name); err == nil {
+				out = append(out, x)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // importName guesses the top-level module to import: top_level.txt when the
