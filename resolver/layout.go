@@ -21,7 +21,7 @@ import (
 type Layout struct {
 	// Dists are the target's distribution and those it requires, with the
 	// state of their files.
-	Dists []*DistState `json:"distributions"`
+	Dists []*DistState           `json:"distributions"`
 	libs  map[string][]*OwnedLib // by file name
 	dirs  map[string]string      // directory (physical host path) → owning distribution
 }

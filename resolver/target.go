@@ -36,8 +36,8 @@ type Target struct {
 	Requires []*pyenv.Dist `json:"-"`
 	// Pins are the requirements that select the versions of the required
 	// distributions, by normalized name.
-	Pins map[string]Pinned `json:"-"`
-	Module   string        `json:"module,omitempty"` // what verify imports
+	Pins   map[string]Pinned `json:"-"`
+	Module string            `json:"module,omitempty"` // what verify imports
 	// Path is the absolute path for file, directory and wheel targets.
 	Path string `json:"path,omitempty"`
 }
