@@ -183,7 +183,7 @@ type Dist struct {
 	Files []string `json:"-"`
 	// Metadata is METADATA parsed; Record is RECORD parsed, in the order of
 	// Files.
-	Metadata *pymeta.Metadata    `json:"-"`
+	Metadata *pymeta.Metadata     `json:"-"`
 	Record   []pymeta.RecordEntry `json:"-"`
 }
 
