@@ -28,7 +28,11 @@ type RecordEntry struct {
 // ParseRecord reads a RECORD (CSV: path, algo=urlsafe-base64 digest, size),
 // refusing one larger than MaxRecordSize.
 func ParseRecord(r io.Reader) ([]RecordEntry, error) {
-	lr := &io.LimitedReader{R: r, N: MaxRecordSize + 1}
+	return parseRecord(r, MaxRecordSize)
+}
+
+func parseRecord(r io.Reader, maxSize int64) ([]RecordEntry, error) {
+	lr := &io.LimitedReader{R: r, N: maxSize + 1}
 	cr := csv.NewReader(bufio.NewReader(lr))
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
@@ -39,7 +43,7 @@ func ParseRecord(r io.Reader) ([]RecordEntry, error) {
 			break
 		}
 		if lr.N <= 0 {
-			return nil, fmt.Errorf("RECORD larger than %d bytes", MaxRecordSize)
+			return nil, fmt.Errorf("RECORD larger than %d bytes", maxSize)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("RECORD: %w", err)
@@ -69,7 +73,7 @@ func ParseRecord(r io.Reader) ([]RecordEntry, error) {
 		out = append(out, e)
 	}
 	if lr.N <= 0 {
-		return nil, fmt.Errorf("RECORD larger than %d bytes", MaxRecordSize)
+		return nil, fmt.Errorf("RECORD larger than %d bytes", maxSize)
 	}
 	return out, nil
 }
