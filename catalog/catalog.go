@@ -133,6 +133,8 @@ func (a *Archive) CUDAMajor(r *Release) int {
 
 func variantMajor(v string) (int, bool) {
 	s, ok := strings.CutPrefix(v, "cuda")
+	// A variant may name a minor too (cuda13.1); its major decides.
+	s, _, _ = strings.Cut(s, ".")
 	if !ok || s == "" {
 		return 0, false
 	}

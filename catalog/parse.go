@@ -67,7 +67,7 @@ var (
 	sonameRE     = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.so(\.[A-Za-z0-9_.+-]+)?$`)
 	versionRE    = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._+-]*$`)
 	dateRE       = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
-	variantRE    = regexp.MustCompile(`^cuda[1-9][0-9]*$`)
+	variantRE    = regexp.MustCompile(`^cuda[1-9][0-9]*(\.[0-9]+)?$`) // cuda13, or cuda13.1 (cuda_compat)
 	sha256RE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	pathRE       = regexp.MustCompile(`^[A-Za-z0-9_+-][A-Za-z0-9._+-]*(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)*$`)
 	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line ([0-9]+): (.*)$`)
@@ -379,7 +379,7 @@ func (p *parser) archive(what string, r *Release, n *yaml.Node, d *archiveDoc) (
 	}
 	if d.CUDAVariant != "" {
 		if !variantRE.MatchString(d.CUDAVariant) {
-			return nil, p.errf(lineOf(n, "cuda_variant"), "%s: cuda_variant %q is not cudaN", what, d.CUDAVariant)
+			return nil, p.errf(lineOf(n, "cuda_variant"), "%s: cuda_variant %q is not cudaN or cudaN.M", what, d.CUDAVariant)
 		}
 		if m, _ := variantMajor(d.CUDAVariant); r.CUDA != 0 && m != r.CUDA {
 			return nil, p.errf(lineOf(n, "cuda_variant"), "%s: cuda_variant %s contradicts the release's cuda %d", what, d.CUDAVariant, r.CUDA)
