@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -169,7 +168,7 @@ func Load(ctx context.Context, opts LoadOptions) (*Catalog, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		data, err := os.ReadFile(path)
+		data, err := ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("read catalog: %w", err)
 		}

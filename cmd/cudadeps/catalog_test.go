@@ -368,3 +368,10 @@ func TestWhichAnswersCurrentReleases(t *testing.T) {
 		})
 	}
 }
+
+func TestCatalogFlagRefusesDevices(t *testing.T) {
+	_, stderr, code := cli(t, "catalog", "which", "libcudnn.so.9", "--platform", "linux-x86_64", "--cuda", "13", "--catalog", "/dev/zero")
+	if code != 1 || !strings.Contains(stderr, "/dev/zero: not a regular file") {
+		t.Errorf("--catalog /dev/zero: exit %d, %s", code, stderr)
+	}
+}
