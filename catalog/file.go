@@ -65,4 +65,3 @@ func fileKind(m fs.FileMode) string {
 	}
 	return "mode " + m.String()
 }
-
