@@ -4,7 +4,10 @@ package catalog
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"net/url"
 	"slices"
 	"strconv"
@@ -146,6 +149,10 @@ func variantMajor(v string) (int, bool) {
 
 // LoadOptions choose what Load layers on the embedded default catalog.
 type LoadOptions struct {
+	// UserLayer is the catalog file `catalog update` writes (UserLayerFile),
+	// layered over the embedded default before Extra; a missing file is no
+	// layer.
+	UserLayer string
 	// Extra are catalog files layered over the embedded default in order;
 	// a later file wins (see Merge).
 	Extra []string
@@ -164,7 +171,15 @@ func Load(ctx context.Context, opts LoadOptions) (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, path := range opts.Extra {
+	extra := opts.Extra
+	if opts.UserLayer != "" {
+		if _, err := os.Stat(opts.UserLayer); err == nil {
+			extra = append([]string{opts.UserLayer}, extra...)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("user catalog layer: %w", err)
+		}
+	}
+	for _, path := range extra {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}

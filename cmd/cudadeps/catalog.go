@@ -29,7 +29,7 @@ size. The default catalog is built into cudadeps; --catalog layers more files
 on top and --mirror fetches archives from another place.`,
 	}
 	cmd.AddCommand(a.catalogListCommand(), a.catalogShowCommand(), a.catalogWhichCommand(),
-		a.catalogValidateCommand(), a.catalogImportCommand())
+		a.catalogValidateCommand(), a.catalogImportCommand(), a.catalogUpdateCommand())
 	return cmd
 }
 
@@ -40,7 +40,7 @@ func (a *app) loadCatalog(ctx context.Context) (*catalog.Catalog, error) {
 			return nil, usageError("--mirror: %v", err)
 		}
 	}
-	return catalog.Load(ctx, catalog.LoadOptions{Extra: a.opts.catalogs, Mirror: a.opts.mirror})
+	return catalog.Load(ctx, catalog.LoadOptions{UserLayer: a.userLayer(), Extra: a.opts.catalogs, Mirror: a.opts.mirror})
 }
 
 func (a *app) checkPlatformFlag() error {
