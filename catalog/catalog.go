@@ -4,7 +4,9 @@ package catalog
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"slices"
@@ -133,6 +135,8 @@ func (a *Archive) CUDAMajor(r *Release) int {
 
 func variantMajor(v string) (int, bool) {
 	s, ok := strings.CutPrefix(v, "cuda")
+	// A variant may name a minor too (cuda13.1); its major decides.
+	s, _, _ = strings.Cut(s, ".")
 	if !ok || s == "" {
 		return 0, false
 	}
@@ -145,6 +149,10 @@ func variantMajor(v string) (int, bool) {
 
 // LoadOptions choose what Load layers on the embedded default catalog.
 type LoadOptions struct {
+	// UserLayer is the catalog file `catalog update` writes (UserLayerFile),
+	// layered over the embedded default before Extra; a missing file is no
+	// layer.
+	UserLayer string
 	// Extra are catalog files layered over the embedded default in order;
 	// a later file wins (see Merge).
 	Extra []string
@@ -163,11 +171,19 @@ func Load(ctx context.Context, opts LoadOptions) (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, path := range opts.Extra {
+	extra := opts.Extra
+	if opts.UserLayer != "" {
+		if _, err := os.Stat(opts.UserLayer); err == nil {
+			extra = append([]string{opts.UserLayer}, extra...)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("user catalog layer: %w", err)
+		}
+	}
+	for _, path := range extra {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		data, err := os.ReadFile(path)
+		data, err := ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("read catalog: %w", err)
 		}

@@ -140,3 +140,61 @@ func TestParseManifestRealFiles(t *testing.T) {
 		}
 	}
 }
+
+// Shapes of NVIDIA's 2025-2026 manifests: a leading newline, a
+// windows-arm64 entry holding both cudaN keys and a flat archive, a
+// cuda_variant with a minor ("13.1", cuda_compat), a renamed component.
+func TestParseManifestNewerShapes(t *testing.T) {
+	text := "\n" + `{
+  "release_date": "2026-01-12", "release_label": "13.1.1", "release_product": "cuda",
+  "cudnn": {
+    "name": "cuDNN", "version": "9.27.0.42", "cuda_variant": ["12", "13"],
+    "linux-x86_64": {"cuda13": {"relative_path": "cudnn/linux-x86_64/c13.tar.xz", "sha256": "` + sha1 + `", "size": "5"}},
+    "windows-arm64": {
+      "cuda13": {"relative_path": "cudnn/windows-arm64/a.zip", "sha256": "` + sha2 + `", "size": "7"},
+      "relative_path": "cudnn/windows-arm64/b.zip", "sha256": "` + sha3 + `", "md5": "x", "size": "8"
+    }
+  },
+  "cuda_compat": {
+    "name": "compat", "version": "590.48.01", "cuda_variant": ["13.1"],
+    "linux-sbsa": {"cuda13.1": {"relative_path": "cuda_compat/linux-sbsa/x.tar.xz", "sha256": "` + sha2 + `", "size": "9"}}
+  },
+  "cccl": {"name": "CCCL", "version": "3.1.0", "linux-x86_64": {"relative_path": "cccl/linux-x86_64/y.tar.xz", "sha256": "` + sha3 + `", "size": "3"}}
+}`
+	m, err := ParseManifest([]byte(text), "redistrib_13.1.1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]*ManifestComponent{}
+	for _, c := range m.Components {
+		byKey[c.Key] = c
+	}
+	if c := byKey["cudnn"]; len(c.Archives) != 1 || c.Archives[0].Platform != LinuxX86_64 || c.Archives[0].CUDAVariant != "cuda13" {
+		t.Errorf("cudnn: windows-arm64 must be ignored: %+v", c.Archives)
+	}
+	compat := byKey["cuda_compat"]
+	if len(compat.Archives) != 1 || compat.Archives[0].CUDAVariant != "cuda13.1" {
+		t.Fatalf("cuda_compat archives %+v", compat.Archives)
+	}
+	a := &Archive{CUDAVariant: compat.Archives[0].CUDAVariant}
+	if got := a.CUDAMajor(&Release{}); got != 13 {
+		t.Errorf("cuda13.1 is CUDA major %d, want 13", got)
+	}
+	if c := byKey["cccl"]; c == nil || len(c.Archives) != 1 {
+		t.Errorf("cccl: %+v", c)
+	}
+	// Imported with the embedded table: the renamed header-only component is
+	// skipped like its old name, and cuda_compat holds no library.
+	c, err := Import(t.Context(), []*Manifest{m}, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"cccl", "cuda_compat"} {
+		if _, ok := c.Component(name); ok {
+			t.Errorf("%s imported", name)
+		}
+	}
+	if comp, ok := c.Component("cudnn"); !ok || len(comp.Releases) != 1 || comp.Releases[0].Archives[0].CUDAMajor(comp.Releases[0]) != 13 {
+		t.Errorf("cudnn imported as %+v", comp)
+	}
+}

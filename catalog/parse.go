@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -67,7 +68,7 @@ var (
 	sonameRE     = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.so(\.[A-Za-z0-9_.+-]+)?$`)
 	versionRE    = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._+-]*$`)
 	dateRE       = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
-	variantRE    = regexp.MustCompile(`^cuda[1-9][0-9]*$`)
+	variantRE    = regexp.MustCompile(`^cuda[1-9][0-9]*(\.[0-9]+)?$`) // cuda13, or cuda13.1 (cuda_compat)
 	sha256RE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	pathRE       = regexp.MustCompile(`^[A-Za-z0-9_+-][A-Za-z0-9._+-]*(/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)*$`)
 	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line ([0-9]+): (.*)$`)
@@ -79,30 +80,102 @@ var (
 func ValidSoname(s string) bool { return sonameRE.MatchString(s) }
 
 // parseUnchecked reads one file strictly, without the whole-catalog checks.
+// The YAML is parsed once into nodes and each entry decoded on its own:
+// decoding the components mapping whole would compare every key with
+// every other (the YAML library's duplicate check), quadratic in their
+// number; duplicates are found here with a map instead.
 func parseUnchecked(data []byte, name string) (*Catalog, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(name, err)
-	}
-	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
-		return nil, &ParseError{Pos: Pos{File: name}, Msg: "empty catalog"}
-	}
-	top := root.Content[0]
-	if top.Kind != yaml.MappingNode {
-		return nil, &ParseError{Pos: Pos{File: name, Line: top.Line}, Msg: "a catalog is a mapping with format, products, drivers and components"}
-	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var doc fileDoc
-	if err := dec.Decode(&doc); err != nil {
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &ParseError{Pos: Pos{File: name}, Msg: "empty catalog"}
+		}
 		return nil, yamlError(name, err)
 	}
 	var more yaml.Node
 	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, yamlError(name, err)
+		}
 		return nil, &ParseError{Pos: Pos{File: name, Line: more.Line}, Msg: "only one YAML document allowed"}
 	}
+	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		return nil, &ParseError{Pos: Pos{File: name}, Msg: "empty catalog"}
+	}
+	top := resolve(root.Content[0])
+	if top.Kind != yaml.MappingNode {
+		return nil, &ParseError{Pos: Pos{File: name, Line: top.Line}, Msg: "a catalog is a mapping with format, products, drivers and components"}
+	}
 	p := &parser{file: name}
-	return p.catalog(top, &doc)
+	if err := p.knownKeys(top, reflect.TypeFor[fileDoc]()); err != nil {
+		return nil, err
+	}
+	return p.catalog(top)
+}
+
+// knownKeys refuses a key that the doc struct t (or a struct below it)
+// does not name, as the decoder's KnownFields would, walking the nodes once.
+func (p *parser) knownKeys(n *yaml.Node, t reflect.Type) error {
+	n = resolve(n)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n == nil {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil // the decoder reports the type mismatch
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			f, ok := fieldByTag(t, k.Value)
+			if !ok {
+				return p.errf(k, "unknown key %q", k.Value)
+			}
+			if err := p.knownKeys(n.Content[i+1], f.Type); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		if n.Kind == yaml.SequenceNode {
+			for _, e := range n.Content {
+				if err := p.knownKeys(e, t.Elem()); err != nil {
+					return err
+				}
+			}
+		}
+	case reflect.Map:
+		if n.Kind == yaml.MappingNode {
+			for i := 1; i < len(n.Content); i += 2 {
+				if err := p.knownKeys(n.Content[i], t.Elem()); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// decode reads one entry's node into out.
+func (p *parser) decode(n *yaml.Node, out any) error {
+	if err := n.Decode(out); err != nil {
+		return yamlError(p.file, err)
+	}
+	return nil
 }
 
 // yamlError turns the YAML library's messages into "file:line: problem".
@@ -192,7 +265,7 @@ func pairs(m *yaml.Node, f func(k, v *yaml.Node) error) error {
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k := m.Content[i]
 		if first, dup := seen[k.Value]; dup {
-			return &ParseError{Pos: Pos{Line: k.Line}, Msg: fmt.Sprintf("%s is defined twice (first at line %d)", k.Value, first)}
+			return &ParseError{Pos: Pos{Line: k.Line}, Msg: fmt.Sprintf("%s is already defined (line %d)", k.Value, first)}
 		}
 		seen[k.Value] = k.Line
 		if err := f(k, m.Content[i+1]); err != nil {
@@ -210,17 +283,32 @@ func (p *parser) fixFile(err error) error {
 	return err
 }
 
-func (p *parser) catalog(top *yaml.Node, doc *fileDoc) (*Catalog, error) {
+func (p *parser) catalog(top *yaml.Node) (*Catalog, error) {
 	c := &Catalog{
 		products:   map[string]*Product{},
 		drivers:    map[string]*Driver{},
 		components: map[string]*Component{},
 	}
-	if doc.Format != FormatVersion {
-		return nil, p.errf(lineOf(top, "format"), "format must be %d (got %d)", FormatVersion, doc.Format)
+	format := 0
+	if n := value(top, "format"); n != nil {
+		if err := p.decode(n, &format); err != nil {
+			return nil, err
+		}
+	}
+	if format != FormatVersion {
+		return nil, p.errf(lineOf(top, "format"), "format must be %d (got %d)", FormatVersion, format)
+	}
+	for _, key := range []string{"products", "drivers", "components"} {
+		if n := resolve(value(top, key)); n != nil && n.Kind != yaml.MappingNode && n.Tag != "!!null" {
+			return nil, p.errf(n, "%s must be a mapping", key)
+		}
 	}
 	err := pairs(value(top, "products"), func(k, v *yaml.Node) error {
-		prod, err := p.product(k, v, doc.Products[k.Value])
+		var d *productDoc
+		if err := p.decode(v, &d); err != nil {
+			return err
+		}
+		prod, err := p.product(k, v, d)
 		if err == nil {
 			c.products[prod.Name] = prod
 		}
@@ -230,7 +318,10 @@ func (p *parser) catalog(top *yaml.Node, doc *fileDoc) (*Catalog, error) {
 		return nil, p.fixFile(err)
 	}
 	err = pairs(value(top, "drivers"), func(k, v *yaml.Node) error {
-		d := doc.Drivers[k.Value]
+		var d *driverDoc
+		if err := p.decode(v, &d); err != nil {
+			return err
+		}
 		if !ValidSoname(k.Value) {
 			return p.errf(k, "driver %q is not a soname", k.Value)
 		}
@@ -244,7 +335,11 @@ func (p *parser) catalog(top *yaml.Node, doc *fileDoc) (*Catalog, error) {
 		return nil, p.fixFile(err)
 	}
 	err = pairs(value(top, "components"), func(k, v *yaml.Node) error {
-		comp, err := p.component(k, v, doc.Components[k.Value])
+		var d *componentDoc
+		if err := p.decode(v, &d); err != nil {
+			return err
+		}
+		comp, err := p.component(k, v, d)
 		if err == nil {
 			c.components[comp.Name] = comp
 		}
@@ -379,7 +474,7 @@ func (p *parser) archive(what string, r *Release, n *yaml.Node, d *archiveDoc) (
 	}
 	if d.CUDAVariant != "" {
 		if !variantRE.MatchString(d.CUDAVariant) {
-			return nil, p.errf(lineOf(n, "cuda_variant"), "%s: cuda_variant %q is not cudaN", what, d.CUDAVariant)
+			return nil, p.errf(lineOf(n, "cuda_variant"), "%s: cuda_variant %q is not cudaN or cudaN.M", what, d.CUDAVariant)
 		}
 		if m, _ := variantMajor(d.CUDAVariant); r.CUDA != 0 && m != r.CUDA {
 			return nil, p.errf(lineOf(n, "cuda_variant"), "%s: cuda_variant %s contradicts the release's cuda %d", what, d.CUDAVariant, r.CUDA)
@@ -391,8 +486,8 @@ func (p *parser) archive(what string, r *Release, n *yaml.Node, d *archiveDoc) (
 	if !sha256RE.MatchString(d.SHA256) {
 		return nil, p.errf(lineOf(n, "sha256"), "%s: sha256 %q is not 64 lower-case hex digits", what, d.SHA256)
 	}
-	if d.Size <= 0 {
-		return nil, p.errf(lineOf(n, "size"), "%s: size %d must be a positive number of bytes", what, d.Size)
+	if d.Size <= 0 || d.Size > MaxArchiveSize {
+		return nil, p.errf(lineOf(n, "size"), "%s: size %d must be a positive number of bytes, at most %d", what, d.Size, int64(MaxArchiveSize))
 	}
 	if len(d.Sonames) == 0 {
 		return nil, p.errf(lineOf(n, "sonames"), "%s: archive %s lists no sonames", what, d.Path)

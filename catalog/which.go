@@ -312,7 +312,7 @@ func (c *Catalog) noFit(soname string, q Query, all, onPlatform []candidate) err
 	tied := slices.ContainsFunc(all, func(x candidate) bool { return x.rel.CUDA != 0 })
 	if major != 0 && tied {
 		if labels, missing := c.generationLacks(comp.Product, major, q.Platform); missing {
-			e.Reason = prefix + fmt.Sprintf("%s %s has no %s archives", title, strings.Join(labels, ", "), q.Platform)
+			e.Reason = prefix + fmt.Sprintf("%s %s has no %s archives", title, labelSpan(labels), q.Platform)
 			if q.Platform == LinuxAarch64 && major >= 13 {
 				e.Reason += " (from CUDA 13 on, Jetson Thor uses " + LinuxSBSA + ")"
 			}
@@ -361,6 +361,15 @@ func (c *Catalog) generationLacks(product string, major int, platform string) ([
 	}
 	slices.SortFunc(labels, CompareVersions)
 	return labels, len(labels) > 0
+}
+
+// labelSpan names sorted release labels briefly: "13.0.0, 13.0.1" or
+// "13.0.0 to 13.4.2" when there are more.
+func labelSpan(labels []string) string {
+	if len(labels) <= 2 {
+		return strings.Join(labels, ", ")
+	}
+	return labels[0] + " to " + labels[len(labels)-1]
 }
 
 func (c *Catalog) productPlatforms(product string) []string {

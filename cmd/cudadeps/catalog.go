@@ -29,7 +29,7 @@ size. The default catalog is built into cudadeps; --catalog layers more files
 on top and --mirror fetches archives from another place.`,
 	}
 	cmd.AddCommand(a.catalogListCommand(), a.catalogShowCommand(), a.catalogWhichCommand(),
-		a.catalogValidateCommand(), a.catalogImportCommand())
+		a.catalogValidateCommand(), a.catalogImportCommand(), a.catalogUpdateCommand())
 	return cmd
 }
 
@@ -40,7 +40,7 @@ func (a *app) loadCatalog(ctx context.Context) (*catalog.Catalog, error) {
 			return nil, usageError("--mirror: %v", err)
 		}
 	}
-	return catalog.Load(ctx, catalog.LoadOptions{Extra: a.opts.catalogs, Mirror: a.opts.mirror})
+	return catalog.Load(ctx, catalog.LoadOptions{UserLayer: a.userLayer(), Extra: a.opts.catalogs, Mirror: a.opts.mirror})
 }
 
 func (a *app) checkPlatformFlag() error {
@@ -396,7 +396,7 @@ func (a *app) catalogValidateCommand() *cobra.Command {
 				return nil
 			}
 			for _, path := range args {
-				data, err := os.ReadFile(path)
+				data, err := catalog.ReadFile(path)
 				if err != nil {
 					return fmt.Errorf("read catalog: %w", err)
 				}
@@ -469,7 +469,7 @@ catalog itself is: cudadeps catalog import data/manifests -o catalog.yaml`,
 			}
 			opts := catalog.ImportOptions{Platforms: platforms, Components: components, Mirror: mirror, Logger: a.logger}
 			if tableFile != "" {
-				data, err := os.ReadFile(tableFile)
+				data, err := catalog.ReadFile(tableFile)
 				if err != nil {
 					return fmt.Errorf("read soname table: %w", err)
 				}
@@ -543,7 +543,7 @@ func readManifests(args []string) ([]*catalog.Manifest, []string, error) {
 	var out []*catalog.Manifest
 	var names []string
 	for _, path := range files {
-		data, err := os.ReadFile(path)
+		data, err := catalog.ReadFile(path)
 		if err != nil {
 			return nil, nil, fmt.Errorf("read manifest: %w", err)
 		}

@@ -181,7 +181,8 @@ func TestListAndShow(t *testing.T) {
 			t.Errorf("--platform linux-sbsa listed %+v", c)
 		}
 	}
-	if !names["nvpl_lapack"] || !names["libcudss"] || names["libcudla"] || names["nccl"] {
+	// cuDLA is Jetson's: linux-aarch64 up to CUDA 12, linux-sbsa (Thor) from CUDA 13.2.
+	if !names["nvpl_lapack"] || !names["libcudss"] || !names["libcudla"] || names["nccl"] {
 		t.Errorf("sbsa components: %v", names)
 	}
 	if len(list.Drivers) == 0 {
@@ -286,5 +287,91 @@ func TestImportOneManifest(t *testing.T) {
 	}
 	if _, _, code := cli(t, "catalog", "import", repoFile(t, "data/manifests/nvpl_26.5.json"), "--platform", "windows-x86_64"); code != exitUsage {
 		t.Errorf("bad platform: exit %d", code)
+	}
+}
+
+// newestManifest is the file among data/manifests/<product>_*.json with
+// the highest release label.
+func newestManifest(t *testing.T, product string) (file, label string) {
+	t.Helper()
+	files, _ := filepath.Glob(repoFile(t, "data/manifests/"+product+"_*.json"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var top struct {
+			Label string `json:"release_label"`
+		}
+		if err := json.Unmarshal(data, &top); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if label == "" || catalog.CompareVersions(top.Label, label) > 0 {
+			file, label = filepath.Base(f), top.Label
+		}
+	}
+	if file == "" {
+		t.Fatalf("no %s manifest", product)
+	}
+	return file, label
+}
+
+// The current data: `catalog which` answers the newest cuDNN, cuSPARSELt
+// and TensorRT 10 with the URL, sha256 and size of NVIDIA's manifests.
+func TestWhichAnswersCurrentReleases(t *testing.T) {
+	tensorrt10 := func(t *testing.T) (string, string) {
+		// The newest TensorRT 10 manifest: libnvinfer.so.10 is TensorRT 10's.
+		files, _ := filepath.Glob(repoFile(t, "data/manifests/tensorrt_10.*.json"))
+		best := ""
+		for _, f := range files {
+			l := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "tensorrt_"), ".json")
+			if best == "" || catalog.CompareVersions(l, best) > 0 {
+				best = l
+			}
+		}
+		return "tensorrt_" + best + ".json", best
+	}
+	for _, tc := range []struct {
+		soname, product, component, atLeast string
+		manifest                            func(t *testing.T) (string, string)
+	}{
+		{"libcudnn.so.9", "cudnn", "cudnn", "9.27.0", nil},
+		{"libcusparseLt.so.0", "cusparselt", "libcusparse_lt", "0.10.0", nil},
+		{"libnvinfer.so.10", "tensorrt", "tensorrt", "10.16.1", tensorrt10},
+	} {
+		t.Run(tc.soname, func(t *testing.T) {
+			var file, label string
+			if tc.manifest != nil {
+				file, label = tc.manifest(t)
+			} else {
+				file, label = newestManifest(t, tc.product)
+			}
+			if catalog.CompareVersions(label, tc.atLeast) < 0 {
+				t.Fatalf("newest %s manifest is %s, want at least %s", tc.product, label, tc.atLeast)
+			}
+			version, path, sha, size := manifestArchive(t, file, tc.component, "linux-x86_64", "cuda13")
+			stdout, stderr, code := cli(t, "catalog", "which", tc.soname, "--platform", "linux-x86_64", "--cuda", "13", "--json")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var m struct {
+				Component, Version, Release, URL, SHA256 string
+				Size                                     int64
+			}
+			if err := json.Unmarshal([]byte(stdout), &m); err != nil {
+				t.Fatal(err)
+			}
+			wantURL := "https://developer.download.nvidia.com/compute/" + tc.product + "/redist/" + path
+			if m.Component != tc.component || m.Version != version || m.Release != label || m.URL != wantURL || m.SHA256 != sha || m.Size != size {
+				t.Errorf("which %s: %+v\nwant %s %s (%s) %s %s %d", tc.soname, m, tc.component, version, label, wantURL, sha, size)
+			}
+		})
+	}
+}
+
+func TestCatalogFlagRefusesDevices(t *testing.T) {
+	_, stderr, code := cli(t, "catalog", "which", "libcudnn.so.9", "--platform", "linux-x86_64", "--cuda", "13", "--catalog", "/dev/zero")
+	if code != 1 || !strings.Contains(stderr, "/dev/zero: not a regular file") {
+		t.Errorf("--catalog /dev/zero: exit %d, %s", code, stderr)
 	}
 }

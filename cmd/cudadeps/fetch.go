@@ -31,7 +31,7 @@ Examples:
 		Args: argsAtLeast(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cat, err := catalog.Load(ctx, catalog.LoadOptions{Extra: a.opts.catalogs, Mirror: a.opts.mirror})
+			cat, err := catalog.Load(ctx, catalog.LoadOptions{UserLayer: a.userLayer(), Extra: a.opts.catalogs, Mirror: a.opts.mirror})
 			if err != nil {
 				return err
 			}

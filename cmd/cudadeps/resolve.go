@@ -118,7 +118,7 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	if err != nil {
 		return err
 	}
-	cat, err := catalog.Load(ctx, catalog.LoadOptions{Extra: a.opts.catalogs, Mirror: a.opts.mirror})
+	cat, err := catalog.Load(ctx, catalog.LoadOptions{UserLayer: a.userLayer(), Extra: a.opts.catalogs, Mirror: a.opts.mirror})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cudadeps/cudadeps/catalog"
+)
+
+// userLayer is the user catalog layer file that `catalog update` writes,
+// or "" when no data directory can be named.
+func (a *app) userLayer() string {
+	dir, err := catalog.UserLayerDir(os.Getenv)
+	if err != nil {
+		return ""
+	}
+	return catalog.UserLayerFile(dir)
+}
+
+func (a *app) catalogUpdateCommand() *cobra.Command {
+	var mirror string
+	var products []string
+	cmd := &cobra.Command{
+		Use:   "update",
+		Short: "Fetch NVIDIA's current manifests into the user catalog layer that every command loads",
+		Long: `update reads each product's redist directory listing (for example
+https://developer.download.nvidia.com/compute/cudnn/redist/), fetches every
+redistrib_*.json it lists, checks that each parses, and writes them as a
+catalog layer under $XDG_DATA_HOME/cudadeps (default ~/.local/share/cudadeps).
+Every command layers it over the built-in catalog (and under --catalog
+files). It prints the releases that are new. The layer is replaced at once;
+when offline or on any error the last good layer stays in force.
+--mirror URL stands for https://developer.download.nvidia.com/compute/:
+manifests are listed at URL/<product>/redist/, and archives come from there.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if mirror != "" {
+				if _, err := catalog.NormalizeMirror(mirror); err != nil {
+					return usageError("--mirror: %v", err)
+				}
+			}
+			dir, err := catalog.UserLayerDir(os.Getenv)
+			if err != nil {
+				return err
+			}
+			res, err := catalog.Update(cmd.Context(), catalog.UpdateOptions{Dir: dir, Mirror: mirror, Products: products, Logger: a.logger})
+			if err != nil {
+				return fmt.Errorf("catalog update: %w (the previous layer, if any, is still in force)", err)
+			}
+			if a.opts.json {
+				if res.New == nil {
+					res.New = []catalog.NewRelease{}
+				}
+				return a.writeJSON(res)
+			}
+			fmt.Fprintf(a.stdout, "%d manifests checked; layer %s\n", len(res.Manifests), res.Layer)
+			if len(res.New) == 0 {
+				fmt.Fprintln(a.stdout, "nothing new")
+			}
+			for _, n := range res.New {
+				fmt.Fprintf(a.stdout, "new: %s %s (%s %s)\n", n.Component, n.Version, n.Product, n.Release)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&mirror, "mirror", "", "read manifests from this `URL` in NVIDIA's compute/ layout (URL/<product>/redist/) instead of NVIDIA")
+	cmd.Flags().StringArrayVar(&products, "product", nil, "update only this `PRODUCT` (repeatable; default: every product of the built-in catalog)")
+	a.opts.addJSONFlag(cmd)
+	return cmd
+}
