@@ -71,7 +71,7 @@ func Parse(data []byte) (*Table, error) {
 
 // sonameRE is a library file name: lib (or a plain stem), ".so", then
 // numeric version parts; globs may stand for the version.
-var sonameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.so(\.[0-9*\[\]]+)*$`)
+var sonameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.so(\.[0-9]+|\.\*(\[0-9\])?|\.[0-9]+\*)*$`)
 
 // WellFormed reports whether name can be a library name passed to dlopen:
 // no directory, ends in .so with numeric version parts.
