@@ -18,6 +18,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/runtimeopen"
 )
 
 // Options configure a scan.
@@ -29,6 +30,9 @@ type Options struct {
 	// Parallel bounds the closures computed at once (GOMAXPROCS when 0).
 	Parallel int
 	Logger   *slog.Logger
+	// RuntimeOpens resolves what the objects open at run time (dlopen) with
+	// this resolver; nil skips it.
+	RuntimeOpens *runtimeopen.Resolver
 }
 
 // Report is the outcome of a scan. Its JSON form is documented in the
@@ -61,9 +65,16 @@ type Root struct {
 	Missing       []Missing      `json:"missing"`
 	VersionErrors []VersionError `json:"version_errors"`
 	Warnings      []string       `json:"warnings,omitempty"`
+	// RuntimeOpens are the libraries its objects open at run time; absent
+	// when they were not resolved.
+	RuntimeOpens []RuntimeOpen `json:"runtime_opens,omitempty"`
 
 	// Result is the loader model's full answer, for renderers.
 	Result *ldso.Result `json:"-"`
+	// RuntimeMisses are the required run-time opens not found, in the
+	// loader's terms (who asked, which directories were searched), like
+	// Result.Missing.
+	RuntimeMisses []ldso.Miss `json:"-"`
 }
 
 // Entry is one object of a closure, in load order.
@@ -83,6 +94,9 @@ type Missing struct {
 	Problem  string   `json:"problem,omitempty"`
 	// Fatal marks a file the loader refuses outright (invalid ELF).
 	Fatal bool `json:"fatal,omitempty"`
+	// RunTime marks a library opened at run time (dlopen), not needed at
+	// load time: NeededBy are its openers.
+	RunTime bool `json:"run_time,omitempty"`
 }
 
 // VersionError is a required symbol version that its provider lacks.
@@ -133,13 +147,13 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 		roots = append(roots, found...)
 	}
 	opts.Logger.Debug("collected objects", "roots", len(roots))
-	results := Closures(ctx, l, roots, opts.Parallel)
+	results := closures(ctx, l, roots, opts.Parallel, opts.RuntimeOpens)
 	for i, res := range results {
 		if res.err != nil {
 			rep.Errors = append(rep.Errors, FileError{Path: roots[i], Error: res.err.Error()})
 			continue
 		}
-		rep.Roots = append(rep.Roots, NewRoot(res.result))
+		rep.Roots = append(rep.Roots, res.root)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -353,12 +367,19 @@ func notLoadable(in *elfscan.Info) string {
 
 type closureResult struct {
 	result *ldso.Result
+	root   *Root
 	err    error
 }
 
 // Closures computes the closure of each root with a bounded pool of workers,
 // keeping the order of roots.
 func Closures(ctx context.Context, l *ldso.Loader, roots []string, parallel int) []closureResult {
+	return closures(ctx, l, roots, parallel, nil)
+}
+
+// closures computes each root's closure and report form and, with a
+// resolver, its run-time opens (in the same process, after the closure).
+func closures(ctx context.Context, l *ldso.Loader, roots []string, parallel int, rt *runtimeopen.Resolver) []closureResult {
 	if parallel <= 0 {
 		parallel = runtime.GOMAXPROCS(0)
 	}
@@ -370,8 +391,19 @@ func Closures(ctx context.Context, l *ldso.Loader, roots []string, parallel int)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				r, err := l.Closure(ctx, roots[i])
-				out[i] = closureResult{r, err}
+				p, err := l.Start(ctx, roots[i], ldso.AsListed)
+				if err != nil {
+					out[i] = closureResult{err: err}
+					continue
+				}
+				// The closure is read before the run-time opens add to the
+				// process: a copy, since Result is the process's own.
+				r := *p.Result()
+				root := NewRoot(&r)
+				if rt != nil {
+					runtimeOpens(ctx, rt, p, r.Objects, root)
+				}
+				out[i] = closureResult{result: &r, root: root}
 			}
 		}()
 	}
@@ -472,12 +504,14 @@ func (r *Report) aggregate() {
 			if !ok {
 				i = len(r.Missing)
 				idx[m.Soname] = i
-				r.Missing = append(r.Missing, Missing{Soname: m.Soname, Problem: m.Problem, Fatal: m.Fatal, NeededBy: []string{}})
+				r.Missing = append(r.Missing, Missing{Soname: m.Soname, Problem: m.Problem, Fatal: m.Fatal, RunTime: m.RunTime, NeededBy: []string{}})
 			}
 			for _, by := range m.NeededBy {
 				r.Missing[i].NeededBy = appendUnique(r.Missing[i].NeededBy, by)
 			}
 			r.Missing[i].Fatal = r.Missing[i].Fatal || m.Fatal
+			// Needed at load time by anyone: not only a run-time open.
+			r.Missing[i].RunTime = r.Missing[i].RunTime && m.RunTime
 			if r.Missing[i].Problem == "" {
 				r.Missing[i].Problem = m.Problem
 			}

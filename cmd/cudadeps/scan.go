@@ -9,11 +9,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/runtimeopen"
 	"github.com/cudadeps/cudadeps/scan"
 )
 
 func (a *app) scanCommand() *cobra.Command {
-	var all bool
+	var all, noRuntime bool
 	var mount string
 	cmd := &cobra.Command{
 		Use:   "scan PATH...",
@@ -27,6 +28,11 @@ already loaded), and what it would not find.
 A single object prints as a tree. For many objects, the ones that would fail
 print as trees pruned to the failing branches, then a summary; --all prints
 every tree in full.
+
+Libraries that the objects open at run time (dlopen: NVIDIA's libraries and
+the common frameworks, from a curated table, and any ELF .note.dlopen) are
+resolved from their opener as dlopen would and listed under each tree; a
+required one not found counts as missing, an optional one never does.
 
 Exit status: 0 when every object would load, 3 when a library is missing or a
 required symbol version is absent, 1 on errors, 2 on usage errors.
@@ -43,7 +49,15 @@ Examples:
 				return err
 			}
 			defer l.Close()
-			rep, err := scan.Run(cmd.Context(), l, args, scan.Options{WheelMount: mount, Logger: a.logger})
+			sopts := scan.Options{WheelMount: mount, Logger: a.logger}
+			if !noRuntime {
+				table, err := runtimeopen.Load()
+				if err != nil {
+					return err
+				}
+				sopts.RuntimeOpens = runtimeopen.NewResolver(table, l)
+			}
+			rep, err := scan.Run(cmd.Context(), l, args, sopts)
 			if err != nil {
 				return err
 			}
@@ -70,6 +84,7 @@ Examples:
 	a.opts.addLoaderFlags(cmd)
 	a.opts.addJSONFlag(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "print every object's full tree, system libraries expanded too")
+	cmd.Flags().BoolVar(&noRuntime, "no-runtime-opens", false, "leave out the libraries objects open at run time (dlopen)")
 	cmd.Flags().StringVar(&mount, "site-packages", "", "mount wheels on this `DIR` (a real site-packages), so their dependencies resolve against what is installed there")
 	return cmd
 }
@@ -124,9 +139,11 @@ func renderScan(w io.Writer, rep *scan.Report, all bool) {
 		switch {
 		case single || all:
 			renderTree(w, root.Result, treeOptions{expandSystem: all})
+			renderRuntimeOpens(w, root, true)
 			fmt.Fprintln(w)
 		case !root.OK:
 			renderTree(w, root.Result, treeOptions{prune: true})
+			renderRuntimeOpens(w, root, false)
 			fmt.Fprintln(w)
 		default:
 			okCount++
@@ -144,8 +161,12 @@ func renderScan(w io.Writer, rep *scan.Report, all bool) {
 		fmt.Fprintln(w, "Missing libraries:")
 		for _, m := range rep.Missing {
 			fmt.Fprintf(w, "  %s\n", m.Soname)
+			verb := "needed by"
+			if m.RunTime {
+				verb = "opened at run time by"
+			}
 			for _, by := range limit(m.NeededBy, 5) {
-				fmt.Fprintf(w, "      needed by %s\n", by)
+				fmt.Fprintf(w, "      %s %s\n", verb, by)
 			}
 			if m.Problem != "" {
 				fmt.Fprintf(w, "      %s\n", m.Problem)
@@ -338,5 +359,37 @@ func argsExactly(n int) cobra.PositionalArgs {
 			return &flagError{err: fmt.Errorf("%s takes %d argument(s), got %d; see '%s --help'", cmd.Name(), n, len(args), cmd.CommandPath())}
 		}
 		return nil
+	}
+}
+
+// renderRuntimeOpens lists what a root's objects open at run time: all of
+// it, or only the failures.
+func renderRuntimeOpens(w io.Writer, root *scan.Root, all bool) {
+	header := false
+	for _, o := range root.RuntimeOpens {
+		if !all && o.Path != nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "opened at run time:")
+			header = true
+		}
+		kind := "required"
+		switch {
+		case o.Driver:
+			kind = "driver"
+		case o.Optional:
+			kind = "optional"
+		}
+		where := "not found"
+		if o.Path != nil {
+			where = "=> " + *o.Path + " [" + o.How + "]"
+		} else if kind == "required" {
+			where = "not found (missing)"
+		}
+		fmt.Fprintf(w, "  %s opens %s (%s) %s\n", path.Base(o.Opener), o.Soname, kind, where)
+		if all {
+			fmt.Fprintf(w, "      evidence: %s\n", o.Evidence)
+		}
 	}
 }

@@ -1,0 +1,256 @@
+package runtimeopen
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/ldso"
+)
+
+// How an open was satisfied, besides the loader's own ways (ldso.Via).
+const (
+	HowLoaded       = "loaded"        // already in the process under that name or soname
+	HowSitePackages = "site-packages" // by path, in a directory the framework tries
+	HowOrigin       = "origin"        // by path, beside the opener
+)
+
+// Open is one library opened at run time by an object of a process.
+type Open struct {
+	Opener *ldso.Object
+	// Name is the name that was found, or the first one tried.
+	Name string
+	// Tried are the names tried, in order (alternatives).
+	Tried    []string
+	Evidence string
+	Optional bool
+	Driver   bool
+	// Found is the object dlopen returns; nil when nothing is found.
+	Found *ldso.Object
+	// How is one of the How* constants or the ldso.Via that found it.
+	How string
+	// From names the search list or directory that found it.
+	From string
+	// Request is, for a miss, the not-found object that records who asked
+	// and which directories were searched (ldso.Object.Searched).
+	Request *ldso.Object
+}
+
+// Missing reports an open that fails where the program needs it to work.
+func (o *Open) Missing() bool { return o.Found == nil && !o.Optional && !o.Driver }
+
+// Resolver resolves the run-time opens of processes. It is safe for
+// concurrent use and caches the notes it reads, so one should serve a scan.
+type Resolver struct {
+	table *Table
+	l     *ldso.Loader
+
+	mu    sync.Mutex
+	notes map[string][]elfscan.DlopenNote
+}
+
+// NewResolver prepares a resolver over a table for a loader's files.
+func NewResolver(t *Table, l *ldso.Loader) *Resolver {
+	return &Resolver{table: t, l: l, notes: map[string][]elfscan.DlopenNote{}}
+}
+
+// Resolve performs, in p, the run-time opens of objs and of everything they
+// bring in, in load order: first what frameworks open by path beside their
+// libraries, then what each library opens (the table, then its
+// .note.dlopen). Opened objects are loaded into p with what they need.
+func (r *Resolver) Resolve(ctx context.Context, p *ldso.Process, objs []*ldso.Object) []Open {
+	var out []Open
+	done := map[string]bool{}
+	do := func(opener *ldso.Object, item string, e Entry, sp string) {
+		k := opener.Path + "\x00" + item
+		if done[k] {
+			return
+		}
+		done[k] = true
+		out = append(out, r.open(p, opener, item, e, sp))
+	}
+	for _, o := range objs {
+		if ctx.Err() != nil {
+			return out
+		}
+		if !o.Found() || o.Path == "" {
+			continue
+		}
+		entries, sps := r.table.ForPath(o.Path)
+		for i, e := range entries {
+			if e.When != "" && !r.exists(path.Join(sps[i], e.When)) {
+				continue
+			}
+			for _, item := range e.Opens {
+				do(o, item, e, sps[i])
+			}
+		}
+	}
+	queue := append([]*ldso.Object(nil), objs...)
+	queued := map[*ldso.Object]bool{}
+	for _, o := range queue {
+		queued[o] = true
+	}
+	enqueueNew := func() {
+		for _, x := range p.Objects() {
+			if !queued[x] {
+				queued[x] = true
+				queue = append(queue, x)
+			}
+		}
+	}
+	enqueueNew() // what the framework opens above
+	for i := 0; i < len(queue); i++ {
+		if ctx.Err() != nil {
+			break
+		}
+		o := queue[i]
+		if !o.Found() || o.Info == nil {
+			continue
+		}
+		names := append([]string{o.Info.Soname, path.Base(o.Path)}, o.Names...)
+		for _, e := range r.table.ForSoname(names...) {
+			for _, item := range e.Opens {
+				do(o, item, e, "")
+			}
+		}
+		for _, n := range r.readNotes(o.HostPath) {
+			e := Entry{
+				Optional: n.Priority != elfscan.PriorityRequired,
+				Source:   noteEvidence(o.Path, n),
+			}
+			do(o, strings.Join(n.Sonames, "|"), e, "")
+		}
+		enqueueNew()
+	}
+	return out
+}
+
+func noteEvidence(file string, n elfscan.DlopenNote) string {
+	s := fmt.Sprintf("ELF .note.dlopen of %s (priority %s", file, n.Priority)
+	if n.Feature != "" {
+		s += ", feature " + n.Feature
+	}
+	if n.Description != "" {
+		s += ": " + n.Description
+	}
+	return s + ")"
+}
+
+// open performs one opens item: each alternative in turn, first by path in
+// the entry's directories, then (unless dirs_only) by dlopen's search.
+func (r *Resolver) open(p *ldso.Process, opener *ldso.Object, item string, e Entry, sp string) Open {
+	alts := Alternatives(item)
+	res := Open{Opener: opener, Name: alts[0], Tried: alts, Evidence: e.Source, Optional: e.Optional, Driver: e.Driver}
+	var searched []ldso.SearchDir
+	for _, d := range e.Dirs {
+		dir, how := r.dir(opener, d, sp)
+		if dir == "" {
+			continue
+		}
+		searched = append(searched, ldso.SearchDir{Via: ldso.Via(how), Source: how + " (" + e.describeOpener() + ")", Entry: d, Dir: dir + "/"})
+	}
+	for _, name := range alts {
+		for _, sd := range searched {
+			file := r.match(sd.Dir, name)
+			if file == "" {
+				continue
+			}
+			obj, loaded := p.DlopenFrom(file, opener)
+			if obj.Found() {
+				res.Name, res.Found, res.How, res.From = name, obj, string(sd.Via), sd.Dir
+				if loaded {
+					res.How = HowLoaded
+				}
+				return res
+			}
+		}
+		if e.DirsOnly || strings.ContainsAny(name, "*[") {
+			continue
+		}
+		obj, loaded := p.DlopenFrom(name, opener)
+		if obj.Found() {
+			res.Name, res.Found, res.How, res.From = name, obj, string(obj.Via), obj.From
+			if loaded {
+				res.How, res.From = HowLoaded, ""
+			}
+			return res
+		}
+		if res.Request == nil {
+			res.Request = obj
+		}
+	}
+	if res.Request == nil {
+		res.Request = &ldso.Object{Name: res.Name, Names: []string{res.Name}, Via: ldso.ViaNotFound, Loader: opener, NeededBy: []*ldso.Object{opener}}
+	}
+	// Where a library could be placed for this open to find it: the
+	// framework's directories first.
+	res.Request.Searched = append(searched, res.Request.Searched...)
+	return res
+}
+
+func (e Entry) describeOpener() string {
+	if e.OpenerPath != "" {
+		return e.OpenerPath
+	}
+	return e.Opener
+}
+
+// dir expands one entry of dirs for an opener: "$ORIGIN..." is relative to
+// the opener's directory, anything else to site-packages.
+func (r *Resolver) dir(opener *ldso.Object, d, sp string) (dir, how string) {
+	if rest, ok := strings.CutPrefix(d, "$ORIGIN"); ok {
+		return path.Clean(path.Dir(opener.Path) + "/" + rest), HowOrigin
+	}
+	if sp == "" {
+		return "", ""
+	}
+	return path.Join(sp, d), HowSitePackages
+}
+
+// match finds name (or the first file matching the pattern name) in dir.
+func (r *Resolver) match(dir, name string) string {
+	host := r.l.HostPath(dir)
+	if !strings.ContainsAny(name, "*[") {
+		if st, err := os.Stat(filepath.Join(host, name)); err == nil && st.Mode().IsRegular() {
+			return path.Join(dir, name)
+		}
+		return ""
+	}
+	m, err := filepath.Glob(filepath.Join(host, name))
+	if err != nil || len(m) == 0 {
+		return ""
+	}
+	sort.Strings(m)
+	return path.Join(dir, filepath.Base(m[0]))
+}
+
+func (r *Resolver) exists(guest string) bool {
+	m, err := filepath.Glob(r.l.HostPath(guest))
+	return err == nil && len(m) > 0
+}
+
+// readNotes reads an object's dlopen notes once; a file whose notes cannot
+// be read has none (its loading is judged elsewhere).
+func (r *Resolver) readNotes(host string) []elfscan.DlopenNote {
+	r.mu.Lock()
+	n, ok := r.notes[host]
+	r.mu.Unlock()
+	if ok {
+		return n
+	}
+	if f, err := os.Open(host); err == nil {
+		n, _ = elfscan.ReadDlopenNotes(f, host)
+		f.Close()
+	}
+	r.mu.Lock()
+	r.notes[host] = n
+	r.mu.Unlock()
+	return n
+}

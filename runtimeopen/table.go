@@ -1,0 +1,165 @@
+// Package runtimeopen knows which libraries CUDA libraries and Python frameworks open at run time with dlopen, and finds them as dlopen would from the object that opens them.
+package runtimeopen
+
+import (
+	_ "embed"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+//go:embed table.yaml
+var tableYAML []byte
+
+// Entry is one curated fact: an opener and the names it passes to dlopen.
+type Entry struct {
+	// Opener is the opening library's DT_SONAME (or file name).
+	Opener string `yaml:"opener"`
+	// OpenerPath is instead a glob relative to site-packages naming the
+	// library beside which a framework's Python code does the opening.
+	OpenerPath string `yaml:"opener_path"`
+	// When is a glob relative to site-packages that must match for the
+	// entry to apply (the distribution that does the opening).
+	When string `yaml:"when"`
+	// Opens are the names passed to dlopen; "a|b" is a, or else b.
+	Opens []string `yaml:"opens"`
+	// Dirs are tried by path before dlopen's own search: relative to
+	// site-packages, or to the opener's directory when they start with
+	// $ORIGIN.
+	Dirs []string `yaml:"dirs"`
+	// DirsOnly: the opener loads by path only (no search by name).
+	DirsOnly bool `yaml:"dirs_only"`
+	// Optional opens are survived when they fail.
+	Optional bool `yaml:"optional"`
+	// Driver libraries belong to the GPU driver: reported, never fetched.
+	Driver bool   `yaml:"driver"`
+	Source string `yaml:"source"`
+}
+
+// Table is the curated list of run-time opens.
+type Table struct {
+	Entries []Entry
+	bySo    map[string][]int
+	byPath  []int
+}
+
+// Load parses the built-in table.
+func Load() (*Table, error) { return Parse(tableYAML) }
+
+// Parse reads a table and checks every entry.
+func Parse(data []byte) (*Table, error) {
+	var entries []Entry
+	if err := yaml.Unmarshal(data, &entries); err != nil {
+		return nil, fmt.Errorf("run-time open table: %w", err)
+	}
+	t := &Table{Entries: entries, bySo: map[string][]int{}}
+	for i, e := range entries {
+		if err := e.check(); err != nil {
+			return nil, fmt.Errorf("run-time open table, entry %d (%s%s): %w", i+1, e.Opener, e.OpenerPath, err)
+		}
+		if e.Opener != "" {
+			t.bySo[e.Opener] = append(t.bySo[e.Opener], i)
+		} else {
+			t.byPath = append(t.byPath, i)
+		}
+	}
+	return t, nil
+}
+
+// sonameRE is a library file name: lib (or a plain stem), ".so", then
+// numeric version parts; globs may stand for the version.
+var sonameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.so(\.[0-9]+|\.\*(\[0-9\])?|\.[0-9]+\*)*$`)
+
+// WellFormed reports whether name can be a library name passed to dlopen:
+// no directory, ends in .so with numeric version parts.
+func WellFormed(name string) bool {
+	return !strings.Contains(name, "/") && sonameRE.MatchString(name)
+}
+
+func (e Entry) check() error {
+	switch {
+	case (e.Opener == "") == (e.OpenerPath == ""):
+		return fmt.Errorf("needs exactly one of opener and opener_path")
+	case e.Opener != "" && !WellFormed(e.Opener):
+		return fmt.Errorf("opener %q is not a library name", e.Opener)
+	case strings.TrimSpace(e.Source) == "":
+		return fmt.Errorf("no source")
+	case len(e.Opens) == 0:
+		return fmt.Errorf("opens nothing")
+	case e.Driver && e.Optional:
+		return fmt.Errorf("driver and optional at once")
+	case e.DirsOnly && len(e.Dirs) == 0:
+		return fmt.Errorf("dirs_only without dirs")
+	}
+	for _, pat := range []string{e.OpenerPath, e.When} {
+		if _, err := path.Match(pat, ""); err != nil {
+			return fmt.Errorf("bad glob %q", pat)
+		}
+	}
+	for _, o := range e.Opens {
+		for _, n := range Alternatives(o) {
+			if !WellFormed(n) {
+				return fmt.Errorf("opens %q, not a library name", n)
+			}
+			if strings.ContainsAny(n, "*[") && len(e.Dirs) == 0 {
+				return fmt.Errorf("opens the pattern %q without dirs to list", n)
+			}
+		}
+	}
+	for _, d := range e.Dirs {
+		if d == "" || path.IsAbs(d) || strings.Contains(d, "..") {
+			return fmt.Errorf("dir %q must be relative to site-packages or start with $ORIGIN", d)
+		}
+	}
+	return nil
+}
+
+// Alternatives splits an opens item into the names tried in order.
+func Alternatives(open string) []string {
+	var out []string
+	for _, n := range strings.Split(open, "|") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// ForSoname returns the entries whose opener answers to one of names.
+func (t *Table) ForSoname(names ...string) []Entry {
+	var out []Entry
+	seen := map[int]bool{}
+	for _, n := range names {
+		for _, i := range t.bySo[n] {
+			if !seen[i] {
+				seen[i] = true
+				out = append(out, t.Entries[i])
+			}
+		}
+	}
+	return out
+}
+
+// ForPath returns the entries anchored at a file and the site-packages
+// directory they are relative to: file must end in the entry's
+// opener_path glob.
+func (t *Table) ForPath(file string) (entries []Entry, sitePackages []string) {
+	file = path.Clean(file)
+	for _, i := range t.byPath {
+		e := t.Entries[i]
+		n := strings.Count(e.OpenerPath, "/") + 1
+		parts := strings.Split(file, "/")
+		if len(parts) <= n {
+			continue
+		}
+		rel := strings.Join(parts[len(parts)-n:], "/")
+		if ok, _ := path.Match(e.OpenerPath, rel); ok {
+			entries = append(entries, e)
+			sitePackages = append(sitePackages, strings.Join(parts[:len(parts)-n], "/"))
+		}
+	}
+	return entries, sitePackages
+}

@@ -1,0 +1,61 @@
+package scan
+
+import (
+	"context"
+
+	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/runtimeopen"
+)
+
+// RuntimeOpen is a library an object of the closure opens at run time.
+type RuntimeOpen struct {
+	Opener   string `json:"opener"`
+	Soname   string `json:"soname"`
+	Evidence string `json:"evidence"`
+	Optional bool   `json:"optional"`
+	// Driver marks a library of the GPU driver: reported, never fetched,
+	// never counted missing.
+	Driver bool    `json:"driver,omitempty"`
+	Path   *string `json:"path"` // null when not found
+	// How is "loaded" (already in the process), "site-packages" or
+	// "origin" (by path, where the framework looks), or the loader's way
+	// (rpath, ld_library_path, runpath, cache, default, path); empty when
+	// not found.
+	How  string `json:"how,omitempty"`
+	From string `json:"from,omitempty"`
+}
+
+// runtimeOpens performs the run-time opens of a process whose closure is
+// objs and records them on root: every open, and the required ones not
+// found among root's misses (flagged RunTime) and in RuntimeMisses.
+func runtimeOpens(ctx context.Context, r *runtimeopen.Resolver, p *ldso.Process, objs []*ldso.Object, root *Root) {
+	opens := r.Resolve(ctx, p, objs)
+	root.RuntimeOpens = []RuntimeOpen{}
+	for i := range opens {
+		o := &opens[i]
+		ro := RuntimeOpen{Opener: o.Opener.Path, Soname: o.Name, Evidence: o.Evidence, Optional: o.Optional, Driver: o.Driver, How: o.How, From: o.From}
+		if o.Found != nil {
+			p := o.Found.Path
+			ro.Path = &p
+		}
+		root.RuntimeOpens = append(root.RuntimeOpens, ro)
+		if !o.Missing() {
+			continue
+		}
+		root.Missing = append(root.Missing, Missing{
+			Soname: o.Name, NeededBy: []string{o.Opener.Path}, RunTime: true,
+			Problem: "opened at run time by " + o.Opener.Path + " (" + o.Evidence + ")",
+		})
+		root.RuntimeMisses = append(root.RuntimeMisses, ldso.Miss{
+			Name: o.Name, NeededBy: []*ldso.Object{o.Opener}, Requests: []*ldso.Object{o.Request},
+		})
+		root.OK = false
+	}
+}
+
+// AddRuntimeOpens adds to root the run-time opens of the process p whose
+// closure root describes (root.Result.Objects): for callers that build
+// their own processes, like the resolver's import model.
+func AddRuntimeOpens(ctx context.Context, r *runtimeopen.Resolver, p *ldso.Process, root *Root) {
+	runtimeOpens(ctx, r, p, root.Result.Objects, root)
+}
