@@ -48,15 +48,25 @@ func venvSite(t *testing.T) (python, site string) {
 	return "", ""
 }
 
+// cudnnSonames are what the nvidia-cudnn-cu13 wheel's RECORD lists.
+var cudnnSonames = []string{"libcudnn.so.9", "libcudnn_adv.so.9", "libcudnn_cnn.so.9", "libcudnn_engines_precompiled.so.9",
+	"libcudnn_engines_runtime_compiled.so.9", "libcudnn_graph.so.9", "libcudnn_heuristic.so.9", "libcudnn_ops.so.9"}
+
 // cudnnLibs are a cuDNN release's files, with links named as NVIDIA's
 // archives name them (libcudnn.so.9 → libcudnn.so.9.14.0).
 func cudnnLibs(version string) (map[string]elftest.Spec, map[string]string) {
 	short := strings.Join(strings.Split(version, ".")[:3], ".")
-	libs := map[string]elftest.Spec{
-		"libcudnn.so." + short:     {Soname: "libcudnn.so.9", Needed: []string{"libc.so.6"}, RunPath: elftest.Str("$ORIGIN")},
-		"libcudnn_cnn.so." + short: {Soname: "libcudnn_cnn.so.9", Needed: []string{"libcudnn.so.9", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")},
+	libs := map[string]elftest.Spec{}
+	links := map[string]string{}
+	for _, n := range cudnnSonames {
+		stem := strings.TrimSuffix(n, ".9")
+		needed := []string{"libc.so.6"}
+		if n != "libcudnn.so.9" {
+			needed = append(needed, "libcudnn.so.9")
+		}
+		libs[stem+"."+short] = elftest.Spec{Soname: n, Needed: needed, RunPath: elftest.Str("$ORIGIN")}
+		links[n] = stem + "." + short
 	}
-	links := map[string]string{"libcudnn.so.9": "libcudnn.so." + short, "libcudnn_cnn.so.9": "libcudnn_cnn.so." + short}
 	return libs, links
 }
 
@@ -74,10 +84,11 @@ func newPinFixture(t *testing.T, runpath bool) *pinFixture {
 		"gpupkg/__init__.py":      []byte(""),
 		"gpupkg/lib/libgpupkg.so": elfBytes(t, spec),
 	}, map[string]fs.FileMode{"gpupkg/lib/libgpupkg.so": 0o755})
-	writeDist(t, f.site, "nvidia-cudnn-cu13", "9.19.0.56", nil, map[string][]byte{
-		"nvidia/cudnn/lib/libcudnn.so.9":     elfBytes(t, elftest.Spec{Soname: "libcudnn.so.9", Needed: []string{"libc.so.6"}}),
-		"nvidia/cudnn/lib/libcudnn_cnn.so.9": elfBytes(t, elftest.Spec{Soname: "libcudnn_cnn.so.9", Needed: []string{"libc.so.6"}}),
-	}, nil)
+	wheel := map[string][]byte{}
+	for _, n := range cudnnSonames {
+		wheel["nvidia/cudnn/lib/"+n] = elfBytes(t, elftest.Spec{Soname: n, Needed: []string{"libc.so.6"}})
+	}
+	writeDist(t, f.site, "nvidia-cudnn-cu13", "9.19.0.56", nil, wheel, nil)
 	// The wheel's files are gone; its RECORD still lists them.
 	if err := os.RemoveAll(filepath.Join(f.site, "nvidia/cudnn/lib")); err != nil {
 		t.Fatal(err)
@@ -161,7 +172,7 @@ func TestPinnedRestoredWhereRecordSays(t *testing.T) {
 	if sh.Soname != "libcudnn.so.9" || sh.FoundVersion != "9.14.0" || sh.Owner.Version != "9.19.0.56" || sh.Owner.Dist != "nvidia-cudnn-cu13" || sh.Via != ldso.ViaLDLibraryPath {
 		t.Fatalf("shadow = %+v", sh)
 	}
-	if len(out.Incomplete) != 1 || !strings.Contains(out.Incomplete[0], "nvidia-cudnn-cu13 9.19.0.56 is installed but 2 of its") {
+	if len(out.Incomplete) != 1 || !strings.Contains(out.Incomplete[0], "nvidia-cudnn-cu13 9.19.0.56 is installed but 8 of its") {
 		t.Errorf("incomplete = %q", out.Incomplete)
 	}
 	if !out.OK {

@@ -61,9 +61,9 @@ type dirChecker interface {
 	// usable says whether a library may be placed in dir (the loader's
 	// path): not a system directory, writable or creatable by this user.
 	usable(dir string) (ok, exists bool)
-	// owner names the distribution whose RECORD puts files in dir (the
-	// loader's path), or "".
-	owner(dir string) string
+	// foreign says whether dir (the loader's path) belongs to a
+	// distribution other than the one that owns the step's libraries.
+	foreign(dir string, s *Step) bool
 }
 
 // Decide chooses, for every step, where its libraries go. A library that
@@ -164,7 +164,7 @@ func candidateDirs(r Request, s *Step, dc dirChecker) []candidateDir {
 			// depend on the working directory.
 			continue
 		}
-		if dc.owner(sd.Dir) != "" {
+		if dc.foreign(sd.Dir, s) {
 			// Another distribution's directory: its RECORD does not list
 			// the library, and Python-level loaders do not look there.
 			continue
@@ -237,7 +237,18 @@ type fsChecker struct {
 	layout     *Layout
 }
 
-func (c *fsChecker) owner(dir string) string { return c.layout.OwnerOfDir(c.host(dir)) }
+func (c *fsChecker) foreign(dir string, s *Step) bool {
+	owner := c.layout.OwnerOfDir(c.host(dir))
+	if owner == "" {
+		return false
+	}
+	for _, n := range s.Sonames {
+		if o := c.layout.Owner(n); o != nil && o.Dist == owner {
+			return false // the component's own wheel's directory
+		}
+	}
+	return true
+}
 
 // host maps a loader directory to this machine, resolved physically (as
 // the kernel resolves "..": after symlinks) and cleaned, for display and

@@ -100,7 +100,10 @@ func needsFrom(rep *scan.Report) []*Need {
 	byName := map[string]*Need{}
 	var out []*Need
 	for _, root := range rep.Roots {
-		for _, m := range root.Result.Missing {
+		// What the objects open at run time and is not found counts as
+		// missing before anything runs.
+		misses := append(append([]ldso.Miss(nil), root.Result.Missing...), root.RuntimeMisses...)
+		for _, m := range misses {
 			n, ok := byName[m.Name]
 			if !ok {
 				n = &Need{Soname: m.Name}

@@ -15,6 +15,7 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/runtimeopen"
 	"github.com/cudadeps/cudadeps/scan"
 )
 
@@ -134,6 +135,8 @@ type session struct {
 	// last is the latest round's scan, with its layout.
 	last   *scan.Report
 	layout *Layout
+	// opens is the table of what libraries open at run time.
+	opens *runtimeopen.Table
 }
 
 func newSession(ctx context.Context, t *Target, opts Options) (*session, error) {
@@ -154,7 +157,11 @@ func newSession(ctx context.Context, t *Target, opts Options) (*session, error) 
 		opts.DryRun = true
 		out.DryRun = true
 	}
-	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}}
+	opens, err := runtimeopen.Load()
+	if err != nil {
+		return nil, err
+	}
+	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}, opens: opens}
 	if !opts.DryRun {
 		rec, err := loadRecord(opts.Prefix, t)
 		if err != nil {
@@ -220,7 +227,7 @@ func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	rep, err := s.t.Scan(s.ctx, l, s.opts.WheelMount)
+	rep, err := s.t.Scan(s.ctx, l, s.opts.WheelMount, runtimeopen.NewResolver(s.opens, l))
 	// The loader's wheel mounts are done with; its path mapping (under
 	// --root) still serves the placement.
 	l.Close()

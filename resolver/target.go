@@ -12,6 +12,7 @@ import (
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/runtimeopen"
 	"github.com/cudadeps/cudadeps/scan"
 )
 
@@ -204,13 +205,14 @@ func importName(d *pyenv.Dist) string {
 	return want
 }
 
-// Scan computes what the loader would do for the target now.
-func (t *Target) Scan(ctx context.Context, l *ldso.Loader, mount string) (*scan.Report, error) {
+// Scan computes what the loader would do for the target now, with what
+// its objects open at run time when rt is set.
+func (t *Target) Scan(ctx context.Context, l *ldso.Loader, mount string, rt *runtimeopen.Resolver) (*scan.Report, error) {
 	switch t.Kind {
 	case KindPython:
-		return t.scanPython(ctx, l)
+		return t.scanPython(ctx, l, rt)
 	default:
-		return scan.Run(ctx, l, []string{t.Path}, scan.Options{WheelMount: mount})
+		return scan.Run(ctx, l, []string{t.Path}, scan.Options{WheelMount: mount, RuntimeOpens: rt})
 	}
 }
 
@@ -234,7 +236,7 @@ func elfFiles(l *ldso.Loader, files []string) []string {
 // does: into a process whose main program is the interpreter, where the
 // libraries of the distributions it requires are already loaded, by
 // dlopen'ing its path.
-func (t *Target) scanPython(ctx context.Context, l *ldso.Loader) (*scan.Report, error) {
+func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen.Resolver) (*scan.Report, error) {
 	roots := elfFiles(l, t.Dist.Files)
 	// Importing the package imports the distributions it requires first:
 	// their extension modules, and what those load, are in the process.
@@ -268,7 +270,11 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader) (*scan.Report, 
 			errs = append(errs, scan.FileError{Path: root, Error: err.Error()})
 			continue
 		}
-		out = append(out, scan.NewRoot(p.Reach(o)))
+		root := scan.NewRoot(p.Reach(o))
+		if rt != nil {
+			scan.AddRuntimeOpens(ctx, rt, p, root)
+		}
+		out = append(out, root)
 	}
 	rep := scan.NewReport(out)
 	rep.Errors = errs
