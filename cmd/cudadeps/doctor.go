@@ -48,7 +48,7 @@ func (a *app) doctorCommand() *cobra.Command {
   cudadeps doctor torch --probe
   cudadeps doctor torch --python ~/venv/bin/python --json
   cudadeps doctor /path/to/libmykernels.so`,
-		Args: cobra.MaximumNArgs(1),
+		Args: doctorArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if probeChild {
 				return exitWith(doctor.ProbeChild(a.stdout))
@@ -178,4 +178,11 @@ func doctorTarget(ctx context.Context, arg, python string, opts *doctor.Options)
 		opts.Target = t.Path
 	}
 	return python, nil
+}
+
+func doctorArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return usageError("doctor takes at most one TARGET, got %d: %q", len(args), args)
+	}
+	return nil
 }
