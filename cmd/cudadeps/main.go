@@ -189,6 +189,10 @@ func buildVersion() string {
 	if !ok {
 		return "dev"
 	}
+	return versionOf(bi)
+}
+
+func versionOf(bi *debug.BuildInfo) string {
 	var parts []string
 	if v := bi.Main.Version; v != "" {
 		parts = append(parts, v)
