@@ -142,17 +142,6 @@ func (p painter) bad(s string) string {
 	return "\x1b[1;31m" + s + "\x1b[0m"
 }
 
-// badWords paints each whole occurrence of the words in text.
-func (p painter) badWords(text string, words ...string) string {
-	if !p.on {
-		return text
-	}
-	for _, w := range words {
-		text = strings.ReplaceAll(text, w, p.bad(w))
-	}
-	return text
-}
-
 // shellQuote writes s so that a POSIX shell reads it back as one word.
 func shellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
