@@ -235,18 +235,24 @@ func (a *app) confirmPlan(store *fetch.Store, yes bool) func(*resolver.Plan) (bo
 		if yes {
 			return true, nil
 		}
-		question := planQuestion(p, store.Dir())
-		if !a.interactive() {
-			return false, usageError("not asking %q: stdin is not a terminal; rerun with --yes to proceed, or --dry-run to only see the plan", question)
-		}
-		fmt.Fprintf(a.stderr, "%s [y/N] ", question)
-		line, err := bufio.NewReader(a.stdin).ReadString('\n')
-		if err != nil && err != io.EOF {
-			return false, err
-		}
-		ans := strings.ToLower(strings.TrimSpace(line))
-		return ans == "y" || ans == "yes", nil
+		return a.ask(planQuestion(p, store.Dir()), "rerun with --yes to proceed, or --dry-run to only see the plan")
 	}
+}
+
+// ask puts a yes/no question on stderr and reads the answer (no unless
+// y or yes). When stdin is not a terminal nobody can answer: that is a
+// usage error whose hint says what to do instead.
+func (a *app) ask(question, hint string) (bool, error) {
+	if !a.interactive() {
+		return false, usageError("not asking %q: stdin is not a terminal; %s", question, hint)
+	}
+	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	line, err := bufio.NewReader(a.stdin).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return false, err
+	}
+	ans := strings.ToLower(strings.TrimSpace(line))
+	return ans == "y" || ans == "yes", nil
 }
 
 func planQuestion(p *resolver.Plan, storeDir string) string {

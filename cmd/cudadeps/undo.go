@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"strings"
@@ -73,18 +72,11 @@ func (a *app) confirmUndoAll(prefix string) error {
 		names[i] = r.Name
 	}
 	question := fmt.Sprintf("Undo every recorded target (%s) under %s?", strings.Join(names, ", "), prefix)
-	if !a.interactive() {
-		return usageError("not asking %q: stdin is not a terminal; name the targets, or rerun with --yes", question)
+	ok, err := a.ask(question, "name the targets, or rerun with --yes")
+	if err == nil && !ok {
+		err = &codeError{code: exitError, err: fmt.Errorf("not confirmed: nothing undone")}
 	}
-	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
-	line, err := bufio.NewReader(a.stdin).ReadString('\n')
-	if err != nil && err != io.EOF {
-		return err
-	}
-	if ans := strings.ToLower(strings.TrimSpace(line)); ans != "y" && ans != "yes" {
-		return &codeError{code: exitError, err: fmt.Errorf("not confirmed: nothing undone")}
-	}
-	return nil
+	return err
 }
 
 func renderUndo(w io.Writer, reps []resolver.UndoReport) {
