@@ -77,7 +77,7 @@ func TestCLIInterruptedDownload(t *testing.T) {
 	t.Run("terminal", func(t *testing.T) {
 		script, err := exec.LookPath("script")
 		if err != nil {
-			t.Skip("needs script (util-linux)")
+			needScript(t)
 		}
 		cat, url, started := stallingMirror(t)
 		line := strings.Join([]string{shellQuote(binary(t)), "resolve", shellQuote(dir), "--yes", "--catalog", shellQuote(cat), "--mirror", url, "--prefix", shellQuote(t.TempDir()), "--ld-library-path", "''"}, " ")

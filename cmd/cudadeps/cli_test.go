@@ -91,7 +91,7 @@ func runTerminal(t *testing.T, env []string, input string, args ...string) (int,
 	t.Helper()
 	script, err := exec.LookPath("script")
 	if err != nil {
-		t.Skip("needs script (util-linux) for a pseudo-terminal")
+		needScript(t)
 	}
 	words := []string{shellQuote(binary(t))}
 	for _, a := range args {
@@ -106,6 +106,16 @@ func runTerminal(t *testing.T, env []string, input string, args ...string) (int,
 		t.Fatal(err)
 	}
 	return cmd.ProcessState.ExitCode(), strings.ReplaceAll(string(out), "\r\n", "\n")
+}
+
+// needScript skips a terminal test where script(1) is absent, or fails it
+// where the oracles are required (CI).
+func needScript(t *testing.T) {
+	t.Helper()
+	if os.Getenv("CUDADEPS_REQUIRE_ORACLES") != "" {
+		t.Fatal("script (util-linux, Debian package bsdutils) is needed for a pseudo-terminal")
+	}
+	t.Skip("needs script (util-linux) for a pseudo-terminal")
 }
 
 // missingCudss writes a directory whose library needs libcudss.so.0 and a
