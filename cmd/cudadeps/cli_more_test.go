@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func stallingMirror(t *testing.T) (catalogPath, url string, started chan struct{
 	catalogPath = mirrortest.Build(t, dir, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
 		Libs: map[string]elftest.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}}, Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}}})
 	started = make(chan struct{})
-	var once bool
+	var once sync.Once
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(r.URL.Path)))
 		if err != nil {
@@ -37,10 +38,7 @@ func stallingMirror(t *testing.T) (catalogPath, url string, started chan struct{
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(data[:len(data)/2])
 		w.(http.Flusher).Flush()
-		if !once {
-			once = true
-			close(started)
-		}
+		once.Do(func() { close(started) })
 		<-r.Context().Done()
 	}))
 	t.Cleanup(srv.Close)
