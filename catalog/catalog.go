@@ -14,30 +14,26 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // FormatVersion is the schema version this package reads and writes.
 const FormatVersion = 1
 
-// The platforms NVIDIA publishes Linux archives for, in display order.
+// The platforms a catalog may name (package platform owns them).
 const (
-	LinuxX86_64  = "linux-x86_64"
-	LinuxSBSA    = "linux-sbsa"
-	LinuxAarch64 = "linux-aarch64" // Jetson (Tegra), up to CUDA 12
+	LinuxX86_64  = platform.LinuxX86_64
+	LinuxSBSA    = platform.LinuxSBSA
+	LinuxAarch64 = platform.LinuxAarch64
 )
 
-// Platforms lists the platforms a catalog may name.
-func Platforms() []string { return []string{LinuxX86_64, LinuxSBSA, LinuxAarch64} }
+// Platforms lists the platforms a catalog may name, in display order.
+func Platforms() []string { return platform.All() }
 
 // ValidPlatform reports whether p is a platform a catalog may name.
-func ValidPlatform(p string) bool { return slices.Contains(Platforms(), p) }
+func ValidPlatform(p string) bool { return platform.Valid(p) }
 
-func platformRank(p string) int {
-	if i := slices.Index(Platforms(), p); i >= 0 {
-		return i
-	}
-	return len(Platforms())
-}
+func platformRank(p string) int { return platform.Rank(p) }
 
 // Pos says where an entry was defined, for messages.
 type Pos struct {

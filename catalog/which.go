@@ -78,6 +78,9 @@ type NotFoundError struct {
 	Product   string
 	// Reason is one sentence a user can act on.
 	Reason string
+	// CUDAMajors is set when archives for several CUDA majors fit and the
+	// query named none: the answer is ambiguous rather than absent.
+	CUDAMajors []int
 }
 
 func (e *NotFoundError) Error() string { return e.Reason }
@@ -153,6 +156,7 @@ func (c *Catalog) Which(soname string, q Query) (*Match, error) {
 				Soname: soname, Component: fits[0].comp.Name, Product: fits[0].comp.Product,
 				Reason: fmt.Sprintf("%s has %s archives for %s: say which CUDA major the program uses (--cuda N)",
 					soname, q.Platform, joinMajors(majors, "and")),
+				CUDAMajors: majors,
 			}
 		}
 	}

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // hostFacts is what the files of the host say, before any loading.
@@ -33,12 +34,7 @@ type hostFacts struct {
 	container containerInfo
 }
 
-func (e Env) path(p string) string {
-	if e.Root == "" {
-		return p
-	}
-	return filepath.Join(e.Root, p)
-}
+func (e Env) path(p string) string { return platform.Under(e.Root, p) }
 
 func (e Env) exists(p string) bool {
 	_, err := os.Lstat(e.path(p))
@@ -66,13 +62,7 @@ func gatherHost(env Env) *hostFacts {
 	default:
 		h.kernelErr = fmt.Sprintf("cannot read /proc/driver/nvidia/version: %v", errText(err))
 	}
-	if rel, err := os.ReadFile(env.path("/etc/nv_tegra_release")); err == nil {
-		line, _, _ := strings.Cut(string(rel), "\n")
-		h.tegra = strings.TrimSpace(strings.TrimPrefix(line, "#"))
-		if h.tegra == "" {
-			h.tegra = "L4T"
-		}
-	}
+	h.tegra = platform.TegraRelease(env.Root)
 	h.wsl = env.exists("/dev/dxg")
 	if ents, err := os.ReadDir(env.path("/proc/driver/nvidia/gpus")); err == nil {
 		for _, e := range ents {

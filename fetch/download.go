@@ -69,10 +69,10 @@ func (c *Client) Download(ctx context.Context, req Request) (string, error) {
 		return "", err
 	}
 	prog := c.newProgress([]Request{req})
-	defer prog.finish()
 	tr := prog.track(req)
 	p, err := c.produce(ctx, req, nil, tr)
 	tr.done(err)
+	prog.finish(err)
 	return p, err
 }
 
@@ -85,12 +85,12 @@ func (c *Client) Unpack(ctx context.Context, req Request, destDir string) error 
 		return err
 	}
 	prog := c.newProgress([]Request{req})
-	defer prog.finish()
 	tr := prog.track(req)
 	err := intoNewDir(destDir, func(dir string) (extracted, error) {
 		return c.fetchInto(ctx, req, dir, tr)
 	})
 	tr.done(err)
+	prog.finish(err)
 	return err
 }
 
@@ -582,7 +582,7 @@ func (c *Client) transfer(ctx context.Context, req Request, f *os.File, meta str
 			return fmt.Errorf("%w (giving up after %s without progress)", err, attempts(failures))
 		}
 		wait := backoff(c.waitMin, c.waitMax, failures, nil, time.Now())
-		c.log.Warn("download interrupted; resuming", "name", req.label(), "at", have, "size", req.Size, "reason", err, "retry_in", wait)
+		c.log.Warn("download interrupted; resuming", "name", req.label(), "at", have, "size", req.Size, "reason", err, "attempt", fmt.Sprintf("%d/%d", failures+1, c.retries+1), "retry_in", wait)
 		if err := sleep(ctx, wait); err != nil {
 			return fmt.Errorf("download %s: %w", req.label(), err)
 		}

@@ -441,7 +441,7 @@ func TestProgressLines(t *testing.T) {
 	if len(lines) < 3 || len(lines) > 11 {
 		t.Fatalf("%d lines; want start, a few steps, end:\n%s", len(lines), out.String())
 	}
-	if !strings.HasPrefix(lines[0], "libcudss 0.8.0.10: downloading 4.2 MB") || !strings.HasPrefix(lines[len(lines)-1], "libcudss 0.8.0.10: done, 4.2 MB in") {
+	if !strings.HasPrefix(lines[0], "libcudss 0.8.0.10: downloading 4.0 MiB") || !strings.HasPrefix(lines[len(lines)-1], "libcudss 0.8.0.10: done, 4.0 MiB in") {
 		t.Errorf("unexpected lines:\n%s", out.String())
 	}
 	for _, l := range lines[1 : len(lines)-1] {

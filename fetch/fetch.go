@@ -349,7 +349,7 @@ func (c *Client) checkScheme(u *url.URL) error {
 		if c.allowHTTP || isLoopback(u.Hostname()) {
 			return nil
 		}
-		return fmt.Errorf("%s: plain http is refused for hosts other than loopback (use https, or allow http explicitly)", u.Redacted())
+		return fmt.Errorf("%s: plain http is refused for hosts other than loopback (use https, or pass --allow-http)", u.Redacted())
 	default:
 		return fmt.Errorf("%s: unsupported URL scheme %q (want https, http or file)", u.Redacted(), u.Scheme)
 	}

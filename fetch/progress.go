@@ -8,15 +8,18 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/cudadeps/cudadeps/internal/humansize"
 )
 
 // progress reports on a set of archives: one aggregate bytes bar on a
 // terminal, otherwise plain lines at each archive's start and end and about
 // every 10 % (CI logs stay short and readable). A nil *progress is quiet.
 type progress struct {
-	mu  sync.Mutex
-	w   io.Writer
-	bar *progressbar.ProgressBar // nil: plain lines
+	mu     sync.Mutex
+	w      io.Writer
+	bar    *progressbar.ProgressBar // nil: plain lines
+	failed []string                 // archives that failed under the bar
 }
 
 func (c *Client) newProgress(reqs []Request) *progress {
@@ -38,6 +41,7 @@ func (c *Client) newProgress(reqs []Request) *progress {
 			progressbar.OptionSetWriter(w),
 			progressbar.OptionSetDescription(desc),
 			progressbar.OptionShowBytes(true),
+			progressbar.OptionUseIECUnits(true),
 			progressbar.OptionShowTotalBytes(true),
 			progressbar.OptionSetWidth(20),
 			progressbar.OptionThrottle(100*time.Millisecond),
@@ -63,15 +67,25 @@ func (p *progress) track(req Request) *tracker {
 	return &tracker{p: p, name: req.label(), size: req.Size}
 }
 
-// finish ends the bar (plain lines need no ending).
-func (p *progress) finish() {
+// finish ends the bar (plain lines need no ending). After an error the
+// bar stays where the bytes stopped and the archives that failed are named:
+// filling it would claim a download that did not happen.
+func (p *progress) finish(err error) {
 	if p == nil || p.bar == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.bar.IsFinished() {
+	if p.bar.IsFinished() {
+		return
+	}
+	if err == nil && len(p.failed) == 0 {
 		_ = p.bar.Finish()
+		return
+	}
+	_ = p.bar.Exit()
+	for _, name := range p.failed {
+		fmt.Fprintf(p.w, "%s: failed\n", name)
 	}
 }
 
@@ -107,7 +121,7 @@ func (t *tracker) start(network bool) {
 	if network {
 		verb = "downloading"
 	}
-	t.p.printf("%s: %s %s\n", t.name, verb, humanBytes(t.size))
+	t.p.printf("%s: %s %s\n", t.name, verb, humansize.Bytes(t.size))
 }
 
 // set reports that n bytes of the current attempt are through (an attempt
@@ -126,7 +140,7 @@ func (t *tracker) set(n int64) {
 	}
 	if tenth := n * 10 / t.size; tenth > t.tenth && n < t.size {
 		t.tenth = tenth
-		t.p.printf("%s: %d%% (%s of %s)\n", t.name, tenth*10, humanBytes(n), humanBytes(t.size))
+		t.p.printf("%s: %d%% (%s of %s)\n", t.name, tenth*10, humansize.Bytes(n), humansize.Bytes(t.size))
 	} else if tenth < t.tenth {
 		t.tenth = tenth
 	}
@@ -134,7 +148,15 @@ func (t *tracker) set(n int64) {
 
 // done reports the outcome.
 func (t *tracker) done(err error) {
-	if t == nil || t.p.bar != nil {
+	if t == nil {
+		return
+	}
+	if t.p.bar != nil {
+		if err != nil {
+			t.p.mu.Lock()
+			t.p.failed = append(t.p.failed, t.name)
+			t.p.mu.Unlock()
+		}
 		return
 	}
 	if err != nil {
@@ -146,19 +168,5 @@ func (t *tracker) done(err error) {
 	}
 	el := time.Since(t.began)
 	rate := float64(t.size) / max(el.Seconds(), 1e-3)
-	t.p.printf("%s: done, %s in %s (%s/s)\n", t.name, humanBytes(t.size), el.Round(10*time.Millisecond), humanBytes(int64(rate)))
-}
-
-// humanBytes writes n in decimal units, as the progress bar does.
-func humanBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
+	t.p.printf("%s: done, %s in %s (%s/s)\n", t.name, humansize.Bytes(t.size), el.Round(10*time.Millisecond), humansize.Bytes(int64(rate)))
 }

@@ -366,8 +366,8 @@ func (s *Store) Install(ctx context.Context, c *Client, items []Item) ([]Entry, 
 		}()
 	}
 	wg.Wait()
-	prog.finish()
 	err := errors.Join(errs...)
+	prog.finish(err)
 	for i, it := range items {
 		if j := seen[it.Key.id()]; j != i {
 			entries[i] = entries[j]

@@ -123,7 +123,10 @@ func Discover(ctx context.Context, python string) (*Env, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("run %s: %w: %s", exe, err, strings.TrimSpace(stderr.String()))
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return nil, fmt.Errorf("run %s: %w: %s", exe, err, msg)
+		}
+		return nil, fmt.Errorf("run %s: %w (and it printed nothing on stderr)", exe, err)
 	}
 	var env Env
 	if err := json.Unmarshal(out, &env); err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/atomicfile"
 )
 
 // Record is everything cudadeps did for one target, so that undo can remove
@@ -139,25 +140,7 @@ func writeAtomic(p string, data []byte, mode fs.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), mode)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), p)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	return nil
+	return atomicfile.WriteFile(p, data, mode)
 }
 
 // EnvScript is the activation script for objects that search no directory

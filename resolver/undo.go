@@ -46,7 +46,7 @@ func Undo(ctx context.Context, prefix string, store *fetch.Store, keys []string,
 		}
 	}
 	if len(keys) > 0 && len(chosen) == 0 {
-		return nil, fmt.Errorf("nothing recorded for %v under %s", keys, prefix)
+		return nil, fmt.Errorf("nothing recorded for %s under %s", strings.Join(keys, ", "), prefix)
 	}
 	var out []UndoReport
 	for _, r := range chosen {

@@ -190,13 +190,17 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 	}
 	in, err := elfscan.ReadFile(target)
 	if errors.Is(err, elfscan.ErrNotELF) {
-		return nil, fmt.Errorf("%s: not an ELF file, a directory or a wheel", target)
+		// A file named on the command line that the loader would never
+		// load (a linker script such as libc.so) is noted, not fatal.
+		rep.Skipped = append(rep.Skipped, Skipped{Path: target, Reason: notELF(target)})
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	if reason := notLoadable(in); reason != "" {
-		return nil, fmt.Errorf("%s: %s", target, reason)
+		rep.Skipped = append(rep.Skipped, Skipped{Path: target, Reason: reason})
+		return nil, nil
 	}
 	return []string{target}, nil
 }

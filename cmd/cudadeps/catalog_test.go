@@ -142,7 +142,7 @@ func TestWhichDriverAndUnknown(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != 0 {
 		t.Fatalf("exit %d, %v: %s", code, err, stdout)
 	}
-	if len(got) != 3 || got["driver"] != true || got["soname"] != "libcuda.so.1" || !strings.Contains(got["advice"].(string), "driver") {
+	if len(got) != 4 || got["schema"] != schemaCatalogWhich || got["driver"] != true || got["soname"] != "libcuda.so.1" || !strings.Contains(got["advice"].(string), "driver") {
 		t.Errorf("driver JSON: %s", stdout)
 	}
 	stdout, _, code = cli(t, "catalog", "which", "libnothing.so.7", "--platform", "linux-x86_64")
@@ -248,9 +248,9 @@ func TestValidate(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(strings.Replace(text, strings.Repeat("ab", 32), "xyz", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, code = cli(t, "catalog", "validate", bad)
-	if code != exitError || stderr != "cudadeps: "+bad+":11: libcudss 9.9.9: sha256 \"xyz\" is not 64 lower-case hex digits\n" {
-		t.Errorf("bad file: exit %d: %q", code, stderr)
+	stdout, _, code = cli(t, "catalog", "validate", bad)
+	if code != exitError || stdout != bad+": FAIL: "+bad+":11: libcudss 9.9.9: sha256 \"xyz\" is not 64 lower-case hex digits\n" {
+		t.Errorf("bad file: exit %d: %q", code, stdout)
 	}
 	if _, stderr, code := cli(t, "catalog", "which", "libcudss.so.0", "--platform", "linux-sbsa", "--catalog", bad); code != exitError || !strings.Contains(stderr, bad+":11:") {
 		t.Errorf("--catalog bad: exit %d: %s", code, stderr)

@@ -53,7 +53,7 @@ manifests are listed at URL/<product>/redist/, and archives come from there.`,
 				if res.New == nil {
 					res.New = []catalog.NewRelease{}
 				}
-				return a.writeJSON(res)
+				return writeJSON(a.stdout, schemaCatalogUpdate, res)
 			}
 			fmt.Fprintf(a.stdout, "%d manifests checked; layer %s\n", len(res.Manifests), res.Layer)
 			if len(res.New) == 0 {

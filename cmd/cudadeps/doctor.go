@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,17 +15,7 @@ import (
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
-func (a *app) doctorCommand() *cobra.Command {
-	var (
-		probe        bool
-		probeChild   bool
-		probeTimeout time.Duration
-		python       string
-	)
-	cmd := &cobra.Command{
-		Use:   "doctor [TARGET]",
-		Short: "Diagnose why CUDA fails on a host that has a GPU",
-		Long: `doctor checks what stands between a CUDA program and the GPU: the driver
+const doctorLong = `doctor checks what stands between a CUDA program and the GPU: the driver
 version, the libcuda.so.1 the dynamic loader would load (a toolkit stub, a
 shim, a copy that does not match the kernel module), the /dev/nvidia* device
 files, CUDA_VISIBLE_DEVICES and the container runtime's variables, container
@@ -39,17 +31,24 @@ cuDriverGetVersion and cuDeviceGetCount, and the result codes are explained.
 
 Each check prints ok, warn or FAIL with its evidence and, when there is
 something to do, one line of advice. The exit status is 0 when nothing
-fails, 1 otherwise.`,
+fails, 1 otherwise.`
+
+func (a *app) doctorCommand() *cobra.Command {
+	var (
+		probe        bool
+		probeChild   bool
+		probeTimeout time.Duration
+		python       string
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor [TARGET]",
+		Short: "Diagnose why CUDA fails on a host that has a GPU",
+		Long:  doctorLong,
 		Example: `  cudadeps doctor
   cudadeps doctor torch --probe
   cudadeps doctor torch --python ~/venv/bin/python --json
   cudadeps doctor /path/to/libmykernels.so`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usageError("doctor takes at most one TARGET, got %d: %q", len(args), args)
-			}
-			return nil
-		},
+		Args: doctorArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if probeChild {
 				return exitWith(doctor.ProbeChild(a.stdout))
@@ -66,26 +65,9 @@ fails, 1 otherwise.`,
 				PreloadSet:   cmd.Flags().Changed("preload"),
 			}
 			if len(args) == 1 {
-				t, err := resolver.FindTarget(cmd.Context(), args[0], resolver.TargetOptions{Python: python})
-				if err != nil {
-					return usageError("%v", err)
-				}
-				switch t.Kind {
-				case resolver.KindPython:
-					opts.TargetName, opts.TargetFiles = t.Dist.Name, t.Dist.Files
-					// The interpreter is the program that will load the
-					// package: its loader view is the one that matters.
-					opts.From = t.Env.Executable
-					if t.Env.RealExec != "" {
-						opts.From = t.Env.RealExec
-					}
-					if python == "" {
-						python = t.Env.Interpreter
-					}
-				case resolver.KindWheel:
-					return usageError("%s: doctor examines what is installed; give the installed distribution's name or directory", args[0])
-				default:
-					opts.Target = t.Path
+				var err error
+				if python, err = doctorTarget(cmd.Context(), args[0], python, &opts); err != nil {
+					return err
 				}
 			}
 			if cmd.Flags().Changed("ld-library-path") {
@@ -108,12 +90,7 @@ fails, 1 otherwise.`,
 				}
 				return usageError("%v", err)
 			}
-			if a.opts.json {
-				err = rep.WriteJSON(a.stdout)
-			} else {
-				err = rep.WriteText(a.stdout)
-			}
-			if err != nil {
+			if err := a.printDoctor(rep); err != nil {
 				return err
 			}
 			if rep.Summary.Fail > 0 {
@@ -150,4 +127,62 @@ func probeCommand(python string) []string {
 		return nil
 	}
 	return []string{python, "-c", doctor.ProbeScript}
+}
+
+// printDoctor prints the report: JSON, or text with FAIL in colour on a
+// terminal.
+func (a *app) printDoctor(rep *doctor.Report) error {
+	if a.opts.json {
+		return writeJSON(a.stdout, schemaDoctor, rep)
+	}
+	var b strings.Builder
+	if err := rep.WriteText(&b); err != nil {
+		return err
+	}
+	text := b.String()
+	if p := newPainter(a.stdout); p.on {
+		lines := strings.SplitAfter(text, "\n")
+		for i, l := range lines {
+			if rest, ok := strings.CutPrefix(l, "FAIL"); ok {
+				lines[i] = p.bad("FAIL") + rest
+			}
+		}
+		text = strings.Join(lines, "")
+	}
+	_, err := io.WriteString(a.stdout, text)
+	return err
+}
+
+// doctorTarget fills in what doctor examines for TARGET and returns the
+// interpreter that loads it (python unless a distribution names another).
+func doctorTarget(ctx context.Context, arg, python string, opts *doctor.Options) (string, error) {
+	t, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: python})
+	if err != nil {
+		return "", usageError("%v", err)
+	}
+	switch t.Kind {
+	case resolver.KindPython:
+		opts.TargetName, opts.TargetFiles = t.Dist.Name, t.Dist.Files
+		// The interpreter is the program that will load the package: its
+		// loader view is the one that matters.
+		opts.From = t.Env.Executable
+		if t.Env.RealExec != "" {
+			opts.From = t.Env.RealExec
+		}
+		if python == "" {
+			python = t.Env.Interpreter
+		}
+	case resolver.KindWheel:
+		return "", usageError("%s: doctor examines what is installed; give the installed distribution's name or directory", arg)
+	default:
+		opts.Target = t.Path
+	}
+	return python, nil
+}
+
+func doctorArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return usageError("doctor takes at most one TARGET, got %d: %q", len(args), args)
+	}
+	return nil
 }

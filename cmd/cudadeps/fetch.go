@@ -1,14 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 func (a *app) fetchCommand() *cobra.Command {
@@ -24,42 +25,39 @@ catalog's size and sha256, and extracted so that it appears whole or not at
 all. An archive already in the store, or in the download cache, costs no
 download. It does not make the loader find anything: resolve does that.
 
-Examples:
-  cudadeps fetch libcudss --platform linux-sbsa --cuda 13
+Exit status: 0 when everything is installed, 3 when the catalog has no
+archive that fits, 1 on errors, 2 on usage errors (an ambiguous CUDA major
+too), 130 when interrupted.`,
+		Example: `  cudadeps fetch libcudss --platform linux-sbsa --cuda 13
   cudadeps fetch nvpl_lapack nvpl_blas --platform linux-sbsa
   cudadeps fetch libcusparse_lt@0.8.1.1 --cuda 13 --mirror file:///srv/nvidia`,
-		Args: argsAtLeast(1),
+		Args:              argsAtLeast(1),
+		ValidArgsFunction: a.completeComponents,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cat, err := catalog.Load(ctx, catalog.LoadOptions{UserLayer: a.userLayer(), Extra: a.opts.catalogs, Mirror: a.opts.mirror})
+			cat, err := a.loadCatalog(ctx)
 			if err != nil {
 				return err
 			}
-			platform := a.opts.platform
-			if platform == "" {
-				if platform, err = catalog.HostPlatform(a.opts.cuda); err != nil {
+			plat := string(a.opts.platform)
+			if plat == "" {
+				if plat, err = platform.Host(int(a.opts.cuda)); err != nil {
 					return usageError("%v (use --platform)", err)
 				}
-			} else if !catalog.ValidPlatform(platform) {
-				return usageError("--platform %q: want one of %s", platform, strings.Join(catalog.Platforms(), ", "))
 			}
 			var items []fetch.Item
 			for _, arg := range args {
-				item, err := chooseArchive(cat, arg, platform, a.opts.cuda)
+				item, err := chooseItem(cat, arg, plat, int(a.opts.cuda))
 				if err != nil {
-					return &codeError{code: exitMissing, err: err}
+					return err
 				}
 				items = append(items, item)
 			}
-			prefix, err := a.prefix()
+			store, err := fetch.OpenStore(a.opts.prefix)
 			if err != nil {
 				return err
 			}
-			store, err := fetch.OpenStore(prefix)
-			if err != nil {
-				return err
-			}
-			client, err := fetch.NewClient(fetch.Options{CacheDir: cacheDir, AllowHTTP: allowHTTP, Logger: a.logger, Progress: a.progressWriter()})
+			client, err := a.newClient(cacheDir, allowHTTP)
 			if err != nil {
 				return err
 			}
@@ -68,7 +66,10 @@ Examples:
 				return err
 			}
 			if a.opts.json {
-				return writeJSON(a.stdout, entries)
+				return writeJSON(a.stdout, schemaFetch, struct {
+					Store     string        `json:"store"`
+					Installed []fetch.Entry `json:"installed"`
+				}{store.Dir(), entries})
 			}
 			for _, e := range entries {
 				fmt.Fprintf(a.stdout, "%s  %s\n", e.Key, e.Dir)
@@ -84,55 +85,41 @@ Examples:
 	return cmd
 }
 
-// chooseArchive picks a component's archive: the newest release (or the one
-// named after '@') with an archive for the platform and CUDA major.
-func chooseArchive(cat *catalog.Catalog, arg, platform string, cuda int) (fetch.Item, error) {
+// chooseItem turns COMPONENT[@VERSION] into the archive to install. An
+// unknown component or no fitting archive is exit status 3; an ambiguous
+// CUDA major is a usage error.
+func chooseItem(cat *catalog.Catalog, arg, plat string, cuda int) (fetch.Item, error) {
 	name, version, _ := strings.Cut(arg, "@")
-	comp, ok := cat.Component(name)
-	if !ok {
-		return fetch.Item{}, fmt.Errorf("%s: no such component in the catalog (see 'cudadeps catalog list')", name)
+	if _, ok := cat.Component(name); !ok {
+		return fetch.Item{}, &codeError{code: exitMissing, err: fmt.Errorf("%s: no such component in the catalog (see 'cudadeps catalog list')", name)}
 	}
-	for _, r := range comp.Releases {
-		if version != "" && r.Version != version && r.Label != version {
-			continue
-		}
-		var fits []*catalog.Archive
-		for _, a := range r.Archives {
-			if a.Platform != platform {
-				continue
-			}
-			if m := a.CUDAMajor(r); cuda == 0 || m == 0 || m == cuda {
-				fits = append(fits, a)
-			}
-		}
-		if len(fits) == 0 {
-			continue
-		}
-		if len(fits) > 1 {
-			var majors []string
-			for _, a := range fits {
-				majors = append(majors, fmt.Sprint(a.CUDAMajor(r)))
-			}
-			sort.Strings(majors)
-			return fetch.Item{}, fmt.Errorf("%s %s has archives for CUDA %s on %s: pass --cuda", name, r.Version, strings.Join(majors, " and "), platform)
-		}
-		a := fits[0]
-		label := fmt.Sprintf("%s %s (%s", name, r.Version, platform)
-		if a.CUDAVariant != "" {
-			label += ", " + a.CUDAVariant
-		}
-		return fetch.Item{
-			Key:     fetch.Key{Component: name, Version: r.Version, Platform: platform, Variant: a.CUDAVariant},
-			Request: fetch.Request{Name: label + ")", URL: cat.URL(comp, a), SHA256: a.SHA256, Size: a.Size},
-		}, nil
+	ch, err := cat.Choose(name, version, plat, cuda)
+	var nf *catalog.NotFoundError
+	switch {
+	case errors.As(err, &nf) && len(nf.CUDAMajors) > 1:
+		return fetch.Item{}, usageError("%s", nf.Reason)
+	case err != nil:
+		return fetch.Item{}, &codeError{code: exitMissing, err: err}
 	}
-	what := "any release"
-	if version != "" {
-		what = "release " + version
+	label := fmt.Sprintf("%s %s (%s", name, ch.Release.Version, plat)
+	if ch.Archive.CUDAVariant != "" {
+		label += ", " + ch.Archive.CUDAVariant
 	}
-	cudaNote := ""
-	if cuda != 0 {
-		cudaNote = fmt.Sprintf(" for CUDA %d", cuda)
+	return fetch.Item{
+		Key:     fetch.Key{Component: name, Version: ch.Release.Version, Platform: plat, Variant: ch.Archive.CUDAVariant},
+		Request: fetch.Request{Name: label + ")", URL: ch.URL, SHA256: ch.Archive.SHA256, Size: ch.Archive.Size},
+	}, nil
+}
+
+// completeComponents completes component names from the built-in catalog.
+func (a *app) completeComponents(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	cat, err := a.loadCatalog(cmd.Context())
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	return fetch.Item{}, fmt.Errorf("%s: %s has no archive for %s%s (it has: %s)", name, what, platform, cudaNote, strings.Join(comp.Platforms(), ", "))
+	var names []string
+	for _, c := range cat.Components() {
+		names = append(names, c.Name+"\t"+c.Title)
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
 }

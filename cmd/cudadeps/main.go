@@ -11,22 +11,22 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes shared by every command.
 const (
-	exitOK      = 0
-	exitError   = 1
-	exitUsage   = 2
-	exitMissing = 3
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitMissing     = 3
+	exitInterrupted = 130 // 128 + SIGINT, as shells report it
 )
-
-// version is set at link time (-ldflags "-X main.version=...").
-var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -47,6 +47,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Downloads resume from their partial files and installs are
+		// all-or-nothing, so running the same command again is safe.
+		fmt.Fprintln(stderr, "cudadeps: interrupted; rerun resumes")
+		return exitInterrupted
 	}
 	var ce *codeError
 	if errors.As(err, &ce) {
@@ -134,21 +140,90 @@ loader find it.
   cudadeps resolve torch --dry-run               the plan, nothing changed
   cudadeps resolve torch                         fix it
   cudadeps doctor                                why CUDA fails on this host`,
-		Version:       version,
+		Version:       buildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			a.logger = newLogger(a.stderr, a.opts.verbose, a.opts.quiet)
-			return nil
+			var err error
+			a.logger, err = newLogger(a.stderr, a.opts)
+			return err
 		},
 	}
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		var bad *pflag.InvalidValueError
+		if errors.As(err, &bad) {
+			err = fmt.Errorf("--%s: %w", bad.GetFlag().Name, bad.Unwrap())
+		}
 		return &flagError{err: fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())}
 	})
 	a.opts.register(root)
 	root.AddCommand(a.commands()...)
 	usageArgs(root)
 	return root
+}
+
+// groupCommand makes a command that only holds subcommands refuse to run
+// by itself: a mistyped subcommand is a usage error, not help and success.
+func groupCommand(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		var names []string
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		if len(args) > 0 {
+			return usageError("unknown command %q for %q: use %s", args[0], c.CommandPath(), strings.Join(names, ", "))
+		}
+		return usageError("%s needs a command: %s", c.CommandPath(), strings.Join(names, ", "))
+	}
+	cmd.RunE = func(*cobra.Command, []string) error { return nil }
+	return cmd
+}
+
+// buildVersion is the module version and VCS revision recorded in the
+// binary: "v1.2.0" from go install, "(devel) rev 1a2b3c4d5e6f, 2026-01-02
+// 15:04 UTC, modified" from a checkout, "dev" when nothing was recorded.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	return versionOf(bi)
+}
+
+func versionOf(bi *debug.BuildInfo) string {
+	var parts []string
+	if v := bi.Main.Version; v != "" {
+		parts = append(parts, v)
+	}
+	var rev, at, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		parts = append(parts, "rev "+rev)
+	}
+	if at != "" {
+		parts = append(parts, at)
+	}
+	if modified == "true" {
+		parts = append(parts, "modified")
+	}
+	if len(parts) == 0 || len(parts) == 1 && parts[0] == "(devel)" {
+		return "dev"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // usageArgs makes every command's argument check a usage error (exit 2),
@@ -169,18 +244,6 @@ func usageArgs(cmd *cobra.Command) {
 	for _, sub := range cmd.Commands() {
 		usageArgs(sub)
 	}
-}
-
-// newLogger writes structured logs to stderr; stdout stays for results.
-func newLogger(w io.Writer, verbose, quiet bool) *slog.Logger {
-	level := slog.LevelInfo
-	if verbose {
-		level = slog.LevelDebug
-	}
-	if quiet {
-		level = slog.LevelWarn
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 // progressWriter is where downloads report progress: stderr (a bar on a

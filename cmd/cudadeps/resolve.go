@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -13,8 +14,10 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/humansize"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/resolver"
+	"github.com/cudadeps/cudadeps/scan"
 )
 
 type resolveFlags struct {
@@ -29,12 +32,7 @@ type resolveFlags struct {
 	cacheDir  string
 }
 
-func (a *app) resolveCommand() *cobra.Command {
-	var f resolveFlags
-	cmd := &cobra.Command{
-		Use:   "resolve TARGET",
-		Short: "Fetch and activate every library TARGET needs until it loads",
-		Long: `resolve makes TARGET load: it scans what the dynamic loader would not find,
+const resolveLong = `resolve makes TARGET load: it scans what the dynamic loader would not find,
 matches each missing soname against the catalog of NVIDIA's redistributable
 archives, downloads and verifies them into the store (--prefix), and makes the
 loader find them without root, then scans again (a library just installed may
@@ -44,6 +42,11 @@ TARGET is an installed Python distribution (torch, cupy-cuda13x), found with
 the interpreter of the active environment (--python) from its RECORD; or a
 directory or ELF file; or a .whl file, which is only planned (nothing to
 install it into).
+
+Before anything is downloaded or placed, the plan (archives, URLs, sizes, the
+total and the directories) is printed on stderr and you are asked. Where
+nobody can answer (stdin is not a terminal), resolve refuses unless --yes is
+given, and exits with status 2.
 
 Activation, without root and without editing any binary: the libraries are
 linked into a directory the loader already searches for the objects that need
@@ -57,12 +60,18 @@ For a Python target, the package is then imported in a new interpreter
 feeds the loop like any other.
 
 Exit status: 0 when everything loads, 3 when something is still missing (or,
-with --dry-run, would be), 1 on errors, 2 on usage errors.
+with --dry-run, would be), 1 on errors and when TARGET holds no ELF object,
+2 on usage errors and when asking was not possible, 130 when interrupted.`
 
-Examples:
-  cudadeps resolve torch --dry-run
+func (a *app) resolveCommand() *cobra.Command {
+	var f resolveFlags
+	cmd := &cobra.Command{
+		Use:   "resolve TARGET",
+		Short: "Fetch and activate every library TARGET needs until it loads",
+		Long:  resolveLong,
+		Example: `  cudadeps resolve torch --dry-run
   cudadeps resolve torch --yes
-  cudadeps resolve cupy-cuda13x --python ~/venv/bin/python --json
+  cudadeps resolve cupy-cuda13x --python ~/venv/bin/python --json --yes
   cudadeps resolve torch --mirror https://mirror.internal/nvidia/ --yes
   cudadeps resolve torch --site-packages /srv/arm64/venv/lib/python3.12/site-packages --root /srv/arm64 --dry-run`,
 		Args: argsExactly(1),
@@ -71,15 +80,17 @@ Examples:
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.python, "python", "", "the Python interpreter whose environment holds TARGET (default: the active environment's python3)")
+	fl.StringVar(&f.python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET (default: the active environment's python3)")
 	fl.StringVar(&f.siteDir, "site-packages", "", "read distributions from this `DIR` without running an interpreter (no import check)")
 	fl.BoolVarP(&f.dryRun, "dry-run", "n", false, "print the plan; change nothing on disk")
-	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask before downloading")
+	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask before downloading and placing (needed when stdin is not a terminal)")
 	fl.BoolVar(&f.copy, "copy", false, "place copies instead of symbolic links into the store")
 	fl.BoolVar(&f.noVerify, "no-verify", false, "do not import the package to check the result")
 	fl.IntVar(&f.maxRounds, "max-rounds", 8, "give up after `N` rounds")
 	fl.BoolVar(&f.allowHTTP, "allow-http", false, "allow plain http:// mirrors other than 127.0.0.1")
 	fl.StringVar(&f.cacheDir, "cache", "", "download cache `DIR` (default: $XDG_CACHE_HOME/cudadeps)")
+	_ = cmd.MarkFlagDirname("site-packages")
+	_ = cmd.MarkFlagDirname("cache")
 	a.opts.addLoaderFlags(cmd)
 	a.opts.addCatalogFlags(cmd)
 	a.opts.addStoreFlags(cmd)
@@ -106,19 +117,26 @@ func (a *app) prefix() (string, error) {
 	return fetch.DefaultStoreDir()
 }
 
+// loadCatalog loads the embedded catalog with the --catalog and --mirror flags applied.
+func (a *app) loadCatalog(ctx context.Context) (*catalog.Catalog, error) {
+	return catalog.Load(ctx, catalog.LoadOptions{UserLayer: a.userLayer(), Extra: a.opts.catalogs, Mirror: string(a.opts.mirror)})
+}
+
+func (a *app) newClient(cacheDir string, allowHTTP bool) (*fetch.Client, error) {
+	return fetch.NewClient(fetch.Options{CacheDir: cacheDir, AllowHTTP: allowHTTP, Logger: a.logger, Progress: a.progressWriter()})
+}
+
 func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	ctx := cmd.Context()
 	if f.siteDir != "" && f.python != "" {
 		return usageError("--python and --site-packages exclude each other")
 	}
-	if a.opts.platform != "" && !catalog.ValidPlatform(a.opts.platform) {
-		return usageError("--platform %q: want one of %s", a.opts.platform, strings.Join(catalog.Platforms(), ", "))
-	}
 	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir})
 	if err != nil {
 		return err
 	}
-	cat, err := catalog.Load(ctx, catalog.LoadOptions{UserLayer: a.userLayer(), Extra: a.opts.catalogs, Mirror: a.opts.mirror})
+	a.logger.Debug("target", "kind", target.Kind, "name", target.Name, "describe", target.Describe())
+	cat, err := a.loadCatalog(ctx)
 	if err != nil {
 		return err
 	}
@@ -127,44 +145,73 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		return err
 	}
 	opts := resolver.Options{
-		Loader:     a.loaderOptions(cmd),
-		WheelMount: "",
-		Catalog:    cat,
-		Platform:   a.opts.platform,
-		CUDAMajor:  a.opts.cuda,
-		Prefix:     prefix,
-		DryRun:     f.dryRun,
-		Copy:       f.copy,
-		Verify:     !f.noVerify,
-		MaxRounds:  f.maxRounds,
-		Logger:     a.logger,
+		Loader:    a.loaderOptions(cmd),
+		Catalog:   cat,
+		Platform:  string(a.opts.platform),
+		CUDAMajor: int(a.opts.cuda),
+		Prefix:    prefix,
+		DryRun:    f.dryRun,
+		Copy:      f.copy,
+		Verify:    !f.noVerify,
+		MaxRounds: f.maxRounds,
+		Logger:    a.logger,
 	}
 	if !f.dryRun {
 		if opts.Store, err = fetch.OpenStore(prefix); err != nil {
 			return err
 		}
-		if opts.Client, err = fetch.NewClient(fetch.Options{CacheDir: f.cacheDir, AllowHTTP: f.allowHTTP, Logger: a.logger, Progress: a.progressWriter()}); err != nil {
+		if opts.Client, err = a.newClient(f.cacheDir, f.allowHTTP); err != nil {
 			return err
 		}
-		if !f.yes && !a.opts.json && a.interactive() {
-			opts.Confirm = a.confirmPlan(prefix)
-		}
+		opts.Confirm = a.confirmPlan(opts.Store, f.yes)
 	}
 	out, err := resolver.Resolve(ctx, target, opts)
 	if err != nil {
 		return err
 	}
-	if a.opts.json {
-		if err := writeJSON(a.stdout, out); err != nil {
-			return err
-		}
-	} else {
-		renderResolve(a.stdout, out)
+	logRounds(a, out)
+	if err := a.printResolve(out); err != nil {
+		return err
 	}
-	if out.OK {
+	switch {
+	case out.OK && (target.Kind == resolver.KindDir || target.Kind == resolver.KindFile):
+		if has, err := scan.HasObject(ctx, target.Path); err != nil || !has {
+			fmt.Fprintf(a.stderr, "warning: %s holds no loadable ELF object: nothing was checked\n", target.Path)
+			return exitWith(exitError)
+		}
 		return nil
+	case out.OK:
+		return nil
+	case out.Stopped == stoppedNotConfirmed:
+		return exitWith(exitError)
 	}
 	return exitWith(exitMissing)
+}
+
+// stoppedNotConfirmed is the resolver's Stopped when the plan was declined.
+const stoppedNotConfirmed = "not confirmed"
+
+func (a *app) printResolve(out *resolver.Outcome) error {
+	if a.opts.json {
+		return writeJSON(a.stdout, schemaResolve, out)
+	}
+	renderResolve(a.stdout, out, a.commandLine)
+	return nil
+}
+
+// logRounds walks the rounds at debug level, for -v.
+func logRounds(a *app, o *resolver.Outcome) {
+	for _, r := range o.Rounds {
+		steps := 0
+		if r.Plan != nil {
+			steps = len(r.Plan.Steps)
+		}
+		a.logger.Debug("round", "n", r.N, "missing", len(r.Missing), "archives", steps, "installed", len(r.Installed), "placed", len(r.Placed))
+		if v := r.Verify; v != nil {
+			a.logger.Debug("verify", "command", strings.Join(v.Command, " "), "ok", v.OK)
+		}
+	}
+	a.logger.Debug("resolve done", "ok", o.OK, "stopped", o.Stopped)
 }
 
 // interactive reports whether the user can be asked a question.
@@ -177,197 +224,77 @@ func (a *app) interactive() bool {
 	return ok && term.IsTerminal(int(in.Fd())) && term.IsTerminal(int(errf.Fd()))
 }
 
-func (a *app) confirmPlan(prefix string) func(*resolver.Plan) (bool, error) {
+// confirmPlan shows each round's plan on stderr, then asks; with --yes it
+// only shows it. Where nobody can answer it refuses, as apt-get does.
+func (a *app) confirmPlan(store *fetch.Store, yes bool) func(*resolver.Plan) (bool, error) {
 	return func(p *resolver.Plan) (bool, error) {
-		n := 0
-		for _, s := range p.Steps {
-			if !s.Installed {
-				n++
-			}
+		a.logger.Debug("plan", "archives", len(p.Steps), "download", humansize.Bytes(p.Bytes()))
+		if !a.opts.quiet || !yes {
+			renderPlan(a.stderr, p, store)
 		}
-		if n == 0 {
+		if yes {
 			return true, nil
 		}
-		fmt.Fprintf(a.stderr, "Download %d archive(s), %s, into %s? [y/N] ", n, humanBytes(p.Bytes()), prefix)
-		line, err := bufio.NewReader(a.stdin).ReadString('\n')
-		if err != nil && err != io.EOF {
-			return false, err
-		}
-		ans := strings.ToLower(strings.TrimSpace(line))
-		return ans == "y" || ans == "yes", nil
+		return a.ask(planQuestion(p, store.Dir()), "rerun with --yes to proceed, or --dry-run to only see the plan")
 	}
 }
 
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+// ask puts a yes/no question on stderr and reads the answer (no unless
+// y or yes). When stdin is not a terminal nobody can answer: that is a
+// usage error whose hint says what to do instead.
+func (a *app) ask(question, hint string) (bool, error) {
+	if !a.interactive() {
+		return false, usageError("not asking %q: stdin is not a terminal; %s", question, hint)
 	}
-	return fmt.Sprintf("%d B", n)
+	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	line, err := bufio.NewReader(a.stdin).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return false, err
+	}
+	ans := strings.ToLower(strings.TrimSpace(line))
+	return ans == "y" || ans == "yes", nil
 }
 
-// renderResolve prints the short human report: what was missing, what was
-// installed where, how it was activated, what remains and what to do.
-func renderResolve(w io.Writer, o *resolver.Outcome) {
-	t := o.Target
-	fmt.Fprintf(w, "%s: %s", t.Kind, t.Describe())
-	if o.Platform != "" {
-		fmt.Fprintf(w, " — %s", o.Platform)
-	}
-	if o.CUDAMajor != 0 {
-		fmt.Fprintf(w, ", CUDA %d", o.CUDAMajor)
-	}
-	fmt.Fprintln(w)
-	renderLayout(w, o)
-	for _, r := range o.Rounds {
-		if len(r.Missing) == 0 && r.Verify == nil {
-			continue
-		}
-		if len(r.Missing) > 0 {
-			fmt.Fprintf(w, "\nRound %d: %d librar%s missing\n", r.N, len(r.Missing), plural(len(r.Missing), "y", "ies"))
-		}
-		if r.Plan != nil {
-			for _, s := range r.Plan.Steps {
-				state := humanBytes(s.Size)
-				if s.Installed {
-					state = "already in the store"
-				}
-				variant := ""
-				if s.CUDAVariant != "" {
-					variant = ", " + s.CUDAVariant
-				}
-				fmt.Fprintf(w, "  %s\n      ← %s %s (%s%s), %s\n", strings.Join(s.Provides, ", "), s.Component, s.Version, s.Platform, variant, state)
-				if s.Pin != "" {
-					fmt.Fprintf(w, "        %s\n", s.Pin)
-				}
-				for _, d := range r.Decisions {
-					if d.Step != s {
-						continue
-					}
-					for _, p := range d.Placements {
-						verb := "link into"
-						if p.Create {
-							verb = "create and link into"
-						}
-						fmt.Fprintf(w, "      → %s %s (%s %s)\n", verb, p.HostDir, p.Rule, p.Entry)
-					}
-					if d.Env != nil {
-						fmt.Fprintf(w, "      → LD_LIBRARY_PATH via the activation script, for %s\n", strings.Join(shortList(d.Env.For, 2), ", "))
-					}
-				}
-			}
-			for _, u := range r.Plan.Unresolved {
-				fmt.Fprintf(w, "  %s: %s\n", u.Soname, u.Reason)
-				if u.Advice != "" {
-					fmt.Fprintf(w, "      %s\n", u.Advice)
-				}
-			}
-		}
-		if len(r.Placed) > 0 {
-			fmt.Fprintf(w, "  placed %d file(s)\n", len(r.Placed))
-		}
-		if v := r.Verify; v != nil {
-			status := "ok"
-			if !v.OK {
-				status = "FAILED"
-			}
-			fmt.Fprintf(w, "\nImport check: %s → %s\n", strings.Join(v.Command, " "), status)
-			if !v.OK && v.Output != "" {
-				fmt.Fprintf(w, "%s\n", indent(lastLines(v.Output, 8), "    "))
-			}
+func planQuestion(p *resolver.Plan, storeDir string) string {
+	n := 0
+	for _, s := range p.Steps {
+		if !s.Installed {
+			n++
 		}
 	}
-	for _, v := range o.VersionErrors {
-		if !v.Weak {
-			fmt.Fprintf(w, "  ! %s\n", v.Message)
-		}
+	if n == 0 {
+		return "Place the libraries of the store for the loader?"
 	}
-	fmt.Fprintln(w)
-	switch {
-	case o.OK && len(o.Rounds) == 1 && len(o.Rounds[0].Missing) == 0:
-		fmt.Fprintln(w, "Nothing is missing: the loader finds everything.")
-	case o.OK:
-		fmt.Fprintln(w, "Done: the loader now finds everything.")
-	case t.Kind == resolver.KindWheel:
-		fmt.Fprintln(w, "A wheel is only planned: install it (pip install), then run 'cudadeps resolve' on the installed distribution.")
-	case o.DryRun:
-		fmt.Fprintln(w, "Dry run: nothing was changed. Run without --dry-run to apply the plan (after installing, another round may find more).")
-	default:
-		fmt.Fprintf(w, "Not done (%s).\n", o.Stopped)
-	}
-	if o.Activation.Script != "" {
-		fmt.Fprintf(w, "Some objects search no directory you may write: run '. %s' in shells that use them.\n", o.Activation.Script)
-	}
-	if len(o.Activation.InPlace) > 0 && !o.DryRun {
-		fmt.Fprintf(w, "Libraries were linked into: %s\nUndo with: cudadeps undo %s\n", strings.Join(o.Activation.InPlace, ", "), t.Name)
-	}
+	return fmt.Sprintf("Download %d archive(s), %s, into %s, and place their libraries for the loader?", n, humansize.Bytes(p.Bytes()), storeDir)
 }
 
-func shortList(list []string, n int) []string {
-	if len(list) <= n {
-		return list
+// renderPlan prints what a round will fetch and where it goes.
+func renderPlan(w io.Writer, p *resolver.Plan, store *fetch.Store) {
+	fmt.Fprintf(w, "Plan (%s", p.Platform)
+	if p.CUDAMajor != 0 {
+		fmt.Fprintf(w, ", CUDA %d", p.CUDAMajor)
 	}
-	return append(append([]string(nil), list[:n]...), fmt.Sprintf("%d more", len(list)-n))
+	fmt.Fprintln(w, "):")
+	downloads := 0
+	for _, s := range p.Steps {
+		fmt.Fprintf(w, "  %s %s%s for %s\n", s.Component, s.Version, variantNote(s.CUDAVariant), strings.Join(s.Provides, ", "))
+		if s.Installed {
+			fmt.Fprintf(w, "      already in the store\n")
+		} else {
+			downloads++
+			fmt.Fprintf(w, "      %s  %s\n", humansize.Bytes(s.Size), s.URL)
+		}
+		if dir, err := store.EntryDir(s.Key()); err == nil {
+			fmt.Fprintf(w, "      → %s\n", dir)
+		}
+	}
+	fmt.Fprintf(w, "Total: %d archive(s) to download, %s. The libraries are then linked into directories the loader searches for the objects that need them (or named in %s); the report lists them.\n",
+		downloads, humansize.Bytes(p.Bytes()), resolver.EnvScript(store.Dir()))
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+func variantNote(v string) string {
+	if v == "" {
+		return ""
 	}
-	return strings.Join(lines, "\n")
-}
-
-func indent(s, pre string) string {
-	return pre + strings.ReplaceAll(s, "\n", "\n"+pre)
-}
-
-func (a *app) undoCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "undo [TARGET...]",
-		Short: "Remove exactly what resolve placed for TARGET (all targets without one)",
-		Long: `undo removes what 'cudadeps resolve' recorded for each TARGET: the links or
-copies it placed (only those still as it left them), the directories it
-created (once empty), its entries in PREFIX/env.sh, and the store entries it
-installed that no other target uses. Files it did not place are never
-touched. TARGET is named as it was for resolve (a distribution name or a
-path); without TARGET, every recorded target is undone.`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			prefix, err := a.prefix()
-			if err != nil {
-				return err
-			}
-			store, err := fetch.OpenStore(prefix)
-			if err != nil {
-				return err
-			}
-			reps, err := resolver.Undo(cmd.Context(), prefix, store, args, a.logger)
-			if err != nil {
-				return err
-			}
-			if a.opts.json {
-				return writeJSON(a.stdout, reps)
-			}
-			if len(reps) == 0 {
-				fmt.Fprintln(a.stdout, "Nothing recorded: nothing to undo.")
-			}
-			for _, r := range reps {
-				fmt.Fprintf(a.stdout, "%s: removed %d file(s), %d director%s, %d store entr%s\n", r.Target, len(r.Removed), len(r.Dirs), plural(len(r.Dirs), "y", "ies"), len(r.Store), plural(len(r.Store), "y", "ies"))
-				for _, l := range r.Left {
-					fmt.Fprintf(a.stdout, "  left %s: changed since it was placed\n", l)
-				}
-				for _, w := range r.Warnings {
-					fmt.Fprintf(a.stdout, "  %s\n", w)
-				}
-			}
-			return nil
-		},
-	}
-	a.opts.addStoreFlags(cmd)
-	a.opts.addJSONFlag(cmd)
-	return cmd
+	return " (" + v + ")"
 }

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"path"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -33,52 +34,19 @@ Libraries that the objects open at run time (dlopen: NVIDIA's libraries and
 the common frameworks, from a curated table, and any ELF .note.dlopen) are
 resolved from their opener as dlopen would and listed under each tree; a
 required one not found counts as missing, an optional one never does.
+A file named on the command line that is no loadable object (a linker script
+such as libc.so, an object file such as crt1.o) is skipped with a note.
 
 Exit status: 0 when every object would load, 3 when a library is missing or a
-required symbol version is absent, 1 on errors, 2 on usage errors.
-
-Examples:
-  cudadeps scan /usr/lib/x86_64-linux-gnu/libcurl.so.4
+required symbol version is absent, 1 on errors and when PATH holds no
+loadable ELF object (nothing was checked), 2 on usage errors.`,
+		Example: `  cudadeps scan /usr/lib/x86_64-linux-gnu/libcurl.so.4
   cudadeps scan ~/venv/lib/python3.12/site-packages/torch --json
   cudadeps scan torch-2.11.0-cp312-cp312-manylinux_2_28_aarch64.whl --root /srv/arm64-sysroot
   cudadeps scan dist/my_ext.whl --site-packages ~/venv/lib/python3.12/site-packages`,
 		Args: argsAtLeast(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := a.newLoader(cmd)
-			if err != nil {
-				return err
-			}
-			defer l.Close()
-			sopts := scan.Options{WheelMount: mount, Logger: a.logger}
-			if !noRuntime {
-				table, err := runtimeopen.Load()
-				if err != nil {
-					return err
-				}
-				sopts.RuntimeOpens = runtimeopen.NewResolver(table, l)
-			}
-			rep, err := scan.Run(cmd.Context(), l, args, sopts)
-			if err != nil {
-				return err
-			}
-			rep.Loader = a.loaderInfo(l)
-			if a.opts.json {
-				if err := writeJSON(a.stdout, rep); err != nil {
-					return err
-				}
-			} else {
-				renderScan(a.stdout, rep, all || a.opts.verbose)
-			}
-			for _, e := range rep.Errors {
-				a.logger.Warn("unreadable file", "path", e.Path, "error", e.Error)
-			}
-			switch {
-			case !rep.OK():
-				return exitWith(exitMissing)
-			case len(rep.Errors) > 0:
-				return exitWith(exitError)
-			}
-			return nil
+			return a.runScan(cmd, args, scan.Options{WheelMount: mount, Logger: a.logger}, all, !noRuntime)
 		},
 	}
 	a.opts.addLoaderFlags(cmd)
@@ -89,17 +57,55 @@ Examples:
 	return cmd
 }
 
+func (a *app) runScan(cmd *cobra.Command, args []string, opts scan.Options, all, runtimeOpens bool) error {
+	l, err := a.newLoader(cmd)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if runtimeOpens {
+		table, err := runtimeopen.Load()
+		if err != nil {
+			return err
+		}
+		opts.RuntimeOpens = runtimeopen.NewResolver(table, l)
+	}
+	rep, err := scan.Run(cmd.Context(), l, args, opts)
+	if err != nil {
+		return err
+	}
+	rep.Loader = a.loaderInfo(l)
+	for _, s := range rep.Skipped {
+		if slices.Contains(args, s.Path) {
+			fmt.Fprintf(a.stderr, "note: skipped %s: %s\n", s.Path, s.Reason)
+		}
+	}
+	if a.opts.json {
+		err = writeJSON(a.stdout, schemaScan, rep)
+	} else {
+		renderScan(a.stdout, rep, all || a.opts.verbose, newPainter(a.stdout))
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range rep.Errors {
+		a.logger.Warn("unreadable file", "path", e.Path, "error", e.Error)
+	}
+	switch {
+	case !rep.OK():
+		return exitWith(exitMissing)
+	case len(rep.Errors) > 0:
+		return exitWith(exitError)
+	case len(rep.Roots) == 0:
+		fmt.Fprintf(a.stderr, "warning: no loadable ELF object in %s: nothing was checked\n", strings.Join(args, ", "))
+		return exitWith(exitError)
+	}
+	return nil
+}
+
 // newLoader builds the loader model from the shared flags.
 func (a *app) newLoader(cmd *cobra.Command) (*ldso.Loader, error) {
-	opts := ldso.Options{Root: a.opts.root}
-	if cmd.Flags().Changed("ld-library-path") {
-		v := a.opts.ldLibraryPath
-		opts.LDLibraryPath = &v
-	}
-	if cmd.Flags().Changed("preload") {
-		opts.Preload, opts.PreloadSet = a.opts.preload, true
-	}
-	l, err := ldso.New(cmd.Context(), opts)
+	l, err := ldso.New(cmd.Context(), a.loaderOptions(cmd))
 	if err != nil {
 		return nil, err
 	}
@@ -124,25 +130,18 @@ func (a *app) loaderInfo(l *ldso.Loader) scan.LoaderInfo {
 	return info
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
 // renderScan prints trees and a summary.
-func renderScan(w io.Writer, rep *scan.Report, all bool) {
+func renderScan(w io.Writer, rep *scan.Report, all bool, paint painter) {
 	single := len(rep.Roots) == 1
 	okCount := 0
 	for _, root := range rep.Roots {
 		switch {
 		case single || all:
-			renderTree(w, root.Result, treeOptions{expandSystem: all})
+			renderTree(w, root.Result, treeOptions{expandSystem: all, paint: paint})
 			renderRuntimeOpens(w, root, true)
 			fmt.Fprintln(w)
 		case !root.OK:
-			renderTree(w, root.Result, treeOptions{prune: true})
+			renderTree(w, root.Result, treeOptions{prune: true, paint: paint})
 			renderRuntimeOpens(w, root, false)
 			fmt.Fprintln(w)
 		default:
@@ -224,6 +223,7 @@ func limit(list []string, n int) []string {
 type treeOptions struct {
 	prune        bool // show only branches that lead to a problem
 	expandSystem bool // expand libraries found in the cache or default dirs
+	paint        painter
 }
 
 // renderTree prints an object's dependencies as the loader resolves them.
@@ -251,7 +251,7 @@ func renderTree(w io.Writer, r *ldso.Result, opts treeOptions) {
 				branch, next = "└── ", "    "
 			}
 			seen := shown[d]
-			fmt.Fprintf(w, "%s%s%s\n", prefix, branch, describe(o, d, seen))
+			fmt.Fprintf(w, "%s%s%s\n", prefix, branch, describe(o, d, seen, opts.paint))
 			if seen || !d.Found() {
 				continue
 			}
@@ -277,9 +277,9 @@ func weakNote(weak bool) string {
 }
 
 // describe is one line of the tree.
-func describe(parent, o *ldso.Object, seen bool) string {
+func describe(parent, o *ldso.Object, seen bool, paint painter) string {
 	if !o.Found() {
-		s := o.Name + "  NOT FOUND"
+		s := o.Name + "  " + paint.bad("NOT FOUND")
 		if o.Problem != "" {
 			s += " (" + o.Problem + ")"
 		}

@@ -1,26 +1,23 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/humansize"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
-// storeJSONSchema versions the JSON that store list and store remove print.
-const storeJSONSchema = 1
-
 // storeCommand groups the commands that look at and prune the install store.
 func (a *app) storeCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := groupCommand(&cobra.Command{
 		Use:   "store",
 		Short: "List or remove the components installed in the store",
 		Long: `The store holds the components cudadeps installed, one directory per
@@ -32,28 +29,21 @@ $XDG_DATA_HOME/cudadeps, i.e. ~/.local/share/cudadeps):
   cudadeps store list                 what is installed
   cudadeps store list --json          the same, with every file, as JSON
   cudadeps store remove libcudss      remove every installed libcudss`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usageError("unknown store command %q: use list or remove", args[0])
-			}
-			return usageError("store needs a command: list or remove")
-		},
-		RunE: func(*cobra.Command, []string) error { return nil },
-	}
+		Example: `  cudadeps store list --prefix ~/cudadeps-test
+  cudadeps store remove libcudss@0.8.0.10 --cuda 13`,
+	})
 	cmd.AddCommand(a.storeListCommand(), a.storeRemoveCommand())
 	return cmd
 }
 
 // storeListJSON is the output of store list --json.
 type storeListJSON struct {
-	Schema  int           `json:"schema"`
 	Store   string        `json:"store"`
 	Entries []fetch.Entry `json:"entries"`
 }
 
 // storeRemoveJSON is the output of store remove --json.
 type storeRemoveJSON struct {
-	Schema  int           `json:"schema"`
 	Store   string        `json:"store"`
 	Removed []fetch.Entry `json:"removed"`
 }
@@ -62,7 +52,9 @@ func (a *app) storeListCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the installed components",
-		Args:  storeNoArgs,
+		Example: `  cudadeps store list
+  cudadeps store list --json --prefix ~/cudadeps-test`,
+		Args: storeNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := fetch.OpenStore(a.opts.prefix)
 			if err != nil {
@@ -73,7 +65,7 @@ func (a *app) storeListCommand() *cobra.Command {
 				return err
 			}
 			if a.opts.json {
-				return writeStoreJSON(a.stdout, storeListJSON{Schema: storeJSONSchema, Store: s.Dir(), Entries: storeNonNil(entries)})
+				return writeJSON(a.stdout, schemaStoreList, storeListJSON{Store: s.Dir(), Entries: entries})
 			}
 			renderStoreList(a.stdout, s.Dir(), entries)
 			return nil
@@ -97,6 +89,9 @@ An entry that 'cudadeps resolve' placed links to (or named in env.sh) is in
 use: it is not removed, and the targets using it are named, so that
 'cudadeps undo TARGET' can take them out first (--force removes it anyway,
 leaving those links dangling).`,
+		Example: `  cudadeps store remove libcudss
+  cudadeps store remove libcudss@0.8.0.10 --platform linux-sbsa --cuda 13`,
+		ValidArgsFunction: a.completeInstalled,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError("store remove needs at least one COMPONENT")
@@ -112,33 +107,12 @@ leaving those links dangling).`,
 			if err != nil {
 				return err
 			}
-			sel := storeSelection{platform: a.opts.platform}
-			if a.opts.cuda != 0 {
-				sel.variant = "cuda" + strconv.Itoa(a.opts.cuda)
-			}
-			var chosen []fetch.Entry
-			seen := map[string]bool{}
-			for _, arg := range args {
-				sel.component, sel.version, _ = strings.Cut(arg, "@")
-				if sel.component == "" {
-					return usageError("%q: want COMPONENT or COMPONENT@VERSION", arg)
-				}
-				found := false
-				for _, e := range installed {
-					if sel.matches(e.Key) {
-						found = true
-						if !seen[e.Dir] {
-							seen[e.Dir] = true
-							chosen = append(chosen, e)
-						}
-					}
-				}
-				if !found {
-					return fmt.Errorf("%s is not installed in %s; nothing removed", sel, s.Dir())
-				}
+			chosen, err := a.selectEntries(s.Dir(), installed, args)
+			if err != nil {
+				return err
 			}
 			if !force {
-				if err := refuseInUse(s.Dir(), chosen); err != nil {
+				if err := refuseInUse(s.Dir(), chosen, a.commandLine); err != nil {
 					return err
 				}
 			}
@@ -154,7 +128,7 @@ leaving those links dangling).`,
 				}
 			}
 			if a.opts.json {
-				if jerr := writeStoreJSON(a.stdout, storeRemoveJSON{Schema: storeJSONSchema, Store: s.Dir(), Removed: storeNonNil(removed)}); jerr != nil {
+				if jerr := writeJSON(a.stdout, schemaStoreRemove, storeRemoveJSON{Store: s.Dir(), Removed: removed}); jerr != nil {
 					return errors.Join(err, jerr)
 				}
 			} else {
@@ -167,31 +141,65 @@ leaving those links dangling).`,
 	}
 	a.opts.addStoreFlags(cmd)
 	a.opts.addJSONFlag(cmd)
-	cmd.Flags().StringVar(&a.opts.platform, "platform", "", "only entries for this `PLATFORM` (linux-x86_64, linux-sbsa, linux-aarch64)")
-	cmd.Flags().IntVar(&a.opts.cuda, "cuda", 0, "only entries for CUDA major version `N` (variant cudaN)")
+	a.opts.addPlatformFlag(cmd, "only entries for this platform")
+	a.opts.addCUDAFlag(cmd, "only entries for this CUDA major version (variant cudaN)")
 	cmd.Flags().BoolVar(&force, "force", false, "remove entries that resolved targets still use")
 	return cmd
 }
 
+// selectEntries picks the installed entries each COMPONENT[@VERSION]
+// names, narrowed by --platform and --cuda; every argument must match.
+func (a *app) selectEntries(dir string, installed []fetch.Entry, args []string) ([]fetch.Entry, error) {
+	sel := storeSelection{platform: string(a.opts.platform)}
+	if a.opts.cuda != 0 {
+		sel.variant = "cuda" + a.opts.cuda.String()
+	}
+	var chosen []fetch.Entry
+	seen := map[string]bool{}
+	for _, arg := range args {
+		sel.component, sel.version, _ = strings.Cut(arg, "@")
+		if sel.component == "" {
+			return nil, usageError("%q: want COMPONENT or COMPONENT@VERSION", arg)
+		}
+		found := false
+		for _, e := range installed {
+			if sel.matches(e.Key) {
+				found = true
+				if !seen[e.Dir] {
+					seen[e.Dir] = true
+					chosen = append(chosen, e)
+				}
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%s is not installed in %s; nothing removed", sel, dir)
+		}
+	}
+	return chosen, nil
+}
+
 // refuseInUse fails when an activation record still points into one of the
 // entries: removing it would break an import that works.
-func refuseInUse(prefix string, entries []fetch.Entry) error {
+func refuseInUse(prefix string, entries []fetch.Entry, command func(...string) string) error {
 	recs, err := resolver.Records(prefix)
 	if err != nil {
 		return err
 	}
-	var users []string
+	var users, targets []string
 	for _, e := range entries {
 		for _, r := range recs {
 			if r.Uses(e.Dir) {
 				users = append(users, fmt.Sprintf("%s is used by %s", e.Key, r.Name))
+				if !slices.Contains(targets, r.Name) {
+					targets = append(targets, r.Name)
+				}
 			}
 		}
 	}
 	if len(users) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: run 'cudadeps undo TARGET' first (or --force); nothing removed", strings.Join(users, "; "))
+	return fmt.Errorf("%s: run '%s' first (or --force); nothing removed", strings.Join(users, "; "), command(append([]string{"undo"}, targets...)...))
 }
 
 // storeSelection picks store entries; empty fields match anything.
@@ -236,22 +244,9 @@ func renderStoreList(w io.Writer, dir string, entries []fetch.Entry) {
 			variant = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Component, e.Version, e.Platform, variant,
-			storeSize(e.Size), len(e.Files), e.InstalledAt.UTC().Format("2006-01-02 15:04 UTC"), e.Dir)
+			humansize.Bytes(e.Size), len(e.Files), e.InstalledAt.UTC().Format("2006-01-02 15:04 UTC"), e.Dir)
 	}
 	tw.Flush()
-}
-
-// storeSize writes n bytes in decimal units.
-func storeSize(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.1f GB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // storeNoArgs refuses arguments as a usage error (exit code 2).
@@ -262,16 +257,18 @@ func storeNoArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-func writeStoreJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// storeNonNil makes an empty list print as [] rather than null.
-func storeNonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
+// completeInstalled completes the components installed in the store.
+func (a *app) completeInstalled(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	s, err := fetch.OpenStore(a.opts.prefix)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	return s
+	entries, _ := s.List()
+	var names []string
+	for _, e := range entries {
+		if !slices.Contains(names, e.Component) {
+			names = append(names, e.Component)
+		}
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
 }

@@ -100,7 +100,7 @@ func TestStoreListJSON(t *testing.T) {
 		t.Fatalf("code %d: %s", code, errOut)
 	}
 	var got struct {
-		Schema  int    `json:"schema"`
+		Schema  string `json:"schema"`
 		Store   string `json:"store"`
 		Entries []struct {
 			Component, Version, Platform, Variant, Dir, URL, SHA256, Layout string
@@ -112,7 +112,7 @@ func TestStoreListJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
-	if got.Schema != 1 || got.Store != prefix || len(got.Entries) != 1 {
+	if got.Schema != schemaStoreList || got.Store != prefix || len(got.Entries) != 1 {
 		t.Fatalf("got %+v", got)
 	}
 	e := got.Entries[0]

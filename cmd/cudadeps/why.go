@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -25,15 +26,17 @@ FILE is loaded as the main object, as with 'ldd FILE'. If something FILE
 loads first already answers to SONAME, the loader does not search at all;
 why says so, and shows the search that would otherwise happen.
 
-Exit status: 0 when the library is found, 3 when it is not.
-
-Examples:
-  cudadeps why libcudss.so.0 --from site-packages/torch/lib/libtorch_cuda.so
+Exit status: 0 when the library is found, 3 when it is not, 1 on errors,
+2 on usage errors.`,
+		Example: `  cudadeps why libcudss.so.0 --from site-packages/torch/lib/libtorch_cuda.so
   cudadeps why libcublas.so.11 --from libcusolver.so.11 --ld-library-path /opt/cuda/lib64 --json`,
 		Args: argsExactly(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if from == "" {
 				return usageError("why needs --from FILE: the object that needs %s", args[0])
+			}
+			if st, err := os.Stat(from); err == nil && st.IsDir() {
+				return usageError("--from %s: is a directory; name the ELF file that needs %s", from, args[0])
 			}
 			l, err := a.newLoader(cmd)
 			if err != nil {
@@ -42,10 +45,10 @@ Examples:
 			defer l.Close()
 			s, err := l.Find(cmd.Context(), args[0], from)
 			if err != nil {
-				return err
+				return fmt.Errorf("--from %s: %w", from, err)
 			}
 			if a.opts.json {
-				if err := writeJSON(a.stdout, whyJSON(s)); err != nil {
+				if err := writeJSON(a.stdout, schemaWhy, whyJSON(s)); err != nil {
 					return err
 				}
 			} else {

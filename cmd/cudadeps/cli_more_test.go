@@ -1,0 +1,231 @@
+package main
+
+import (
+	"debug/elf"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/mirrortest"
+)
+
+// stallingMirror serves half of each archive, then stalls until the client
+// goes away; started is closed when the first half has been sent.
+func stallingMirror(t *testing.T) (catalogPath, url string, started chan struct{}) {
+	t.Helper()
+	dir := t.TempDir()
+	catalogPath = mirrortest.Build(t, dir, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
+		Libs: map[string]elftest.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}}, Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}}})
+	started = make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(r.URL.Path)))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(data[:len(data)/2])
+		w.(http.Flusher).Flush()
+		once.Do(func() { close(started) })
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	return catalogPath, srv.URL + "/", started
+}
+
+// Point 2: Ctrl-C during a download: the archive is named as failed, the
+// bar does not jump to 100 %, exit 130 with a word on resuming.
+func TestCLIInterruptedDownload(t *testing.T) {
+	dir, _ := missingCudss(t)
+	t.Run("pipe", func(t *testing.T) {
+		cat, url, started := stallingMirror(t)
+		cmd := exec.Command(binary(t), "resolve", dir, "--yes", "--catalog", cat, "--mirror", url, "--prefix", t.TempDir(), "--ld-library-path", "")
+		cmd.Env = userEnv(t)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-started:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the download never started")
+		}
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+			t.Errorf("exit %d, want 130\n%s", code, errb.String())
+		}
+		if !strings.Contains(errb.String(), "interrupted; rerun resumes") || !strings.Contains(errb.String(), "libcudss 0.9.9.9 (linux-x86_64, cuda13): failed") {
+			t.Errorf("stderr should name the failed archive and say a rerun resumes:\n%s", errb.String())
+		}
+	})
+	t.Run("terminal", func(t *testing.T) {
+		script, err := exec.LookPath("script")
+		if err != nil {
+			needScript(t)
+		}
+		cat, url, started := stallingMirror(t)
+		line := strings.Join([]string{shellQuote(binary(t)), "resolve", shellQuote(dir), "--yes", "--catalog", shellQuote(cat), "--mirror", url, "--prefix", shellQuote(t.TempDir()), "--ld-library-path", "''"}, " ")
+		cmd := exec.Command(script, "-qec", line, "/dev/null")
+		cmd.Env = userEnv(t)
+		in, typing := io.Pipe()
+		cmd.Stdin = in
+		var screen strings.Builder
+		cmd.Stdout = &screen
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-started:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the download never started")
+		}
+		time.Sleep(300 * time.Millisecond) // let the bar draw
+		_, _ = typing.Write([]byte{3})     // Ctrl-C, through the terminal
+		_ = typing.Close()
+		_ = cmd.Wait()
+		s := screen.String()
+		if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+			t.Errorf("exit %d, want 130\n%s", code, s)
+		}
+		if strings.Contains(s, "100%") || !strings.Contains(s, "failed") || !strings.Contains(s, "interrupted; rerun resumes") {
+			t.Errorf("the bar must stay where the bytes stopped and the failure be named:\n%q", s)
+		}
+	})
+}
+
+// Point 3: printed commands work as printed, with a store elsewhere.
+func TestCLIHintsCanBePasted(t *testing.T) {
+	dir, m := missingCudss(t)
+	env := userEnv(t)
+	prefix := filepath.Join(t.TempDir(), "my store") // a space: must be quoted
+	r := runBinary(t, env, "", "resolve", dir, "--yes", "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--ld-library-path", "", "-q")
+	if r.code != exitOK {
+		t.Fatalf("resolve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// The store refuses to remove what is in use, and says what to run.
+	r = runBinary(t, env, "", "store", "remove", "libcudss", "--prefix", prefix)
+	_, hint, ok := strings.Cut(r.stderr, "run '")
+	hint, _, _ = strings.Cut(hint, "' first")
+	if r.code == exitOK || !ok || !strings.Contains(hint, "--prefix") {
+		t.Fatalf("store remove of an entry in use: exit %d, hint %q\n%s", r.code, hint, r.stderr)
+	}
+
+	sh := exec.Command("sh", "-c", hint)
+	sh.Env = append(env, "PATH="+filepath.Dir(binary(t))+":"+os.Getenv("PATH"))
+	out, err := sh.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "removed") || placed(dir) {
+		t.Errorf("%s: %v, placed=%v\n%s", hint, err, placed(dir), out)
+	}
+}
+
+// Point 3, the resolve side: "Undo with:" works as printed.
+func TestCLIUndoHint(t *testing.T) {
+	dir, m := missingCudss(t)
+	env := userEnv(t)
+	prefix := filepath.Join(t.TempDir(), "it's here")
+	r := runBinary(t, env, "", "resolve", dir, "--yes", "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--ld-library-path", "", "-q")
+	_, hint, ok := strings.Cut(r.stdout, "Undo with: ")
+	hint, _, _ = strings.Cut(hint, "\n")
+	if r.code != exitOK || !ok {
+		t.Fatalf("resolve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	sh := exec.Command("sh", "-c", hint)
+	sh.Env = append(env, "PATH="+filepath.Dir(binary(t))+":"+os.Getenv("PATH"))
+	out, err := sh.CombinedOutput()
+	if err != nil || placed(dir) {
+		t.Errorf("%s: %v, placed=%v\n%s", hint, err, placed(dir), out)
+	}
+	r = runBinary(t, env, "", "undo", "nothing-here", "--prefix", prefix)
+	if r.code == exitOK || strings.Contains(r.stderr, "[") {
+		t.Errorf("undo of an unknown target: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// Point 4: warnings are short lines by default, key=value with -v, and -v
+// walks the rounds.
+func TestCLIHumanLogs(t *testing.T) {
+	env := userEnv(t)
+	// A sysroot whose ld.so.cache is garbage: the loader ignores it, with
+	// a warning.
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "ld.so.cache"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lib := filepath.Join(t.TempDir(), "libok.so")
+	if err := elftest.Write(lib, elftest.Spec{Soname: "libok.so"}); err != nil {
+		t.Fatal(err)
+	}
+	r := runBinary(t, env, "", "scan", lib, "--root", root)
+	if !strings.Contains(r.stderr, "warning: ignoring unreadable loader cache") || strings.Contains(r.stderr, "level=") {
+		t.Errorf("default: want a short warning line:\n%s", r.stderr)
+	}
+	r = runBinary(t, env, "", "scan", lib, "--root", root, "--log-format", "json")
+	if !strings.Contains(r.stderr, `"level":"WARN"`) {
+		t.Errorf("--log-format json:\n%s", r.stderr)
+	}
+	ok := t.TempDir()
+	if err := elftest.Write(filepath.Join(ok, "libok.so"), elftest.Spec{Soname: "libok.so", Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	r = runBinary(t, env, "", "resolve", ok, "-v", "--dry-run", "--ld-library-path", "")
+	if !strings.Contains(r.stderr, "level=DEBUG") || !strings.Contains(r.stderr, "msg=round") {
+		t.Errorf("resolve -v should walk the rounds as key=value lines:\n%s", r.stderr)
+	}
+}
+
+// Point 5: nothing to check is not success; a linker script is noted.
+func TestCLINothingIsNotSuccess(t *testing.T) {
+	env := userEnv(t)
+	empty := t.TempDir()
+	if err := os.WriteFile(filepath.Join(empty, "README"), []byte("text\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"scan", empty}, {"resolve", empty, "--dry-run"}} {
+		r := runBinary(t, env, "", append(args, "--ld-library-path", "")...)
+		if r.code != exitError || !strings.Contains(r.stderr, "warning: ") || !strings.Contains(r.stderr, empty) {
+			t.Errorf("%v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	r := runBinary(t, env, "", "why", "libx.so.1", "--from", empty)
+	if r.code != exitUsage || !strings.Contains(r.stderr, empty) {
+		t.Errorf("why --from DIR: exit %d: %s", r.code, r.stderr)
+	}
+
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libok.so")
+	if err := elftest.Write(lib, elftest.Spec{Soname: "libok.so", Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "libc.so")
+	if err := os.WriteFile(script, []byte("/* GNU ld script\n   Use the shared library. */\nOUTPUT_FORMAT(elf64-x86-64)\nGROUP ( /lib/x86_64-linux-gnu/libc.so.6 )\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runBinary(t, env, "", "scan", script, lib, "--json", "--ld-library-path", "")
+	var rep struct {
+		Roots []json.RawMessage `json:"roots"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Roots) != 1 {
+		t.Errorf("scan with a linker script: %v\n%s", err, r.stdout)
+	}
+	if r.code != exitOK || !strings.Contains(r.stderr, script) || !strings.Contains(r.stderr, "linker script") {
+		t.Errorf("scan with a linker script: exit %d, stderr %s", r.code, r.stderr)
+	}
+}

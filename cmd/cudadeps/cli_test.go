@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/mirrortest"
+)
+
+// These tests run the built binary as a user would: a separate process,
+// real stdin, stdout and stderr, a pseudo-terminal where that matters.
+
+var cliBuild struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cliBuild.dir != "" {
+		os.RemoveAll(cliBuild.dir)
+	}
+	os.Exit(code)
+}
+
+// binary builds cudadeps once for this test binary.
+func binary(t *testing.T) string {
+	t.Helper()
+	cliBuild.once.Do(func() {
+		if cliBuild.dir, cliBuild.err = os.MkdirTemp("", "cudadeps-cli-"); cliBuild.err != nil {
+			return
+		}
+		cliBuild.path = filepath.Join(cliBuild.dir, "cudadeps")
+		out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", cliBuild.path, ".").CombinedOutput()
+		if err != nil {
+			cliBuild.err = errors.New(string(out))
+		}
+	})
+	if cliBuild.err != nil {
+		t.Fatalf("go build: %v", cliBuild.err)
+	}
+	return cliBuild.path
+}
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// userEnv is a clean environment: its own store and cache, no colour
+// settings, no LD_ variables.
+func userEnv(t *testing.T) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LD_") && !strings.HasPrefix(kv, "NO_COLOR=") && !strings.HasPrefix(kv, "XDG_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "XDG_CACHE_HOME="+t.TempDir(), "XDG_DATA_HOME="+t.TempDir())
+}
+
+// runBinary runs cudadeps with stdin from a pipe (not a terminal).
+func runBinary(t *testing.T, env []string, stdin string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return cliResult{cmd.ProcessState.ExitCode(), out.String(), errb.String()}
+}
+
+// runTerminal runs cudadeps on a pseudo-terminal (util-linux script), typing
+// input; stdout and stderr come back mixed, as on a screen.
+func runTerminal(t *testing.T, env []string, input string, args ...string) (int, string) {
+	t.Helper()
+	script, err := exec.LookPath("script")
+	if err != nil {
+		needScript(t)
+	}
+	words := []string{shellQuote(binary(t))}
+	for _, a := range args {
+		words = append(words, shellQuote(a))
+	}
+	cmd := exec.Command(script, "-qec", strings.Join(words, " "), "/dev/null")
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(input)
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), strings.ReplaceAll(string(out), "\r\n", "\n")
+}
+
+// needScript skips a terminal test where script(1) is absent, or fails it
+// where the oracles are required (CI).
+func needScript(t *testing.T) {
+	t.Helper()
+	if os.Getenv("CUDADEPS_REQUIRE_ORACLES") != "" {
+		t.Fatal("script (util-linux, Debian package bsdutils) is needed for a pseudo-terminal")
+	}
+	t.Skip("needs script (util-linux) for a pseudo-terminal")
+}
+
+// missingCudss writes a directory whose library needs libcudss.so.0 and a
+// mirror that has it.
+func missingCudss(t *testing.T) (dir string, m *mirrortest.Mirror) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := elftest.Write(filepath.Join(dir, "app/lib/libapp.so"), elftest.Spec{Soname: "libapp.so", Needed: []string{"libcudss.so.0", "libcudart.so.13", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := elftest.Write(filepath.Join(dir, "app/lib/libcudart.so.13"), elftest.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	m = mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
+		Libs: map[string]elftest.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}}, Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}}})
+	return dir, m
+}
+
+func placed(dir string) bool {
+	_, err := os.Lstat(filepath.Join(dir, "app/lib/libcudss.so.0"))
+	return err == nil
+}
+
+// Point 1: the plan is shown, then asked about; nobody to ask means no.
+func TestCLIResolveAsksAfterThePlan(t *testing.T) {
+	dir, m := missingCudss(t)
+	env := userEnv(t)
+	prefix := filepath.Join(t.TempDir(), "prefix")
+	common := []string{"--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--ld-library-path", ""}
+
+	// stdin is a pipe and there is no --yes: refuse, change nothing.
+	r := runBinary(t, env, "y\n", append([]string{"resolve", dir}, common...)...)
+	if r.code != exitUsage || m.Total() != 0 || placed(dir) {
+		t.Fatalf("no terminal, no --yes: exit %d, %d downloads, placed=%v\n%s%s", r.code, m.Total(), placed(dir), r.stdout, r.stderr)
+	}
+	url := m.URL + "libcudss/"
+	if !strings.Contains(r.stderr, url) || !strings.Contains(r.stderr, "Total: 1 archive(s)") || !strings.Contains(r.stderr, "--yes") {
+		t.Errorf("the refusal should follow the plan (URL, total) and name --yes:\n%s", r.stderr)
+	}
+
+	// On a terminal: the plan, then the question; "n" changes nothing.
+	for _, extra := range [][]string{nil, {"--json"}} {
+		code, screen := runTerminal(t, env, "n\n", append(append([]string{"resolve", dir}, common...), extra...)...)
+		q := strings.Index(screen, "[y/N]")
+		if q < 0 || !strings.Contains(screen[:q], url) || !strings.Contains(screen[:q], "Total:") || !strings.Contains(screen[:q], prefix) {
+			t.Errorf("%v: the plan (URL, total, store directory) must come before the question:\n%s", extra, screen)
+		}
+		if code != exitError || m.Total() != 0 || placed(dir) {
+			t.Errorf("%v: answered n: exit %d, %d downloads, placed=%v", extra, code, m.Total(), placed(dir))
+		}
+	}
+
+	// Answered y on a terminal: done.
+	if code, screen := runTerminal(t, env, "y\n", append([]string{"resolve", dir}, common...)...); code != exitOK || !placed(dir) {
+		t.Errorf("answered y: exit %d\n%s", code, screen)
+	}
+}
