@@ -209,15 +209,15 @@ func parseNew(t *strtab) (*Cache, error) {
 	c := &Cache{}
 	hwcapNames := map[uint32]string{}
 	if ext := uint64(u32(32)); ext != 0 && ext+8 <= uint64(len(data)) && u32(ext) == extensionMagic {
-		count := uint64(u32(ext+4))
+		count := uint64(u32(ext + 4))
 		for i := uint64(0); i < count; i++ {
 			so := ext + 8 + i*16
 			if so+16 > uint64(len(data)) {
 				break
 			}
 			tag := u32(so)
-			off := uint64(u32(so+8))
-			size := uint64(u32(so+12))
+			off := uint64(u32(so + 8))
+			size := uint64(u32(so + 12))
 			if off+size > uint64(len(data)) {
 				continue
 			}
@@ -226,7 +226,7 @@ func parseNew(t *strtab) (*Cache, error) {
 				c.Generator = data[off : off+size]
 			case extTagHWCaps:
 				for j := uint64(0); j+4 <= size; j += 4 {
-					if s, ok := t.at(u32(off+j)); ok {
+					if s, ok := t.at(u32(off + j)); ok {
 						hwcapNames[uint32(j/4)] = s
 					}
 				}
@@ -236,8 +236,8 @@ func parseNew(t *strtab) (*Cache, error) {
 	c.Entries = make([]CacheEntry, 0, nlibs)
 	for i := uint32(0); i < nlibs; i++ {
 		e := uint64(newHeaderSize) + uint64(i)*newEntrySize
-		key, ok1 := t.at(u32(e+4))
-		val, ok2 := t.at(u32(e+8))
+		key, ok1 := t.at(u32(e + 4))
+		val, ok2 := t.at(u32(e + 8))
 		if !ok1 || !ok2 {
 			// ld.so stops its search at a bogus index; keep the entry out.
 			continue
