@@ -279,9 +279,41 @@ func (s *Sysroot) RebuildCache(t testing.TB) {
 	}
 }
 
-// List runs the sysroot's loader in trace mode on file.
+// List runs the sysroot's loader in trace mode on file. As root, qemu runs
+// inside the tree with chroot(2), so that the kernel resolves every path
+// there (absolute symlinks included); otherwise qemu's -L prefix stands in
+// for it, which resolves links that point outside the tree on the host.
 func (s *Sysroot) List(ctx context.Context, file string, env []string) (*Output, error) {
-	return ListQemu(ctx, s.Qemu, s.Root, file, env)
+	if os.Geteuid() != 0 {
+		return ListQemu(ctx, s.Qemu, s.Root, file, env)
+	}
+	const inside = "/.qemu-aarch64-static"
+	if _, err := os.Stat(s.Root + inside); err != nil {
+		data, err := os.ReadFile(s.Qemu)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(s.Root+inside, data, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	args := []string{"-E", "LD_TRACE_LOADED_OBJECTS=1"}
+	for _, e := range env {
+		args = append(args, "-E", e)
+	}
+	args = append(args, "/lib/ld-linux-aarch64.so.1", file)
+	cmd := exec.CommandContext(ctx, inside, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: s.Root}
+	// The working directory carries over when it lies in the tree, as
+	// with qemu -L (an empty search path entry means it).
+	cmd.Dir = "/"
+	if wd, err := os.Getwd(); err == nil && strings.HasPrefix(wd, s.Root+"/") {
+		cmd.Dir = strings.TrimPrefix(wd, s.Root)
+	}
+	cmd.Env = []string{}
+	return run(cmd, "")
 }
 
 // Chroot is a system tree whose own x86-64 loader is run inside it with
