@@ -371,7 +371,10 @@ func (l *Loader) subdirExists(dir, sub string) bool {
 // to the runtime's network poller, which refuses regular files, at the cost
 // of five more system calls per file (a scan opens thousands).
 func (l *Loader) readFile(host string) *fileInfo {
-	fd, err := retryEINTR(func() (int, error) { return syscall.Open(host, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	// O_NONBLOCK: a FIFO in an untrusted tree must not stop the scan.
+	fd, err := retryEINTR(func() (int, error) {
+		return syscall.Open(host, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	})
 	if err != nil {
 		return &fileInfo{err: &fs.PathError{Op: "open", Path: host, Err: err}}
 	}
@@ -380,8 +383,12 @@ func (l *Loader) readFile(host string) *fileInfo {
 	if _, err := retryEINTR(func() (int, error) { return 0, syscall.Fstat(fd, &st) }); err != nil {
 		return &fileInfo{err: &fs.PathError{Op: "stat", Path: host, Err: err}}
 	}
-	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
 		return &fileInfo{err: syscall.EISDIR}
+	case syscall.S_IFREG:
+	default:
+		return &fileInfo{err: &elfscan.FormatError{Path: host, Msg: "not a regular file"}}
 	}
 	fi := &fileInfo{id: fileID{uint64(st.Dev), uint64(st.Ino)}}
 	// A file met under another name (/lib and /usr/lib on a merged-/usr
