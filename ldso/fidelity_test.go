@@ -240,16 +240,20 @@ var preloadShapes = map[string]string{
 	"two comment lines":            "#a\n#b @/p1.so\n@/p2.so\n",
 	"comment after a long line":    "@/p1.so @/p2.so @/p3.so\n# @/p4.so\n",
 	"comments late in the file":    "@/p1.so\n#x\n@/p2.so\n# @/p3.so\n#y @/p4.so\n",
-	"comment without newline":      "@/p1.so #@/p2.so",
-	"hash inside a name":           "@/p1.so#@/p2.so\n@/p3.so\n",
-	"last name unterminated":       "@/p1.so:@/p2.so\t@/p3.so",
-	"only a name":                  "@/p1.so",
-	"colons and tabs":              "::@/p1.so\t\t:@/p2.so::\n\n",
-	"missing object":               "@/p1.so nothere.so @/p2.so\n",
-	"NUL in the middle":            "@/p1.so\n@/p2.so\x00@/p3.so\n@/p4.so\n",
-	"NUL in the last name":         "@/p1.so\n@/p2.so\x00xyz",
-	"only comments":                "#\n#\n#\n",
-	"empty":                        "",
+	// glibc restarts its search for "#" at the start of the file with
+	// the count of bytes left: a second comment after a long first one
+	// is not blanked, and its words ("#" too) are preloaded.
+	"second comment after a long one": "#" + strings.Repeat("x", 60) + "\n# @/p1.so @/p2.so\n@/p3.so\n",
+	"comment without newline":         "@/p1.so #@/p2.so",
+	"hash inside a name":              "@/p1.so#@/p2.so\n@/p3.so\n",
+	"last name unterminated":          "@/p1.so:@/p2.so\t@/p3.so",
+	"only a name":                     "@/p1.so",
+	"colons and tabs":                 "::@/p1.so\t\t:@/p2.so::\n\n",
+	"missing object":                  "@/p1.so nothere.so @/p2.so\n",
+	"NUL in the middle":               "@/p1.so\n@/p2.so\x00@/p3.so\n@/p4.so\n",
+	"NUL in the last name":            "@/p1.so\n@/p2.so\x00xyz",
+	"only comments":                   "#\n#\n#\n",
+	"empty":                           "",
 }
 
 func preloadTree() tree {
