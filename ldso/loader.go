@@ -309,9 +309,7 @@ func parsePreloadFile(data []byte) []string {
 		if i := bytes.IndexByte(text, 0); i >= 0 {
 			text = text[:i]
 		}
-		for _, p := range strings.FieldsFunc(string(text), func(r rune) bool { return r < 0x80 && isSep(byte(r)) }) {
-			names = append(names, p)
-		}
+		names = strings.FieldsFunc(string(text), func(r rune) bool { return r < 0x80 && isSep(byte(r)) })
 	}
 	if problem >= 0 {
 		last := buf[problem:]
