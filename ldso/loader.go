@@ -11,7 +11,9 @@
 // Candidates of another class or machine are skipped; a file that is not a
 // loadable ELF object stops the loader. Objects load breadth-first, and a
 // name that matches an object already loaded (by the name it was loaded
-// under or its DT_SONAME, or by being the same file) is satisfied by it.
+// under or its DT_SONAME, or by being the same file) is satisfied by it;
+// the main program and ld.so answer to their names only, never by file, so
+// naming their files by path loads a second copy.
 // Symbol version requirements are checked against the provider's
 // definitions.
 //
