@@ -1,13 +1,13 @@
 package ldso
 
 import (
-	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 )
 
 // The binary format of /etc/ld.so.cache as glibc's ldconfig writes it
@@ -86,15 +86,20 @@ type Cache struct {
 	Generator string
 }
 
+// MaxCacheSize bounds the ld.so.cache read: the caches of large systems
+// are a few hundred kilobytes, and a root may be an untrusted image.
+const MaxCacheSize = 64 << 20
+
 // ReadCache reads and parses the cache file at path. A missing file is not
-// an error: the loader then simply has no cache (nil, nil).
+// an error: the loader then simply has no cache (nil, nil). Anything but a
+// regular file of at most MaxCacheSize bytes is refused.
 func ReadCache(path string) (*Cache, error) {
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path, MaxCacheSize)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, err
 	}
 	c, err := ParseCache(data)
 	if err != nil {
@@ -106,21 +111,24 @@ func ReadCache(path string) (*Cache, error) {
 
 // ParseCache parses the binary contents of an ld.so.cache. Like ld.so, it
 // accepts the new format alone or embedded after the old one, and rejects a
-// file whose byte order does not match its flags.
+// file whose byte order does not match its flags. The names and paths of the
+// entries share the memory of one copy of data, and finding where each
+// string ends costs time linear in the file, whatever the file holds.
 func ParseCache(data []byte) (*Cache, error) {
+	text := string(data)
 	switch {
-	case len(data) > newHeaderSize && bytes.HasPrefix(data, []byte(cacheMagicNew)):
-		return parseNew(data, 0)
-	case len(data) > oldHeaderSize && bytes.HasPrefix(data, []byte(cacheMagicOld)):
+	case len(data) > newHeaderSize && strings.HasPrefix(text, cacheMagicNew):
+		return parseNew(newStrtab(text, 0))
+	case len(data) > oldHeaderSize && strings.HasPrefix(text, cacheMagicOld):
 		nlibs := binary.LittleEndian.Uint32(data[12:])
 		if uint64(len(data)-oldHeaderSize)/oldEntrySize < uint64(nlibs) {
 			return nil, errors.New("old-format header promises more entries than the file holds")
 		}
 		off := alignCache(oldHeaderSize + int(nlibs)*oldEntrySize)
-		if off+newHeaderSize < len(data) && bytes.HasPrefix(data[off:], []byte(cacheMagicNew)) {
-			return parseNew(data[off:], 0)
+		if off+newHeaderSize < len(data) && strings.HasPrefix(text[off:], cacheMagicNew) {
+			return parseNew(newStrtab(text[off:], 0))
 		}
-		return parseOld(data, nlibs)
+		return parseOld(newStrtab(text, oldHeaderSize+int(nlibs)*oldEntrySize), nlibs)
 	default:
 		return nil, errors.New("not an ld.so.cache file (bad magic)")
 	}
@@ -131,52 +139,95 @@ func alignCache(n int) int {
 	return (n + a - 1) &^ (a - 1)
 }
 
-func parseNew(data []byte, _ int) (*Cache, error) {
+// strtabBlock is the granularity of strtab's index of NUL bytes.
+const strtabBlock = 256
+
+// strtab finds the NUL-terminated strings of a cache file at offsets from a
+// base. A string is a slice of the file's text, never a copy, and where it
+// ends is found by scanning at most one block and then one index look-up:
+// a hostile file whose entries all point into one long run without NUL
+// costs no more than an honest one.
+type strtab struct {
+	text string
+	base int
+	// nextNUL[b] is the offset of the first NUL at or after block b, or -1.
+	nextNUL []int32
+}
+
+func newStrtab(text string, base int) *strtab {
+	n := (len(text) + strtabBlock - 1) / strtabBlock
+	t := &strtab{text: text, base: base, nextNUL: make([]int32, n+1)}
+	t.nextNUL[n] = -1
+	for b := n - 1; b >= 0; b-- {
+		start := b * strtabBlock
+		end := min(start+strtabBlock, len(text))
+		if i := strings.IndexByte(text[start:end], 0); i >= 0 {
+			t.nextNUL[b] = int32(start + i)
+		} else {
+			t.nextNUL[b] = t.nextNUL[b+1]
+		}
+	}
+	return t
+}
+
+// at returns the string at base+off; ok is false when it lies outside the
+// file or has no terminating NUL.
+func (t *strtab) at(off uint32) (string, bool) {
+	p := uint64(t.base) + uint64(off)
+	if p >= uint64(len(t.text)) {
+		return "", false
+	}
+	start := int(p)
+	b := start / strtabBlock
+	blockEnd := min((b+1)*strtabBlock, len(t.text))
+	if i := strings.IndexByte(t.text[start:blockEnd], 0); i >= 0 {
+		return t.text[start : start+i], true
+	}
+	end := t.nextNUL[b+1]
+	if end < 0 {
+		return "", false
+	}
+	return t.text[start:end], true
+}
+
+func parseNew(t *strtab) (*Cache, error) {
+	data := t.text
 	// The flags byte at offset 28 records the byte order (1 = big, 2 =
 	// little, 0 = unknown: the writer's own, taken as little here).
-	var order binary.ByteOrder = binary.LittleEndian
+	big := false
 	switch data[28] & 3 {
 	case 1:
-		order = binary.BigEndian
+		big = true
 	case 3:
 		return nil, errors.New("invalid byte order flags")
 	}
-	nlibs := order.Uint32(data[20:])
+	u32 := func(off uint64) uint32 { return strUint32(data, off, big) }
+	nlibs := u32(20)
 	if uint64(len(data)-newHeaderSize)/newEntrySize < uint64(nlibs) {
 		return nil, fmt.Errorf("header promises %d entries, the file holds fewer", nlibs)
 	}
-	str := func(off uint32) (string, bool) {
-		if uint64(off) >= uint64(len(data)) {
-			return "", false
-		}
-		end := bytes.IndexByte(data[off:], 0)
-		if end < 0 {
-			return "", false
-		}
-		return string(data[off : int(off)+end]), true
-	}
 	c := &Cache{}
 	hwcapNames := map[uint32]string{}
-	if ext := order.Uint32(data[32:]); ext != 0 && uint64(ext)+8 <= uint64(len(data)) && order.Uint32(data[ext:]) == extensionMagic {
-		count := order.Uint32(data[ext+4:])
-		for i := uint32(0); i < count; i++ {
-			so := uint64(ext) + 8 + uint64(i)*16
+	if ext := uint64(u32(32)); ext != 0 && ext+8 <= uint64(len(data)) && u32(ext) == extensionMagic {
+		count := uint64(u32(ext + 4))
+		for i := uint64(0); i < count; i++ {
+			so := ext + 8 + i*16
 			if so+16 > uint64(len(data)) {
 				break
 			}
-			tag := order.Uint32(data[so:])
-			off := order.Uint32(data[so+8:])
-			size := order.Uint32(data[so+12:])
-			if uint64(off)+uint64(size) > uint64(len(data)) {
+			tag := u32(so)
+			off := uint64(u32(so + 8))
+			size := uint64(u32(so + 12))
+			if off+size > uint64(len(data)) {
 				continue
 			}
 			switch tag {
 			case extTagGenerator:
-				c.Generator = string(data[off : off+size])
+				c.Generator = data[off : off+size]
 			case extTagHWCaps:
-				for j := uint32(0); j+4 <= size; j += 4 {
-					if s, ok := str(order.Uint32(data[off+j:])); ok {
-						hwcapNames[j/4] = s
+				for j := uint64(0); j+4 <= size; j += 4 {
+					if s, ok := t.at(u32(off + j)); ok {
+						hwcapNames[uint32(j/4)] = s
 					}
 				}
 			}
@@ -184,14 +235,14 @@ func parseNew(data []byte, _ int) (*Cache, error) {
 	}
 	c.Entries = make([]CacheEntry, 0, nlibs)
 	for i := uint32(0); i < nlibs; i++ {
-		e := data[newHeaderSize+int(i)*newEntrySize:]
-		key, ok1 := str(order.Uint32(e[4:]))
-		val, ok2 := str(order.Uint32(e[8:]))
+		e := uint64(newHeaderSize) + uint64(i)*newEntrySize
+		key, ok1 := t.at(u32(e + 4))
+		val, ok2 := t.at(u32(e + 8))
 		if !ok1 || !ok2 {
 			// ld.so stops its search at a bogus index; keep the entry out.
 			continue
 		}
-		ent := CacheEntry{Name: key, Path: val, Flags: int32(order.Uint32(e[0:])), HWCap: order.Uint64(e[16:])}
+		ent := CacheEntry{Name: key, Path: val, Flags: int32(u32(e)), HWCap: strUint64(data, e+16, big)}
 		if isHWCapExtension(ent.HWCap) {
 			ent.HWCapsDir = hwcapNames[uint32(ent.HWCap)]
 		}
@@ -200,28 +251,35 @@ func parseNew(data []byte, _ int) (*Cache, error) {
 	return c, nil
 }
 
-func parseOld(data []byte, nlibs uint32) (*Cache, error) {
-	strBase := oldHeaderSize + int(nlibs)*oldEntrySize
-	str := func(off uint32) (string, bool) {
-		p := uint64(strBase) + uint64(off)
-		if p >= uint64(len(data)) {
-			return "", false
-		}
-		end := bytes.IndexByte(data[p:], 0)
-		if end < 0 {
-			return "", false
-		}
-		return string(data[p : int(p)+end]), true
+// strUint32 reads a 32-bit integer at off of a string.
+func strUint32(s string, off uint64, big bool) uint32 {
+	b := s[off : off+4]
+	if big {
+		return uint32(b[3]) | uint32(b[2])<<8 | uint32(b[1])<<16 | uint32(b[0])<<24
 	}
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+func strUint64(s string, off uint64, big bool) uint64 {
+	lo, hi := uint64(strUint32(s, off, big)), uint64(strUint32(s, off+4, big))
+	if big {
+		return lo<<32 | hi
+	}
+	return hi<<32 | lo
+}
+
+func parseOld(t *strtab, nlibs uint32) (*Cache, error) {
+	data := t.text
+	u32 := func(off int) uint32 { return strUint32(data, uint64(off), false) }
 	c := &Cache{}
-	for i := uint32(0); i < nlibs; i++ {
-		e := data[oldHeaderSize+int(i)*oldEntrySize:]
-		key, ok1 := str(binary.LittleEndian.Uint32(e[4:]))
-		val, ok2 := str(binary.LittleEndian.Uint32(e[8:]))
+	for i := 0; i < int(nlibs); i++ {
+		e := oldHeaderSize + i*oldEntrySize
+		key, ok1 := t.at(u32(e + 4))
+		val, ok2 := t.at(u32(e + 8))
 		if !ok1 || !ok2 {
 			continue
 		}
-		c.Entries = append(c.Entries, CacheEntry{Name: key, Path: val, Flags: int32(binary.LittleEndian.Uint32(e[0:]))})
+		c.Entries = append(c.Entries, CacheEntry{Name: key, Path: val, Flags: int32(u32(e))})
 	}
 	return c, nil
 }

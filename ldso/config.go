@@ -6,9 +6,9 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
-	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -172,14 +172,17 @@ func archFromLayout(fsys *rootFS, m elf.Machine, c elf.Class, flags uint32) *Arc
 	a.GlibcVersion = glibcVersion(fsys, a)
 	// The CPU is this host's when the objects are of its kind; otherwise
 	// unknown, and only what every CPU of the kind has is assumed.
-	var cpu map[string]bool
+	var cpu *cpuInfo
 	if m == hostMachine() {
-		cpu = cpuFlags()
+		cpu = readCPU()
 	}
 	x86 := m == elf.EM_X86_64 && c == elf.ELFCLASS64
+	if x86 {
+		a.Platform = x86Platform(a.GlibcVersion, cpu)
+	}
 	if x86 && (a.GlibcVersion == "" || !versionLess(a.GlibcVersion, "2.33")) {
 		// glibc-hwcaps subdirectories exist since 2.33.
-		a.HWCaps = x86HWCaps(cpu)
+		a.HWCaps = x86HWCaps(cpu.flagSet())
 	}
 	if a.GlibcVersion != "" && versionLess(a.GlibcVersion, "2.37") {
 		// Before 2.37 the loader also tries the legacy hwcaps subdirectories:
@@ -187,17 +190,18 @@ func archFromLayout(fsys *rootFS, m elf.Machine, c elf.Class, flags uint32) *Arc
 		comps := []string{"tls"}
 		switch {
 		case x86:
-			if has(cpu, "avx2", "bmi1", "bmi2", "abm", "movbe", "popcnt") {
-				a.Platform = "haswell"
-				comps = append(comps, "haswell")
+			// "x86_64" is no legacy platform name (_dl_x86_platforms has
+			// i586, i686, haswell and xeon_phi), only a hwcap.
+			if a.Platform == "haswell" || a.Platform == "xeon_phi" {
+				comps = append(comps, a.Platform)
 			}
-			if has(cpu, "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl") {
+			if cpu.intel() && has(cpu.flagSet(), "avx512cd", "avx512bw", "avx512dq", "avx512vl") && !cpu.flagSet()["avx512er"] {
 				comps = append(comps, "avx512_1")
 			}
 			comps = append(comps, "x86_64")
 		case m == elf.EM_AARCH64:
 			comps = append(comps, a.Platform)
-			if cpu == nil || cpu["atomics"] {
+			if cpu == nil || cpu.flags["atomics"] {
 				comps = append(comps, "atomics")
 			}
 		default:
@@ -292,26 +296,82 @@ func versionLess(a, b string) bool {
 	return false
 }
 
-// cpuFlags reads this CPU's feature flags from /proc/cpuinfo ("flags" on
-// x86, "Features" on arm64); nil when unreadable.
-func cpuFlags() map[string]bool {
-	data, err := os.ReadFile("/proc/cpuinfo")
+// cpuInfo is what the loader's choices depend on of this machine's CPU.
+type cpuInfo struct {
+	vendor string          // vendor_id (x86: GenuineIntel, AuthenticAMD, ...)
+	flags  map[string]bool // "flags" on x86, "Features" on arm64
+}
+
+func (c *cpuInfo) flagSet() map[string]bool {
+	if c == nil {
+		return nil
+	}
+	return c.flags
+}
+
+// intel reports whether glibc classes the CPU as arch_kind_intel.
+func (c *cpuInfo) intel() bool { return c != nil && c.vendor == "GenuineIntel" }
+
+// readCPU reads this CPU's vendor and feature flags from /proc/cpuinfo; nil
+// when unreadable.
+func readCPU() *cpuInfo {
+	data, err := readRegular("/proc/cpuinfo", 16<<20)
 	if err != nil {
 		return nil
 	}
-	flags := map[string]bool{}
+	cpu := &cpuInfo{flags: map[string]bool{}}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
-		if k = strings.TrimSpace(k); ok && (k == "flags" || k == "Features") {
-			for _, f := range strings.Fields(v) {
-				flags[f] = true
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "vendor_id":
+			if cpu.vendor == "" {
+				cpu.vendor = strings.TrimSpace(v)
 			}
-			break
+		case "flags", "Features":
+			for _, f := range strings.Fields(v) {
+				cpu.flags[f] = true
+			}
+			return cpu
 		}
 	}
-	return flags
+	return cpu
+}
+
+// x86Platform is the value of $PLATFORM (GLRO(dl_platform)) of an x86-64
+// loader of a glibc version ("" when unknown: a recent one) on a CPU (nil
+// when unknown). The kernel passes "x86_64" as AT_PLATFORM; from glibc 2.26
+// on, init_cpu_features (sysdeps/x86/cpu-features.c, the same logic through
+// 2.42) replaces it on CPUs it classes as Intel: "xeon_phi" when AVX512CD,
+// AVX512ER and AVX512PF are usable, else "haswell" when AVX2, FMA, BMI1,
+// BMI2, LZCNT, MOVBE and POPCNT are. glibc 2.26 itself first cleared the
+// value, so that on other CPUs $PLATFORM had none (fixed in 2.27, BZ #22299):
+// path entries using it are then dropped. The loader stopped printing the
+// value in `ld.so --help` in 2.37; `ld.so --list-diagnostics` prints it as
+// dl_platform from 2.33 on, which is what probeLoader reads on the host.
+func x86Platform(glibc string, cpu *cpuInfo) string {
+	if glibc != "" && versionLess(glibc, "2.26") {
+		return "x86_64"
+	}
+	platform := ""
+	if cpu.intel() {
+		f := cpu.flags
+		switch {
+		case has(f, "avx512cd", "avx512er", "avx512pf"):
+			platform = "xeon_phi"
+		// /proc/cpuinfo calls LZCNT "abm".
+		case has(f, "avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"):
+			platform = "haswell"
+		}
+	}
+	if platform == "" && glibc != "2.26" {
+		platform = "x86_64"
+	}
+	return platform
 }
 
 // x86HWCaps decides the x86-64 ISA levels (glibc-hwcaps subdirectories,
@@ -352,7 +412,34 @@ func probeLoader(ctx context.Context, interp string, base *ArchConfig) (*ArchCon
 	}
 	a.Interp = interp
 	a.Source = interp + " --help"
+	// From glibc 2.33 on the loader prints its $PLATFORM among its
+	// diagnostics; 2.37 and later print it nowhere else.
+	cmd = exec.CommandContext(ctx, interp, "--list-diagnostics")
+	cmd.Env = []string{"LC_ALL=C"}
+	if out, err := cmd.Output(); err == nil {
+		if p, ok := diagnosticsPlatform(string(out)); ok {
+			a.Platform = p
+			a.Source += ", " + interp + " --list-diagnostics"
+		}
+	}
 	return &a, nil
+}
+
+// diagnosticsPlatform finds dl_platform="..." in `ld.so --list-diagnostics`
+// output; ok is false when it is absent. A loader without a platform prints
+// dl_platform=0x0, and then $PLATFORM has no value ("").
+func diagnosticsPlatform(out string) (string, bool) {
+	for _, line := range strings.Split(out, "\n") {
+		v, ok := strings.CutPrefix(line, "dl_platform=")
+		if !ok {
+			continue
+		}
+		if q, err := strconv.Unquote(v); err == nil {
+			return q, true
+		}
+		return "", true
+	}
+	return "", false
 }
 
 // parseLoaderHelp reads the sections of `ld.so --help` into a.
@@ -423,8 +510,12 @@ func parseLoaderHelp(out string, a *ArchConfig) error {
 			rest = rest[1:]
 		}
 		if legacyPlatform != "" {
-			comps = append(comps, legacyPlatform)
 			a.Platform = legacyPlatform
+			// "x86_64" is printed both as AT_PLATFORM and as a hwcap; it
+			// names one subdirectory.
+			if !slices.Contains(rest, legacyPlatform) {
+				comps = append(comps, legacyPlatform)
+			}
 		}
 		comps = append(comps, rest...)
 		a.Legacy = legacyCombinations(comps)

@@ -2,6 +2,8 @@ package ldso
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -137,9 +139,27 @@ func (f *rootFS) resolve(guest string) (string, bool) {
 	return "", false
 }
 
+// realPath resolves every symlink of a host path. Under a root, a path
+// inside the root is resolved inside it, as in a chroot.
+func (f *rootFS) realPath(host string) (string, bool) {
+	if f.root != "" {
+		if guest := f.guestPath(host); guest != host {
+			links := 0
+			resolved, err := f.walk(guest, &links)
+			if err != nil {
+				return "", false
+			}
+			return strings.TrimSuffix(f.root+resolved, "/"), true
+		}
+	}
+	real, err := filepath.EvalSymlinks(host)
+	return real, err == nil
+}
+
 // inRoot resolves guest inside the root with chroot semantics.
 func (f *rootFS) inRoot(guest string) (string, bool) {
-	resolved, err := f.walk(guest, 0)
+	links := 0
+	resolved, err := f.walk(guest, &links)
 	if err != nil {
 		return "", false
 	}
@@ -153,8 +173,10 @@ func (f *rootFS) inRoot(guest string) (string, bool) {
 const maxSymlinks = 40 // MAXSYMLINKS on Linux
 
 // walk resolves every symlink of guest within the root and returns the
-// resulting guest path.
-func (f *rootFS) walk(guest string, depth int) (string, error) {
+// resulting guest path. links counts the symlinks followed in the whole
+// resolution, nested ones included, as the kernel does, so that a hostile
+// tree of links that each name two others cannot make the work explode.
+func (f *rootFS) walk(guest string, links *int) (string, error) {
 	// Components are taken one by one, not cleaned first: ".." after a
 	// symlink goes to the parent of the link's target, as in the kernel.
 	parts := strings.Split(guest, "/")
@@ -180,10 +202,10 @@ func (f *rootFS) walk(guest string, depth int) (string, error) {
 			cur = next
 			continue
 		}
-		if depth >= maxSymlinks {
+		if *links >= maxSymlinks {
 			return "", syscall.ELOOP
 		}
-		depth++
+		*links++
 		target, err := os.Readlink(f.root + next)
 		if err != nil {
 			return "", err
@@ -191,12 +213,18 @@ func (f *rootFS) walk(guest string, depth int) (string, error) {
 		if !path.IsAbs(target) {
 			target = path.Join(cur, target)
 		}
-		rest := strings.Join(parts[i+1:], "/")
-		resolvedTarget, err := f.walk(target, depth)
+		resolvedTarget, err := f.walk(target, links)
 		if err != nil {
 			return "", err
 		}
-		return f.walk(path.Join(resolvedTarget, rest), depth)
+		// The rest is appended as written, not joined: path.Join would
+		// clean "sub/.." away textually, while "sub" may itself be a
+		// symlink whose ".." leads elsewhere.
+		rest := resolvedTarget
+		for _, q := range parts[i+1:] {
+			rest += "/" + q
+		}
+		return f.walk(rest, links)
 	}
 	return cur, nil
 }
@@ -310,13 +338,66 @@ func (f *rootFS) dirExists(guestDir string) bool {
 	return f.isDir(d)
 }
 
-// readFile reads a whole small file under the root (ld.so.cache, ld.so.preload).
-func (f *rootFS) readFile(guest string) ([]byte, error) {
+// readFile reads a small configuration file of the root (ld.so.cache,
+// ld.so.preload). A root may be an untrusted container image, so only a
+// regular file of at most limit bytes is read: a FIFO would block, a device
+// or a sparse file would never end. The error for a missing file wraps
+// fs.ErrNotExist.
+func (f *rootFS) readFile(guest string, limit int64) ([]byte, error) {
 	host, ok := f.resolve(guest)
 	if !ok {
 		return nil, &fs.PathError{Op: "open", Path: guest, Err: fs.ErrNotExist}
 	}
-	return os.ReadFile(host)
+	return readRegular(host, limit)
+}
+
+// readRegular reads a regular file of at most limit bytes. It opens without
+// blocking (O_NONBLOCK) so that a FIFO is refused instead of waited on.
+func readRegular(host string, limit int64) ([]byte, error) {
+	fd, err := retryEINTR(func() (int, error) {
+		return syscall.Open(host, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	})
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: host, Err: err}
+	}
+	file := os.NewFile(uintptr(fd), host)
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s), refused", host, fileKind(st.Mode()))
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d this file may have, refused", host, st.Size(), limit)
+	}
+	// The size is checked again while reading: the file may grow.
+	data, err := io.ReadAll(io.LimitReader(file, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", host, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: more than %d bytes, refused", host, limit)
+	}
+	return data, nil
+}
+
+// fileKind names the type of a file that is not a regular one.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return m.Type().String()
 }
 
 func (f *rootFS) cleanUnderMount(guest string) string {

@@ -11,7 +11,9 @@
 // Candidates of another class or machine are skipped; a file that is not a
 // loadable ELF object stops the loader. Objects load breadth-first, and a
 // name that matches an object already loaded (by the name it was loaded
-// under or its DT_SONAME, or by being the same file) is satisfied by it.
+// under or its DT_SONAME, or by being the same file) is satisfied by it;
+// the main program and ld.so answer to their names only, never by file, so
+// naming their files by path loads a second copy.
 // Symbol version requirements are checked against the provider's
 // definitions.
 //
@@ -20,8 +22,10 @@
 package ldso
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -69,6 +73,8 @@ type Loader struct {
 	llp     string
 	hasLLP  bool
 	preload []string
+	// preloadFileNames are the names of the root's /etc/ld.so.preload.
+	preloadFileNames []string
 
 	mu     sync.Mutex
 	arches map[archKey]*ArchConfig
@@ -130,7 +136,12 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 		v, _ := lookup("LD_PRELOAD")
 		l.preload = splitPreload(v, " :")
 	}
-	if data, err := fsys.readFile("/etc/ld.so.cache"); err == nil {
+	data, err := fsys.readFile("/etc/ld.so.cache", MaxCacheSize)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("root %s: %w", fsys.describe(), err)
+	default:
 		c, perr := ParseCache(data)
 		if perr != nil {
 			// ld.so ignores a cache it cannot read; we say so.
@@ -138,6 +149,16 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 		} else {
 			c.Path = "/etc/ld.so.cache"
 			l.cache = c
+		}
+	}
+	if !opts.NoPreloadFile {
+		data, err := fsys.readFile("/etc/ld.so.preload", maxPreloadSize)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("root %s: %w", fsys.describe(), err)
+		default:
+			l.preloadFileNames = parsePreloadFile(data)
 		}
 	}
 	return l, nil
@@ -218,22 +239,88 @@ func (l *Loader) calibrate(ctx context.Context, m elf.Machine, c elf.Class, flag
 	return base
 }
 
-// splitPreload splits LD_PRELOAD (spaces and colons) or /etc/ld.so.preload
-// (whitespace and colons); empty entries are skipped, as ld.so does.
+// splitPreload splits LD_PRELOAD at spaces and colons; empty entries are
+// skipped, as ld.so does.
 func splitPreload(s, seps string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(seps, r) })
 }
 
-// preloadFile reads /etc/ld.so.preload of the root.
-func (l *Loader) preloadFile() []string {
-	if l.opts.NoPreloadFile {
+// maxPreloadSize bounds /etc/ld.so.preload: it names a few libraries.
+const maxPreloadSize = 1 << 20
+
+// preloadFile returns the names /etc/ld.so.preload of the root preloads.
+func (l *Loader) preloadFile() []string { return l.preloadFileNames }
+
+// parsePreloadFile reads /etc/ld.so.preload exactly as ld.so does (dl_main
+// in glibc's elf/rtld.c, unchanged from 2.17 to 2.42), quirks included:
+//
+//   - "#" comments are blanked up to the end of their line, but the search
+//     for the next "#" restarts at the start of the file with the count of
+//     bytes still to go, so it only reaches as far as the file's length
+//     minus the offset where the last blanking stopped: a comment late in
+//     the file after an earlier one may survive, its words preloaded;
+//   - names are separated by spaces, tabs, newlines and colons;
+//   - the text ends at the first NUL byte (it is handled as a C string),
+//     except for a last name that the file does not terminate, which is
+//     read up to the end of the file or a NUL within it.
+//
+// An empty file preloads nothing (ld.so does not map it).
+func parsePreloadFile(data []byte) []string {
+	size := len(data)
+	if size == 0 {
 		return nil
 	}
-	data, err := l.fs.readFile("/etc/ld.so.preload")
-	if err != nil {
-		return nil
+	buf := append([]byte(nil), data...)
+	rest := size
+	for rest > 0 {
+		c := bytes.IndexByte(buf[:rest], '#')
+		if c < 0 {
+			break
+		}
+		rest -= c
+		for {
+			buf[c] = ' '
+			rest--
+			if rest <= 0 {
+				break
+			}
+			c++
+			if buf[c] == '\n' {
+				break
+			}
+		}
 	}
-	return splitPreload(string(data), " \t\n:")
+	isSep := func(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == ':' }
+	// problem is where an unterminated last name starts; -1 when the file
+	// ends in a separator.
+	problem := -1
+	if !isSep(buf[size-1]) {
+		problem = size
+		for problem > 0 && !isSep(buf[problem-1]) {
+			problem--
+		}
+		if problem > 0 {
+			buf[problem-1] = 0
+		}
+	} else {
+		buf[size-1] = 0
+	}
+	var names []string
+	if problem != 0 {
+		text := buf
+		if i := bytes.IndexByte(text, 0); i >= 0 {
+			text = text[:i]
+		}
+		names = strings.FieldsFunc(string(text), func(r rune) bool { return r < 0x80 && isSep(byte(r)) })
+	}
+	if problem >= 0 {
+		last := buf[problem:]
+		if i := bytes.IndexByte(last, 0); i >= 0 {
+			last = last[:i]
+		}
+		names = append(names, string(last))
+	}
+	return names
 }
 
 // open reads a candidate file once per loader.
@@ -284,7 +371,10 @@ func (l *Loader) subdirExists(dir, sub string) bool {
 // to the runtime's network poller, which refuses regular files, at the cost
 // of five more system calls per file (a scan opens thousands).
 func (l *Loader) readFile(host string) *fileInfo {
-	fd, err := retryEINTR(func() (int, error) { return syscall.Open(host, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	// O_NONBLOCK: a FIFO in an untrusted tree must not stop the scan.
+	fd, err := retryEINTR(func() (int, error) {
+		return syscall.Open(host, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	})
 	if err != nil {
 		return &fileInfo{err: &fs.PathError{Op: "open", Path: host, Err: err}}
 	}
@@ -293,8 +383,12 @@ func (l *Loader) readFile(host string) *fileInfo {
 	if _, err := retryEINTR(func() (int, error) { return 0, syscall.Fstat(fd, &st) }); err != nil {
 		return &fileInfo{err: &fs.PathError{Op: "stat", Path: host, Err: err}}
 	}
-	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
 		return &fileInfo{err: syscall.EISDIR}
+	case syscall.S_IFREG:
+	default:
+		return &fileInfo{err: &elfscan.FormatError{Path: host, Msg: "not a regular file"}}
 	}
 	fi := &fileInfo{id: fileID{uint64(st.Dev), uint64(st.Ino)}}
 	// A file met under another name (/lib and /usr/lib on a merged-/usr

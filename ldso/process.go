@@ -73,14 +73,16 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 		return nil, fmt.Errorf("%s: %s cannot be loaded (only shared objects and executables)", file, in.Type)
 	}
 	p := l.newProcess(ctx, in)
-	main := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaMain, Info: in, id: fi.id, lname: guest}
+	// ld.so empties the main map's name (dl_main in elf/rtld.c) and never
+	// records its file identity, so the main object answers to its
+	// DT_SONAME alone: a preload or NEEDED entry naming its file by path
+	// loads a second copy.
+	main := &Object{Name: guest, Path: guest, HostPath: host, Via: ViaMain, Info: in, id: fi.id, isMain: true}
 	main.origin = originOf(guest)
 	if mode == AsExecuted {
-		if real, err := filepath.EvalSymlinks(host); err == nil {
+		if real, ok := l.fs.realPath(host); ok {
 			main.origin = l.fs.guestPath(filepath.Dir(real))
 		}
-		// The kernel-started program's link map has an empty name.
-		main.Names, main.lname = nil, ""
 	}
 	p.main = main
 	p.objs = append(p.objs, main)
@@ -119,7 +121,20 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	}
 	p.loadDeps(start)
 	p.checkVersions(p.objs)
+	p.listLoader()
 	return p, nil
+}
+
+// listLoader adds the dynamic loader to the list of loaded objects where
+// glibc always lists it: from 2.41 on, ld.so is on the list whether or not
+// anything needs it (elf/rtld.c, "rtld_multiple_ref is always true");
+// before, only when some object needs it (libc.so.6 does).
+func (p *Process) listLoader() {
+	v := p.arch.GlibcVersion
+	if p.rtld == nil || p.rtld == p.main || v == "" || versionLess(v, "2.41") || p.contains(p.rtld) {
+		return
+	}
+	p.objs = append(p.objs, p.rtld)
 }
 
 // originOf is the directory of an object as ld.so records it (l_origin):
@@ -179,7 +194,7 @@ func (l *Loader) newProcess(ctx context.Context, in *elfscan.Info) *Process {
 func (l *Loader) StartEmpty(ctx context.Context, like *elfscan.Info) *Process {
 	p := l.newProcess(ctx, like)
 	in := &elfscan.Info{Class: like.Class, Data: like.Data, Machine: like.Machine, Flags: like.Flags, Type: elf.ET_EXEC, Dynamic: true}
-	main := &Object{Name: "(program)", Via: ViaMain, Info: in}
+	main := &Object{Name: "(program)", Via: ViaMain, Info: in, isMain: true}
 	p.main = main
 	p.objs = append(p.objs, main)
 	p.res.Main = main
@@ -311,21 +326,16 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 		p.objs = append(p.objs, o)
 		return o
 	}
-	// The same file under another name is the same object (ld.so compares
-	// device and inode after opening).
+	// The same file under another name is the same object: ld.so compares
+	// device and inode after opening, but only with the objects it opened
+	// itself (_dl_map_object_from_fd): neither the main program nor ld.so
+	// carries a file identity, so their files load again.
 	if f.fi.id != (fileID{}) {
 		for _, o := range p.objs {
-			if !o.faked && o.id == f.fi.id {
+			if !o.faked && !o.isMain && o != p.rtld && o.id == f.fi.id {
 				o.Names = append(o.Names, name)
 				return o
 			}
-		}
-		if p.rtld != nil && p.rtld.id == f.fi.id {
-			p.rtld.Names = append(p.rtld.Names, name)
-			if !p.contains(p.rtld) {
-				p.objs = append(p.objs, p.rtld)
-			}
-			return p.rtld
 		}
 	}
 	o := &Object{
@@ -585,7 +595,15 @@ func (l *Loader) locate(file string) (guest, host string) {
 	}
 	host = absolute(file)
 	l.fs.addTree(filepath.Dir(host))
-	return l.fs.guestPath(host), host
+	guest = l.fs.guestPath(host)
+	if guest != host {
+		// A file inside the root is opened through the root: an absolute
+		// symlink on its way names a file of the root, not of this machine.
+		if real, ok := l.fs.realPath(host); ok {
+			host = real
+		}
+	}
+	return guest, host
 }
 
 // Info reads the dynamic-linking facts of a file (or mounted wheel member)

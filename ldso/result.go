@@ -66,6 +66,7 @@ type Object struct {
 	id       fileID
 	lname    string // the name ld.so matches requests against (l_name)
 	faked    bool
+	isMain   bool // the main program: answers to its DT_SONAME alone
 	depsDone bool
 	lrpath   *pathList // cached DT_RPATH search list
 	lrunpath *pathList // cached DT_RUNPATH search list

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -270,12 +271,188 @@ func ArmSysroot(t testing.TB, extraConf ...string) *Sysroot {
 func (s *Sysroot) RebuildCache(t testing.TB) {
 	t.Helper()
 	ldconfig := filepath.Join(s.Tools, "sbin", "ldconfig")
+	if _, err := os.Stat(ldconfig); err != nil {
+		ldconfig = filepath.Join(s.Tools, "usr", "sbin", "ldconfig") // merged /usr
+	}
 	if out, err := exec.Command(s.Qemu, ldconfig, "-r", s.Root).CombinedOutput(); err != nil {
 		t.Fatalf("ldconfig -r %s: %v: %s", s.Root, err, out)
 	}
 }
 
-// List runs the sysroot's loader in trace mode on file.
+// List runs the sysroot's loader in trace mode on file. As root, qemu runs
+// inside the tree with chroot(2), so that the kernel resolves every path
+// there (absolute symlinks included); otherwise qemu's -L prefix stands in
+// for it, which resolves links that point outside the tree on the host.
 func (s *Sysroot) List(ctx context.Context, file string, env []string) (*Output, error) {
-	return ListQemu(ctx, s.Qemu, s.Root, file, env)
+	if os.Geteuid() != 0 {
+		return ListQemu(ctx, s.Qemu, s.Root, file, env)
+	}
+	const inside = "/.qemu-aarch64-static"
+	if _, err := os.Stat(s.Root + inside); err != nil {
+		data, err := os.ReadFile(s.Qemu)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(s.Root+inside, data, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	args := []string{"-E", "LD_TRACE_LOADED_OBJECTS=1"}
+	for _, e := range env {
+		args = append(args, "-E", e)
+	}
+	args = append(args, "/lib/ld-linux-aarch64.so.1", file)
+	cmd := exec.CommandContext(ctx, inside, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: s.Root}
+	// The working directory carries over when it lies in the tree, as
+	// with qemu -L (an empty search path entry means it).
+	cmd.Dir = "/"
+	if wd, err := os.Getwd(); err == nil && strings.HasPrefix(wd, s.Root+"/") {
+		cmd.Dir = strings.TrimPrefix(wd, s.Root)
+	}
+	cmd.Env = []string{}
+	return run(cmd, "")
+}
+
+// Chroot is a system tree whose own x86-64 loader is run inside it with
+// chroot(2) (the tests run as root), so that it reads the tree's
+// ld.so.cache, ld.so.preload and default directories.
+type Chroot struct {
+	Root   string
+	Interp string // the loader's path inside the tree
+}
+
+// List runs the tree's loader in trace mode on file (a path inside the
+// tree) with exactly the environment given.
+func (c *Chroot) List(ctx context.Context, file string, env []string) (*Output, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// The child chroots itself before it runs the loader: a chroot
+	// command of the host would be traced by LD_TRACE_LOADED_OBJECTS.
+	cmd := exec.CommandContext(ctx, c.Interp, file)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: c.Root}
+	cmd.Dir = "/"
+	cmd.Env = append([]string{"LD_TRACE_LOADED_OBJECTS=1"}, env...)
+	return run(cmd, "")
+}
+
+// needChroot skips (or fails) a test that cannot chroot.
+func needChroot(t testing.TB) {
+	t.Helper()
+	Need(t, os.Geteuid() == 0, "chroot needs root")
+}
+
+// HostChroot copies this host's x86-64 loader and C library into a fresh
+// tree (lib/x86_64-linux-gnu, with lib64/ld-linux-x86-64.so.2) with an
+// ld.so.cache written by the host's ldconfig: a tree whose loader is the
+// host's, whose /etc is the test's own.
+func HostChroot(t testing.TB) *Chroot {
+	t.Helper()
+	needChroot(t)
+	ldso, ok := HostLoader()
+	Need(t, ok, "no x86_64 ld.so on this host")
+	root := t.TempDir()
+	lib := filepath.Join(root, "lib", "x86_64-linux-gnu")
+	for _, d := range []string{lib, filepath.Join(root, "lib64"), filepath.Join(root, "etc")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"libc.so.6", "libm.so.6", "ld-linux-x86-64.so.2"} {
+		src := filepath.Join("/lib/x86_64-linux-gnu", name)
+		if name == "ld-linux-x86-64.so.2" {
+			src = ldso
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(lib, name), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", filepath.Join(root, "lib64", "ld-linux-x86-64.so.2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "ld.so.conf"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ldconfig, err := exec.LookPath("ldconfig")
+	Need(t, err == nil, "no ldconfig on this host")
+	if out, err := exec.Command(ldconfig, "-r", root).CombinedOutput(); err != nil {
+		t.Fatalf("ldconfig -r %s: %v: %s", root, err, out)
+	}
+	return &Chroot{Root: root, Interp: "/lib64/ld-linux-x86-64.so.2"}
+}
+
+// TrixieDebs returns the folder of Debian trixie (glibc 2.41) packages
+// fetched by fetch-trixie.sh, named by CUDADEPS_TRIXIE_DEBS; the test is
+// skipped when it is not set (the packages come from the network).
+func TrixieDebs(t testing.TB, arch string) []string {
+	t.Helper()
+	dir := os.Getenv("CUDADEPS_TRIXIE_DEBS")
+	if dir == "" {
+		t.Skip("CUDADEPS_TRIXIE_DEBS is not set (internal/lddtest/fetch-trixie.sh fetches glibc 2.41 packages)")
+	}
+	debs, _ := filepath.Glob(filepath.Join(dir, arch, "*.deb"))
+	Need(t, len(debs) > 0, "no %s packages in %s", arch, dir)
+	return debs
+}
+
+// mergedUsr unpacks debs into root as a merged-/usr system (lib, lib64,
+// bin and sbin are links into usr, as trixie's base-files makes them) and
+// returns where the libc-bin package went.
+func mergedUsr(t testing.TB, root string, debs []string) (tools string) {
+	t.Helper()
+	tools = filepath.Join(filepath.Dir(root), "libc-bin")
+	for _, d := range []string{"usr/lib", "usr/lib64", "usr/bin", "usr/sbin", "etc/ld.so.conf.d"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range []string{"lib", "lib64", "bin", "sbin"} {
+		if err := os.Symlink("usr/"+l, filepath.Join(root, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, deb := range debs {
+		if strings.Contains(filepath.Base(deb), "libc-bin_") {
+			DpkgExtract(t, deb, tools)
+			continue
+		}
+		DpkgExtract(t, deb, root)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "ld.so.conf"), []byte("include /etc/ld.so.conf.d/*.conf\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tools
+}
+
+// TrixieChroot builds an x86-64 Debian trixie tree (glibc 2.41) with its
+// own ld.so.cache, run with chroot.
+func TrixieChroot(t testing.TB) *Chroot {
+	t.Helper()
+	needChroot(t)
+	debs := TrixieDebs(t, "amd64")
+	root := filepath.Join(t.TempDir(), "root")
+	tools := mergedUsr(t, root, debs)
+	if out, err := exec.Command(filepath.Join(tools, "usr", "sbin", "ldconfig"), "-r", root).CombinedOutput(); err != nil {
+		t.Fatalf("ldconfig -r %s: %v: %s", root, err, out)
+	}
+	return &Chroot{Root: root, Interp: "/lib64/ld-linux-x86-64.so.2"}
+}
+
+// TrixieArmSysroot builds an arm64 Debian trixie tree (glibc 2.41) with its
+// own ld.so.cache, run under qemu.
+func TrixieArmSysroot(t testing.TB) *Sysroot {
+	t.Helper()
+	qemu, ok := Qemu()
+	Need(t, ok, "qemu-aarch64-static is not installed (Debian package qemu-user-static)")
+	debs := TrixieDebs(t, "arm64")
+	root := filepath.Join(t.TempDir(), "root")
+	s := &Sysroot{Root: root, Tools: mergedUsr(t, root, debs), Qemu: qemu}
+	s.RebuildCache(t)
+	return s
 }
