@@ -34,6 +34,9 @@ files). It prints the releases that are new. The layer is replaced at once;
 when offline or on any error the last good layer stays in force.
 --mirror URL stands for https://developer.download.nvidia.com/compute/:
 manifests are listed at URL/<product>/redist/, and archives come from there.`,
+		Example: `  cudadeps catalog update
+  cudadeps catalog update --product cudnn --json
+  cudadeps catalog update --mirror https://mirror.example.org/compute/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if mirror != "" {
