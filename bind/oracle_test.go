@@ -182,3 +182,53 @@ func TestHostLibrariesBindAsLoader(t *testing.T) {
 		t.Fatalf("only %d objects compared", agree.files)
 	}
 }
+
+// TestArmSysrootBindsAsLoader compares the undefined symbols of every
+// shared object of the arm64 sysroot, read from this host through Root,
+// with the arm64 ld.so's under qemu.
+func TestArmSysrootBindsAsLoader(t *testing.T) {
+	sr := lddtest.ArmSysroot(t)
+	ctx := context.Background()
+	l, err := ldso.New(ctx, noEnv(sr.Root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New()
+	var agree agreement
+	for _, p := range sharedObjects(sr.Root) {
+		// Named by its path inside the root, the file has the same $ORIGIN
+		// for qemu's loader as for the model.
+		want, err := sr.List(ctx, strings.TrimPrefix(p, sr.Root), lddtest.BindEnv)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if want.Fatal != "" {
+			agree.oracleRefused++
+			continue
+		}
+		r, err := l.Closure(ctx, p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		got, err := b.Closure(ctx, r)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		// qemu prints the root's files as the guest sees them and the
+		// scanned file by the name it was given.
+		name := func(o *ldso.Object) string {
+			if o == r.Main {
+				return strings.TrimPrefix(p, sr.Root)
+			}
+			return o.Path
+		}
+		agree.add(t, p, asOracle(got, name), want.UndefinedSymbols(), len(r.Objects))
+	}
+	agree.report(t, "arm64 sysroot")
+	if agree.files < 20 {
+		t.Fatalf("only %d objects compared", agree.files)
+	}
+}
