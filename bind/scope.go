@@ -59,12 +59,22 @@ func breadthFirst(start []*ldso.Object) []*ldso.Object {
 // p: the objects of o's dependency group that were not loaded before
 // (neither in the global scope nor counted as loaded already), each looked
 // up in the global scope and then in o's group, as Python imports an
-// extension module.
-func (b *Binder) Dlopened(ctx context.Context, p *ldso.Process, o *ldso.Object) ([]Undefined, error) {
+// extension module. globals are objects opened earlier with RTLD_GLOBAL:
+// their dependency groups join the global scope, in order, after the
+// program's.
+func (b *Binder) Dlopened(ctx context.Context, p *ldso.Process, o *ldso.Object, globals ...*ldso.Object) ([]Undefined, error) {
 	global := GlobalScope(p)
 	isGlobal := map[*ldso.Object]bool{}
 	for _, g := range global {
 		isGlobal[g] = true
+	}
+	for _, g := range globals {
+		for _, x := range breadthFirst([]*ldso.Object{g}) {
+			if !isGlobal[x] {
+				isGlobal[x] = true
+				global = append(global, x)
+			}
+		}
 	}
 	group := breadthFirst([]*ldso.Object{o})
 	var check []*ldso.Object
