@@ -70,6 +70,24 @@ type file struct {
 	// provider holds, for each reference, the id of a file known to define
 	// it (0: none known yet).
 	provider []atomic.Int32
+
+	tableOnce sync.Once
+	table     *elfscan.SymbolTable // closed: reopened for each use
+	tableErr  error
+
+	mu sync.Mutex
+	// defines holds references this file was found to define.
+	defines map[refKey]bool
+}
+
+// refKey is what decides whether a file defines a reference.
+type refKey struct {
+	name, version string
+	hidden        bool
+}
+
+func keyOf(r *elfscan.Reference) refKey {
+	return refKey{r.Name, r.Version, r.VersionHidden}
 }
 
 func (b *Binder) file(path string) *file {
@@ -169,6 +187,9 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 			todo = append(todo, pending{o: o, f: f, idx: i})
 		}
 	}
+	// Each member of the scope in order, for the references still
+	// unbound; what a file defines is remembered across calls, and its
+	// table opened only for references it was never asked for.
 	left := len(todo)
 	for _, m := range members {
 		if left == 0 {
@@ -177,26 +198,51 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		err := b.withTable(m.f.path, func(t *elfscan.SymbolTable) error {
-			for i := range todo {
-				p := &todo[i]
-				if p.ok {
-					continue
+		var t *elfscan.SymbolTable
+		var fh *os.File
+		var pages *elfscan.Pages
+		for i := range todo {
+			p := &todo[i]
+			if p.ok {
+				continue
+			}
+			ref := &p.f.refs[p.idx]
+			k := keyOf(ref)
+			m.f.mu.Lock()
+			def, known := m.f.defines[k]
+			m.f.mu.Unlock()
+			if !known {
+				if t == nil {
+					var err error
+					if t, fh, pages, err = b.open(m.f); err != nil {
+						return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+					}
 				}
-				ok, err := Defines(t, &p.f.refs[p.idx])
-				if err != nil {
-					return err
+				var err error
+				if def, err = Defines(t, ref); err != nil {
+					b.close(t, fh, pages)
+					return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 				}
-				if ok {
-					p.ok = true
-					p.f.provider[p.idx].Store(m.f.id)
-					left--
+				// Only what a file defines is worth keeping: a lookup that
+				// fails mostly fails at the bloom filter, for less than
+				// keeping it costs.
+				if def {
+					m.f.mu.Lock()
+					if m.f.defines == nil {
+						m.f.defines = map[refKey]bool{}
+					}
+					m.f.defines[k] = true
+					m.f.mu.Unlock()
 				}
 			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+			if def {
+				p.ok = true
+				p.f.provider[p.idx].Store(m.f.id)
+				left--
+			}
+		}
+		if t != nil {
+			b.close(t, fh, pages)
 		}
 	}
 	var out []Undefined
@@ -210,24 +256,39 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 	return out, nil
 }
 
-func (b *Binder) withTable(path string, fn func(*elfscan.SymbolTable) error) error {
-	fh, err := os.Open(path)
+// open opens the symbol table of f for lookups: read once, then reopened
+// with its file for each use.
+func (b *Binder) open(f *file) (*elfscan.SymbolTable, *os.File, *elfscan.Pages, error) {
+	fh, err := os.Open(f.path)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	defer fh.Close()
 	st, err := fh.Stat()
 	if err != nil {
-		return err
+		fh.Close()
+		return nil, nil, nil, err
 	}
 	pages := b.getPages()
-	defer b.pages.Put(pages)
-	t, err := elfscan.OpenSymbolTable(fh, st.Size(), path, pages)
-	if err != nil {
-		return err
+	f.tableOnce.Do(func() {
+		var t *elfscan.SymbolTable
+		t, f.tableErr = elfscan.OpenSymbolTable(fh, st.Size(), f.path, nil)
+		if f.tableErr == nil {
+			t.Close()
+			f.table = t
+		}
+	})
+	if f.tableErr != nil {
+		fh.Close()
+		b.pages.Put(pages)
+		return nil, nil, nil, f.tableErr
 	}
-	defer t.Close()
-	return fn(t)
+	return f.table.Reopen(fh, pages), fh, pages, nil
+}
+
+func (b *Binder) close(t *elfscan.SymbolTable, fh *os.File, pages *elfscan.Pages) {
+	t.Close()
+	fh.Close()
+	b.pages.Put(pages)
 }
 
 // allowedTypes are the symbol types the loader takes as definitions: code

@@ -385,3 +385,23 @@ func (t *stringTable) equal(idx uint64, name string) (bool, error) {
 	}
 	return string(buf[:n-1]) == name && buf[n-1] == 0, nil
 }
+
+// Reopen returns a table that reads through r, the same file opened
+// again, with what t already read (its dynamic entries, version records
+// and hash table header) and pages of its own: tables opened once can be
+// kept closed, and used by several goroutines at once through copies.
+func (t *SymbolTable) Reopen(r io.ReaderAt, pages *Pages) *SymbolTable {
+	pr := newPagedReader(r, t.s.size).withPages(pages)
+	s := *t.s
+	s.r = pr
+	c := &SymbolTable{s: &s, pages: pr, Versioned: t.Versioned, gnu: t.gnu}
+	if t.st != nil {
+		st := *t.st
+		st.s = &s
+		strs := *t.st.strs
+		strs.s = &s
+		st.strs = &strs
+		c.st = &st
+	}
+	return c
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/bind"
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
@@ -167,6 +168,7 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader) (*scan.Report, 
 	}
 	var out []*scan.Root
 	var errs []scan.FileError
+	binder := bind.New()
 	for _, root := range roots {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -185,7 +187,11 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader) (*scan.Report, 
 			errs = append(errs, scan.FileError{Path: root, Error: err.Error()})
 			continue
 		}
-		out = append(out, scan.NewRoot(p.Reach(o)))
+		r := scan.NewRoot(p.Reach(o))
+		if err := scan.BindImported(ctx, binder, p, o, r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
 	}
 	rep := scan.NewReport(out)
 	rep.Errors = errs

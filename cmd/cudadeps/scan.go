@@ -13,8 +13,8 @@ import (
 )
 
 func (a *app) scanCommand() *cobra.Command {
-	var all bool
-	var mount string
+	var all, symbols bool
+	var mount, python string
 	cmd := &cobra.Command{
 		Use:   "scan PATH...",
 		Short: "Show where the dynamic loader would find every library an object needs",
@@ -28,8 +28,15 @@ A single object prints as a tree. For many objects, the ones that would fail
 print as trees pruned to the failing branches, then a summary; --all prints
 every tree in full.
 
-Exit status: 0 when every object would load, 3 when a library is missing or a
-required symbol version is absent, 1 on errors, 2 on usage errors.
+With --symbols (the default), every undefined symbol of every object is
+bound as ld.so binds it with RTLD_NOW, and the ones nothing defines are
+reported as ld.so reports them ("undefined symbol: NAME, version VER"). A
+Python extension module is bound as an import binds it, in the process of
+its environment's interpreter (--python), which defines the C API.
+
+Exit status: 0 when every object would load, 3 when a library is missing, a
+required symbol version is absent or a symbol does not bind, 1 on errors, 2
+on usage errors.
 
 Examples:
   cudadeps scan /usr/lib/x86_64-linux-gnu/libcurl.so.4
@@ -43,7 +50,7 @@ Examples:
 				return err
 			}
 			defer l.Close()
-			rep, err := scan.Run(cmd.Context(), l, args, scan.Options{WheelMount: mount, Logger: a.logger})
+			rep, err := scan.Run(cmd.Context(), l, args, scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, Python: python})
 			if err != nil {
 				return err
 			}
@@ -71,6 +78,8 @@ Examples:
 	a.opts.addJSONFlag(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "print every object's full tree, system libraries expanded too")
 	cmd.Flags().StringVar(&mount, "site-packages", "", "mount wheels on this `DIR` (a real site-packages), so their dependencies resolve against what is installed there")
+	cmd.Flags().BoolVar(&symbols, "symbols", true, "bind every undefined symbol as ld.so does with RTLD_NOW and report those nothing defines")
+	cmd.Flags().StringVar(&python, "python", "", "bind Python extension modules in the process of this interpreter `PATH` (default: their environment's, else python3 on PATH)")
 	return cmd
 }
 
@@ -158,6 +167,7 @@ func renderScan(w io.Writer, rep *scan.Report, all bool) {
 			fmt.Fprintf(w, "  %s\n", v.Message)
 		}
 	}
+	renderUndefined(w, rep)
 	for _, msg := range rep.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", msg)
 	}
@@ -338,5 +348,27 @@ func argsExactly(n int) cobra.PositionalArgs {
 			return &flagError{err: fmt.Errorf("%s takes %d argument(s), got %d; see '%s --help'", cmd.Name(), n, len(args), cmd.CommandPath())}
 		}
 		return nil
+	}
+}
+
+// renderUndefined lists the symbols that would not bind, once each, as
+// ld.so prints them.
+func renderUndefined(w io.Writer, rep *scan.Report) {
+	seen := map[scan.UndefinedSymbol]bool{}
+	var list []scan.UndefinedSymbol
+	for _, root := range rep.Roots {
+		for _, u := range root.UndefinedSymbols {
+			if !seen[u] {
+				seen[u] = true
+				list = append(list, u)
+			}
+		}
+	}
+	if len(list) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Undefined symbols:")
+	for _, u := range list {
+		fmt.Fprintf(w, "  %s\n", u.Message())
 	}
 }
