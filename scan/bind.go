@@ -3,12 +3,10 @@ package scan
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strings"
 	"sync"
 
 	"github.com/cudadeps/cudadeps/bind"
@@ -160,9 +158,9 @@ var extensionName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-
 // interpreterFor returns the interpreter that imports root when root is a
 // Python extension module (it defines PyInit_NAME for its file NAME), and
 // "" when it is not one or no interpreter is found: Options.Python, else
-// the one of the environment the file lies in (PREFIX/lib/pythonX.Y/
-// site-packages → PREFIX/bin/pythonX.Y), else python3 on PATH (the host)
-// or /usr/bin/python3 of the root.
+// the one of the installation the file lies in (PREFIX/lib/pythonX.Y/...
+// → PREFIX/bin/pythonX.Y), else python3 on PATH (the host) or
+// /usr/bin/python3 of the root, when it is a dynamic ELF program.
 func interpreterFor(l *ldso.Loader, root *Root, opts Options) string {
 	file := root.Result.Main.Path
 	m := extensionName.FindStringSubmatch(filepath.Base(file))
@@ -178,34 +176,36 @@ func interpreterFor(l *ldso.Loader, root *Root, opts Options) string {
 		return opts.Python
 	}
 	for dir := filepath.Dir(host); dir != "/" && dir != "."; dir = filepath.Dir(dir) {
-		base := filepath.Base(dir)
-		if base != "site-packages" && base != "dist-packages" {
+		ver, lib := filepath.Base(dir), filepath.Base(filepath.Dir(dir))
+		if !pythonDir.MatchString(ver) || (lib != "lib" && lib != "lib64") {
 			continue
 		}
-		ver := filepath.Base(filepath.Dir(dir)) // python3.12
-		prefix := filepath.Dir(filepath.Dir(filepath.Dir(dir)))
-		if !strings.HasPrefix(ver, "python") {
-			continue
-		}
+		prefix := filepath.Dir(filepath.Dir(dir))
 		for _, name := range []string{ver, "python3", "python"} {
-			if p := filepath.Join(prefix, "bin", name); isFile(p) {
+			if p := filepath.Join(prefix, "bin", name); isProgram(p) {
 				return p
 			}
 		}
 	}
 	if l.Root() != "" {
-		if p := filepath.Join(l.Root(), "usr/bin/python3"); isFile(p) {
+		if p := filepath.Join(l.Root(), "usr/bin/python3"); isProgram(p) {
 			return p
 		}
 		return ""
 	}
-	if p, err := exec.LookPath("python3"); err == nil {
+	if p, err := exec.LookPath("python3"); err == nil && isProgram(p) {
 		return p
 	}
 	return ""
 }
 
-func isFile(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
+// pythonDir is the directory of a Python installation's library
+// (PREFIX/lib/python3.12, free-threaded python3.13t).
+var pythonDir = regexp.MustCompile(`^python[0-9]+\.[0-9]+t?$`)
+
+// isProgram reports an ELF program with dynamic linking (not a shell
+// wrapper such as pyenv's shims, nor a static build).
+func isProgram(p string) bool {
+	in, err := elfscan.ReadFile(p)
+	return err == nil && in.Dynamic
 }
