@@ -67,8 +67,12 @@ func (s *scanner) references() ([]Reference, error) {
 		return nil, s.errorf("DT_VERSYM of %d entries runs past the end of the file", count)
 	}
 	var out []Reference
-	tab := make([]byte, refChunk*st.entSize)
-	ver := make([]byte, 2*refChunk)
+	chunk := min(refChunk, count)
+	tab := make([]byte, chunk*st.entSize)
+	var ver []byte
+	if st.versym >= 0 {
+		ver = make([]byte, 2*chunk)
+	}
 	for first := uint64(0); first < count; first += refChunk {
 		n := min(refChunk, count-first)
 		if err := s.r.readDirect(tab[:n*st.entSize], st.off+int64(first*st.entSize)); err != nil {
