@@ -69,11 +69,11 @@ func sharedObjects(dir string) []string {
 
 // agreement counts what an oracle comparison covered.
 type agreement struct {
-	mu                       sync.Mutex
-	objects, files, symbols  int
-	matched, extra, lacking  int
-	disagreeing, unreadable  int
-	oracleRefused, modelErrs int
+	mu                      sync.Mutex
+	objects, files, symbols int
+	matched, extra, lacking int
+	disagreeing             int
+	oracleRefused           int
 }
 
 func (a *agreement) add(t *testing.T, file string, got, want []lddtest.Undefined, objects int) {

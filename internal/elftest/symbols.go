@@ -84,7 +84,6 @@ type linkedSym struct {
 	info    byte
 	other   byte
 	shndx   uint16
-	value   uint64
 	versym  uint16
 	hashed  bool
 	hashVal uint32
