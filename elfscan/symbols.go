@@ -137,8 +137,11 @@ func (s *scanner) dynamicTags() (*dynamicTags, bool, error) {
 
 // symVersion is what one version index stands for.
 type symVersion struct {
-	name string
-	file string // for needed versions
+	name   string
+	file   string // for needed versions
+	hash   uint32
+	hidden bool // a needed version whose index has the hidden bit
+	base   bool // the base definition: the file's name, not a version
 }
 
 func (s *scanner) symbols(keep SymbolFilter) ([]Symbol, error) {
@@ -170,7 +173,7 @@ func (s *scanner) symbolVersions(t *dynamicTags, strs *stringTable) (map[uint16]
 			return nil, -1, err
 		}
 		for _, d := range defs {
-			versions[d.Index&0x7fff] = symVersion{name: d.Name}
+			versions[d.Index&0x7fff] = symVersion{name: d.Name, hash: d.Hash, base: d.Base()}
 		}
 	}
 	if t.haveVern {
@@ -184,7 +187,7 @@ func (s *scanner) symbolVersions(t *dynamicTags, strs *stringTable) (map[uint16]
 		}
 		for _, n := range needs {
 			for _, v := range n.Versions {
-				versions[v.Index&0x7fff] = symVersion{name: v.Name, file: n.File}
+				versions[v.Index&0x7fff] = symVersion{name: v.Name, file: n.File, hash: v.Hash, hidden: v.Index&0x8000 != 0}
 			}
 		}
 	}

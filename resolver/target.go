@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/bind"
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
@@ -252,6 +253,7 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 	}
 	var out []*scan.Root
 	var errs []scan.FileError
+	binder := bind.New()
 	for _, root := range roots {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -273,6 +275,9 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 		root := scan.NewRoot(p.Reach(o))
 		if rt != nil {
 			scan.AddRuntimeOpens(ctx, rt, p, root)
+		}
+		if err := scan.BindImported(ctx, binder, p, o, root); err != nil {
+			return nil, err
 		}
 		out = append(out, root)
 	}

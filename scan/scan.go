@@ -33,6 +33,11 @@ type Options struct {
 	// RuntimeOpens resolves what the objects open at run time (dlopen) with
 	// this resolver; nil skips it.
 	RuntimeOpens *runtimeopen.Resolver
+	// Symbols binds every reference of every closure (see bindRoots).
+	Symbols bool
+	// Python is the interpreter extension modules are bound in (default:
+	// their environment's).
+	Python string
 }
 
 // Report is the outcome of a scan. Its JSON form is documented in the
@@ -68,6 +73,10 @@ type Root struct {
 	// RuntimeOpens are the libraries its objects open at run time; absent
 	// when they were not resolved.
 	RuntimeOpens []RuntimeOpen `json:"runtime_opens,omitempty"`
+	// UndefinedSymbols are the references that would not bind; null when
+	// symbols were not bound (Options.Symbols off, or a wheel member).
+	UndefinedSymbols []UndefinedSymbol `json:"undefined_symbols"`
+	BoundIn          string            `json:"bound_in,omitempty"` // the interpreter an extension module was bound in
 
 	// Result is the loader model's full answer, for renderers.
 	Result *ldso.Result `json:"-"`
@@ -157,6 +166,11 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if opts.Symbols {
+		if err := bindRoots(ctx, l, rep.Roots, opts); err != nil {
+			return nil, err
+		}
 	}
 	rep.aggregate()
 	return rep, nil

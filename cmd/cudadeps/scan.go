@@ -15,8 +15,8 @@ import (
 )
 
 func (a *app) scanCommand() *cobra.Command {
-	var all, noRuntime bool
-	var mount string
+	var all, noRuntime, symbols bool
+	var mount, python string
 	cmd := &cobra.Command{
 		Use:   "scan PATH...",
 		Short: "Show where the dynamic loader would find every library an object needs",
@@ -37,6 +37,16 @@ required one not found counts as missing, an optional one never does.
 A file named on the command line that is no loadable object (a linker script
 such as libc.so, an object file such as crt1.o) is skipped with a note.
 
+With --symbols (the default), every undefined symbol of every object is
+bound as ld.so binds it with RTLD_NOW, and the ones nothing defines are
+reported as ld.so reports them ("undefined symbol: NAME, version VER"). A
+Python extension module is bound as an import binds it, in the process of
+its environment's interpreter (--python), which defines the C API.
+
+Exit status: 0 when every object would load, 3 when a library is missing, a
+required symbol version is absent or a symbol does not bind, 1 on errors, 2
+on usage errors.
+
 Exit status: 0 when every object would load, 3 when a library is missing or a
 required symbol version is absent, 1 on errors and when PATH holds no
 loadable ELF object (nothing was checked), 2 on usage errors.`,
@@ -46,7 +56,7 @@ loadable ELF object (nothing was checked), 2 on usage errors.`,
   cudadeps scan dist/my_ext.whl --site-packages ~/venv/lib/python3.12/site-packages`,
 		Args: argsAtLeast(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.runScan(cmd, args, scan.Options{WheelMount: mount, Logger: a.logger}, all, !noRuntime)
+			return a.runScan(cmd, args, scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, Python: python}, all, !noRuntime)
 		},
 	}
 	a.opts.addLoaderFlags(cmd)
@@ -54,6 +64,8 @@ loadable ELF object (nothing was checked), 2 on usage errors.`,
 	cmd.Flags().BoolVar(&all, "all", false, "print every object's full tree, system libraries expanded too")
 	cmd.Flags().BoolVar(&noRuntime, "no-runtime-opens", false, "leave out the libraries objects open at run time (dlopen)")
 	cmd.Flags().StringVar(&mount, "site-packages", "", "mount wheels on this `DIR` (a real site-packages), so their dependencies resolve against what is installed there")
+	cmd.Flags().BoolVar(&symbols, "symbols", true, "bind every undefined symbol as ld.so does with RTLD_NOW and report those nothing defines")
+	cmd.Flags().StringVar(&python, "python", "", "bind Python extension modules in the process of this interpreter `PATH` (default: their environment's, else python3 on PATH)")
 	return cmd
 }
 
@@ -178,6 +190,7 @@ func renderScan(w io.Writer, rep *scan.Report, all bool, paint painter) {
 			fmt.Fprintf(w, "  %s\n", v.Message)
 		}
 	}
+	renderUndefined(w, rep)
 	for _, msg := range rep.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", msg)
 	}
@@ -391,5 +404,27 @@ func renderRuntimeOpens(w io.Writer, root *scan.Root, all bool) {
 		if all {
 			fmt.Fprintf(w, "      evidence: %s\n", o.Evidence)
 		}
+	}
+}
+
+// renderUndefined lists the symbols that would not bind, once each, as
+// ld.so prints them.
+func renderUndefined(w io.Writer, rep *scan.Report) {
+	seen := map[scan.UndefinedSymbol]bool{}
+	var list []scan.UndefinedSymbol
+	for _, root := range rep.Roots {
+		for _, u := range root.UndefinedSymbols {
+			if !seen[u] {
+				seen[u] = true
+				list = append(list, u)
+			}
+		}
+	}
+	if len(list) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Undefined symbols:")
+	for _, u := range list {
+		fmt.Fprintf(w, "  %s\n", u.Message())
 	}
 }

@@ -1,0 +1,411 @@
+package elfscan
+
+import (
+	"debug/elf"
+	"fmt"
+	"io"
+)
+
+// Reference is an undefined dynamic symbol that the loader binds: a name
+// (and version) that some other object of the process must define.
+type Reference struct {
+	Name string
+	// Version is the version needed (from DT_VERNEED through DT_VERSYM);
+	// empty for an unversioned reference.
+	Version string
+	// VersionHash is the ELF hash of Version as the record gives it (the
+	// loader compares hashes, then names).
+	VersionHash uint32
+	// VersionHidden is the hidden bit of the needed version's index: such a
+	// reference does not fall back to an unversioned definition.
+	VersionHidden bool
+	// File is the soname the version is needed from (vn_file).
+	File string
+	// Weak marks an STB_WEAK reference, which may stay unbound.
+	Weak bool
+	// Hash is the name's DT_GNU_HASH and DT_HASH hash, for lookups.
+	Hash Hash
+}
+
+// Hash holds both hashes of a symbol name, so that looking one name up in
+// many objects computes them once.
+type Hash struct {
+	GNU  uint32
+	SysV uint32
+}
+
+// HashOf computes the hashes of a symbol name.
+func HashOf(name string) Hash { return Hash{GNU: gnuHashOf(name), SysV: elfHash(name)} }
+
+// refChunk is how many symbol table entries one read of a walk covers.
+const refChunk = 2048
+
+// ReadReferences reads the references of an ELF object: its undefined
+// dynamic symbols of binding STB_GLOBAL or STB_WEAK and default or protected
+// visibility, the ones ld.so looks up (local and hidden references bind
+// within the object). The symbol table and the version indexes are read in
+// chunks and only the names of undefined symbols are read from the string
+// table, through a few cached pages, so memory stays bounded whatever the
+// size of the object.
+func ReadReferences(r io.ReaderAt, size int64, name string, pages *Pages) ([]Reference, Stats, error) {
+	return withScanner(r, size, name, true, pages, (*scanner).references)
+}
+
+func (s *scanner) references() ([]Reference, error) {
+	st, err := s.openSymtab()
+	if err != nil || st == nil {
+		return nil, err
+	}
+	count, err := s.symbolCount(st.t)
+	if err != nil {
+		return nil, err
+	}
+	if count > maxSymbols || count*st.entSize > uint64(s.size-st.off) {
+		return nil, s.errorf("symbol table of %d entries at %#x runs past the end of the file", count, st.off)
+	}
+	if st.versym >= 0 && 2*count > uint64(s.size-st.versym) {
+		return nil, s.errorf("DT_VERSYM of %d entries runs past the end of the file", count)
+	}
+	var out []Reference
+	chunk := min(refChunk, count)
+	tab := make([]byte, chunk*st.entSize)
+	var ver []byte
+	if st.versym >= 0 {
+		ver = make([]byte, 2*chunk)
+	}
+	for first := uint64(0); first < count; first += refChunk {
+		n := min(refChunk, count-first)
+		if err := s.r.readDirect(tab[:n*st.entSize], st.off+int64(first*st.entSize)); err != nil {
+			return nil, s.errorf("symbol table: %v", err)
+		}
+		if st.versym >= 0 {
+			if err := s.r.readDirect(ver[:2*n], st.versym+int64(2*first)); err != nil {
+				return nil, s.errorf("version table: %v", err)
+			}
+		}
+		for j := uint64(0); j < n; j++ {
+			if first+j == 0 {
+				continue // the null symbol
+			}
+			e := s.decodeSym(tab[j*st.entSize:])
+			if e.shndx != elf.SHN_UNDEF || e.nameOff == 0 {
+				continue
+			}
+			bind := elf.ST_BIND(e.info)
+			if bind != elf.STB_GLOBAL && bind != elf.STB_WEAK {
+				continue
+			}
+			if vis := elf.ST_VISIBILITY(e.other); vis == elf.STV_HIDDEN || vis == elf.STV_INTERNAL {
+				continue
+			}
+			nm, err := st.strs.get(uint64(e.nameOff))
+			if err != nil {
+				return nil, s.errorf("name of symbol %d: %v", first+j, err)
+			}
+			ref := Reference{Name: nm, Weak: bind == elf.STB_WEAK, Hash: HashOf(nm)}
+			if st.versym >= 0 {
+				vs := s.order.Uint16(ver[2*j:])
+				if v, ok := st.versions[vs&0x7fff]; ok && vs&0x7fff > 1 {
+					ref.Version, ref.VersionHash, ref.File = v.name, v.hash, v.file
+					ref.VersionHidden = v.hidden
+				}
+			}
+			out = append(out, ref)
+		}
+	}
+	return out, nil
+}
+
+// rawSym is one decoded Elf_Sym.
+type rawSym struct {
+	nameOff     uint32
+	info, other uint8
+	shndx       elf.SectionIndex
+	value       uint64
+}
+
+func (s *scanner) decodeSym(b []byte) rawSym {
+	if s.is64 {
+		return rawSym{nameOff: s.order.Uint32(b[0:]), info: b[4], other: b[5], shndx: elf.SectionIndex(s.order.Uint16(b[6:])), value: s.order.Uint64(b[8:])}
+	}
+	return rawSym{nameOff: s.order.Uint32(b[0:]), value: uint64(s.order.Uint32(b[4:])), info: b[12], other: b[13], shndx: elf.SectionIndex(s.order.Uint16(b[14:]))}
+}
+
+// Definition is a symbol of an object's hash chain, with what the loader
+// needs to decide whether it satisfies a reference.
+type Definition struct {
+	Value      uint64
+	Section    elf.SectionIndex
+	Type       elf.SymType
+	Bind       elf.SymBind
+	Visibility elf.SymVis
+	// VersionIndex is the raw DT_VERSYM entry (hidden bit included); 0 when
+	// the object has no version table.
+	VersionIndex uint16
+	// Version and VersionHash name the version VersionIndex stands for; both
+	// are zero for the local and global indexes and for the base definition,
+	// which carry no version for matching.
+	Version     string
+	VersionHash uint32
+}
+
+// SymbolTable is the dynamic symbol table of one object, opened for lookups
+// through its hash table the way the loader looks symbols up: a lookup
+// reads a bloom filter word, a bucket, a few chain entries, symbols and
+// names, through a bounded page cache.
+type SymbolTable struct {
+	s     *scanner
+	st    *symtab
+	pages *pagedReader
+	// Versioned is whether the loader keeps a version table for the
+	// object: DT_VERSYM and at least one version record. Without it every
+	// definition matches any version.
+	Versioned bool
+	gnu       *gnuTable
+}
+
+type gnuTable struct {
+	nbuckets, symoffset, bloomSize, shift uint64
+	bloomOff, bucketsOff, chainsOff       int64
+}
+
+// OpenSymbolTable opens the dynamic symbol table of the object behind r
+// for lookups; Close gives its pages back. An object without a symbol
+// table or a hash table has a table that defines nothing.
+func OpenSymbolTable(r io.ReaderAt, size int64, name string, pages *Pages) (t *SymbolTable, err error) {
+	pr := newPagedReader(r, size).withPages(pages)
+	defer func() {
+		if p := recover(); p != nil {
+			t, err = nil, &FormatError{Path: name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
+		}
+		if err != nil {
+			pr.release()
+		}
+	}()
+	var magic [4]byte
+	if n, _ := pr.ReadAt(magic[:], 0); n < 4 || string(magic[:]) != elf.ELFMAG {
+		return nil, notELF(name)
+	}
+	s, err := newScanner(pr, size, name, true)
+	if err != nil {
+		return nil, err
+	}
+	t = &SymbolTable{s: s, pages: pr}
+	if t.st, err = s.openSymtab(); err != nil {
+		return nil, err
+	}
+	if t.st == nil {
+		return t, nil
+	}
+	t.Versioned = t.st.versym >= 0 && len(t.st.versions) > 0
+	if t.st.t.haveGnu {
+		if t.gnu, err = s.openGNU(t.st.t.gnuHash); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// Close releases the table's pages.
+func (t *SymbolTable) Close() { t.pages.release() }
+
+// Stats reports what the table's lookups read so far.
+func (t *SymbolTable) Stats() Stats { return t.pages.stats }
+
+func (s *scanner) openGNU(addr uint64) (*gnuTable, error) {
+	off, err := s.vaddrToOffset(addr)
+	if err != nil {
+		return nil, s.errorf("DT_GNU_HASH %#x: %v", addr, err)
+	}
+	var hdr [16]byte
+	if _, err := s.r.ReadAt(hdr[:], off); err != nil {
+		return nil, s.errorf("DT_GNU_HASH header: %v", err)
+	}
+	g := &gnuTable{
+		nbuckets:  uint64(s.order.Uint32(hdr[0:])),
+		symoffset: uint64(s.order.Uint32(hdr[4:])),
+		bloomSize: uint64(s.order.Uint32(hdr[8:])),
+		shift:     uint64(s.order.Uint32(hdr[12:])),
+	}
+	word := uint64(4)
+	if s.is64 {
+		word = 8
+	}
+	rest := uint64(s.size - off - 16)
+	if g.bloomSize > rest/word || g.nbuckets > (rest-g.bloomSize*word)/4 {
+		return nil, s.errorf("DT_GNU_HASH of %d buckets and %d bloom words runs past the end of the file", g.nbuckets, g.bloomSize)
+	}
+	g.bloomOff = off + 16
+	g.bucketsOff = g.bloomOff + int64(word*g.bloomSize)
+	g.chainsOff = g.bucketsOff + int64(4*g.nbuckets)
+	return g, nil
+}
+
+// Lookup calls fn with each symbol of the hash chain of name whose name is
+// name, in chain order, until fn returns false. The loader takes the first
+// symbol its checks accept; the order matters.
+func (t *SymbolTable) Lookup(name string, h Hash, fn func(Definition) bool) (err error) {
+	if t.st == nil {
+		return nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = t.s.errorf("unreadable structure (%v)", p)
+		}
+	}()
+	if t.gnu != nil {
+		return t.lookupGNU(name, h.GNU, fn)
+	}
+	if t.st.t.haveHash {
+		idxs, err := t.s.sysvChain(t.st.t.hash, name)
+		if err != nil {
+			return err
+		}
+		_ = h.SysV // sysvChain hashes the name itself
+		for _, i := range idxs {
+			d, ok, err := t.definition(i, name)
+			if err != nil {
+				return err
+			}
+			if ok && !fn(d) {
+				return nil
+			}
+		}
+	}
+	// No hash table: the loader finds nothing in the object.
+	return nil
+}
+
+func (t *SymbolTable) lookupGNU(name string, h uint32, fn func(Definition) bool) error {
+	s, g := t.s, t.gnu
+	if g.nbuckets == 0 || g.bloomSize == 0 {
+		return nil
+	}
+	word := uint64(4)
+	if s.is64 {
+		word = 8
+	}
+	bits := word * 8
+	hh := uint64(h)
+	var wbuf [8]byte
+	// The loader masks with bloomSize-1 (a power of two in every table a
+	// linker writes).
+	if _, err := s.r.ReadAt(wbuf[:word], g.bloomOff+int64(word*((hh/bits)&(g.bloomSize-1)))); err != nil {
+		return s.errorf("DT_GNU_HASH bloom filter: %v", err)
+	}
+	var bloom uint64
+	if s.is64 {
+		bloom = s.order.Uint64(wbuf[:])
+	} else {
+		bloom = uint64(s.order.Uint32(wbuf[:]))
+	}
+	if (bloom>>(hh%bits))&(bloom>>((hh>>(g.shift%64))%bits))&1 == 0 {
+		return nil
+	}
+	var b [4]byte
+	if _, err := s.r.ReadAt(b[:], g.bucketsOff+int64(4*(hh%g.nbuckets))); err != nil {
+		return s.errorf("DT_GNU_HASH bucket: %v", err)
+	}
+	idx := uint64(s.order.Uint32(b[:]))
+	if idx == 0 || idx < g.symoffset {
+		return nil
+	}
+	for n := 0; ; n++ {
+		if n > maxSymbols {
+			return s.errorf("DT_GNU_HASH chain does not end")
+		}
+		if _, err := s.r.ReadAt(b[:], g.chainsOff+int64(4*(idx-g.symoffset))); err != nil {
+			return s.errorf("DT_GNU_HASH chain: %v", err)
+		}
+		ch := s.order.Uint32(b[:])
+		if (ch^h)>>1 == 0 {
+			d, ok, err := t.definition(idx, name)
+			if err != nil {
+				return err
+			}
+			if ok && !fn(d) {
+				return nil
+			}
+		}
+		if ch&1 != 0 {
+			return nil
+		}
+		idx++
+	}
+}
+
+// definition decodes symbol i when its name is name.
+func (t *SymbolTable) definition(i uint64, name string) (Definition, bool, error) {
+	s, st := t.s, t.st
+	if i*st.entSize >= uint64(s.size-st.off) || (i+1)*st.entSize > uint64(s.size-st.off) {
+		return Definition{}, false, s.errorf("symbol %d lies outside the file", i)
+	}
+	var buf [24]byte
+	if _, err := s.r.ReadAt(buf[:st.entSize], st.off+int64(i*st.entSize)); err != nil {
+		return Definition{}, false, s.errorf("symbol %d: %v", i, err)
+	}
+	e := s.decodeSym(buf[:])
+	if ok, err := st.strs.equal(uint64(e.nameOff), name); err != nil || !ok {
+		return Definition{}, false, err
+	}
+	d := Definition{Value: e.value, Section: e.shndx, Type: elf.ST_TYPE(e.info), Bind: elf.ST_BIND(e.info), Visibility: elf.ST_VISIBILITY(e.other)}
+	if st.versym >= 0 {
+		var vb [2]byte
+		if _, err := s.r.ReadAt(vb[:], st.versym+int64(2*i)); err != nil {
+			return Definition{}, false, s.errorf("version of symbol %d: %v", i, err)
+		}
+		d.VersionIndex = s.order.Uint16(vb[:])
+		if v, ok := st.versions[d.VersionIndex&0x7fff]; ok && !v.base {
+			d.Version, d.VersionHash = v.name, v.hash
+		}
+	}
+	return d, true, nil
+}
+
+// equal reports whether the string at idx is name, reading no further than
+// needed to tell.
+func (t *stringTable) equal(idx uint64, name string) (bool, error) {
+	if t.size != 0 && idx >= t.size {
+		return false, fmt.Errorf("string index %#x beyond DT_STRSZ %#x", idx, t.size)
+	}
+	start := t.off + int64(idx)
+	if idx > uint64(t.s.size) || start >= t.s.size {
+		return false, fmt.Errorf("string index %#x lies outside the file", idx)
+	}
+	// name and its terminating NUL.
+	n := int64(len(name)) + 1
+	if start+n > t.s.size {
+		return false, nil
+	}
+	var small [128]byte
+	var buf []byte
+	if n <= int64(len(small)) {
+		buf = small[:n]
+	} else {
+		buf = make([]byte, n)
+	}
+	if _, err := t.s.r.ReadAt(buf, start); err != nil {
+		return false, err
+	}
+	return string(buf[:n-1]) == name && buf[n-1] == 0, nil
+}
+
+// Reopen returns a table that reads through r, the same file opened
+// again, with what t already read (its dynamic entries, version records
+// and hash table header) and pages of its own: tables opened once can be
+// kept closed, and used by several goroutines at once through copies.
+func (t *SymbolTable) Reopen(r io.ReaderAt, pages *Pages) *SymbolTable {
+	pr := newPagedReader(r, t.s.size).withPages(pages)
+	s := *t.s
+	s.r = pr
+	c := &SymbolTable{s: &s, pages: pr, Versioned: t.Versioned, gnu: t.gnu}
+	if t.st != nil {
+		st := *t.st
+		st.s = &s
+		strs := *t.st.strs
+		strs.s = &s
+		st.strs = &strs
+		c.st = &st
+	}
+	return c
+}

@@ -1,0 +1,87 @@
+package elfscan
+
+import (
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"os"
+	"sort"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/elftest"
+)
+
+// TestReferencesMatchDebugELF compares the references of host libraries
+// with debug/elf's reading of their .dynsym section: the undefined global
+// and weak symbols of default or protected visibility, with their
+// versions.
+func TestReferencesMatchDebugELF(t *testing.T) {
+	for _, p := range hostLibraries(t, 200) {
+		f, err := elf.Open(p)
+		if err != nil {
+			continue
+		}
+		syms, err := f.DynamicSymbols()
+		f.Close()
+		if err != nil {
+			continue
+		}
+		var want []string
+		for _, s := range syms {
+			bind, vis := elf.ST_BIND(s.Info), elf.ST_VISIBILITY(s.Other)
+			if s.Section != elf.SHN_UNDEF || s.Name == "" || (bind != elf.STB_GLOBAL && bind != elf.STB_WEAK) || vis == elf.STV_HIDDEN || vis == elf.STV_INTERNAL {
+				continue
+			}
+			want = append(want, fmt.Sprintf("%s@%s weak=%v", s.Name, s.Version, bind == elf.STB_WEAK))
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs, _, err := ReadReferences(bytes.NewReader(data), int64(len(data)), p, nil)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		var got []string
+		for _, r := range refs {
+			got = append(got, fmt.Sprintf("%s@%s weak=%v", r.Name, r.Version, r.Weak))
+		}
+		sort.Strings(got)
+		sort.Strings(want)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: references differ from debug/elf's\n got %v\nwant %v", p, got, want)
+		}
+	}
+}
+
+// TestSymbolTablesOfDamagedFiles reads and looks up symbols of an object
+// damaged byte by byte: an error or an answer, never a panic.
+func TestSymbolTablesOfDamagedFiles(t *testing.T) {
+	good, err := elftest.BuildLinked(elftest.Linked{Soname: "libd.so.1", Needed: []string{"libc.so.6"}, VersionDefs: []string{"D_1"}, GNUHash: true,
+		VersionNeeds: []elftest.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.2.5"}}},
+		Defs:         []elftest.Def{{Name: "d_one", Version: "D_1"}, {Name: "d_two"}},
+		Refs:         []elftest.Ref{{Name: "malloc", Version: "GLIBC_2.2.5"}, {Name: "hook", Weak: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, _, err := ReadReferences(bytes.NewReader(good), int64(len(good)), "good", nil)
+	if err != nil || fmt.Sprint(refs) == "" || len(refs) != 2 || refs[0].Name != "malloc" || refs[0].Version != "GLIBC_2.2.5" || !refs[1].Weak {
+		t.Fatalf("the undamaged object reads %v, %v", refs, err)
+	}
+	// Every byte after the ELF header, flipped three ways: the walks are
+	// bounded (a hang or a huge allocation fails the test by its limits).
+	for i := 64; i < len(good); i++ {
+		for _, v := range []byte{0xff, 0x00, 0x80} {
+			b := append([]byte(nil), good...)
+			b[i] ^= v
+			_, _, _ = ReadReferences(bytes.NewReader(b), int64(len(b)), "damaged", nil)
+			tab, err := OpenSymbolTable(bytes.NewReader(b), int64(len(b)), "damaged", nil)
+			if err != nil {
+				continue
+			}
+			_ = tab.Lookup("d_one", HashOf("d_one"), func(Definition) bool { return true })
+			tab.Close()
+		}
+	}
+}
