@@ -43,6 +43,10 @@ type Options struct {
 	// Confirm is asked before anything is downloaded; nil means yes.
 	Confirm func(*Plan) (bool, error)
 	Logger  *slog.Logger
+	// Hook, when set, is called after each step that changes something
+	// ("staged", "installed", "mkdir", "placed", "record"): tests kill the
+	// process there to prove that the next run recovers.
+	Hook func(step string)
 }
 
 // Outcome is everything a resolve found and did. Its JSON form is
@@ -105,9 +109,10 @@ func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
 	var rec *Record
 	if !opts.DryRun {
 		var err error
-		if rec, err = loadRecord(opts.Prefix, t); err != nil {
+		if rec, err = OpenRecord(ctx, opts, t); err != nil {
 			return nil, err
 		}
+		defer rec.Close()
 	}
 	handled := map[string]string{} // soname → where it was placed
 	viaEnv := map[string]bool{}    // sonames the activation script serves
@@ -140,6 +145,9 @@ func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
 			}
 		}
 		out.VersionErrors = rep.VersionErrors
+		if err := rec.Share(rep); err != nil {
+			return out, err
+		}
 		needs := needsFrom(rep)
 		needs = append(needs, runtimeNeeds(runtime, needs, rep, t, handled, viaEnv)...)
 		r := &Round{N: round, Missing: needs, Installed: []fetch.Key{}, Placed: []Placed{}}
@@ -235,12 +243,12 @@ func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
 				break
 			}
 		}
-		entries, installed, err := install(ctx, opts, plan)
+		entries, installed, err := install(ctx, opts, plan, rec)
 		r.Installed = installed
 		rec.Installed = appendKeys(rec.Installed, installed)
 		if err != nil {
 			// What did install is recorded, so that undo can remove it.
-			if serr := rec.save(opts.Prefix); serr != nil {
+			if serr := rec.Commit(); serr != nil {
 				return out, errors.Join(err, serr)
 			}
 			return out, err
@@ -254,7 +262,7 @@ func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
 				placed, err := apply(rec, e, d.Step, pl.HostDir, opts.Copy)
 				r.Placed = append(r.Placed, placed...)
 				if err != nil {
-					_ = rec.save(opts.Prefix)
+					_ = rec.Commit()
 					return out, err
 				}
 				for _, n := range d.Step.Provides {
@@ -268,16 +276,14 @@ func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
 				}
 				dir := filepath.Join(e.Dir, filepath.FromSlash(libDir))
 				rec.Env = appendUnique(rec.Env, dir)
+				rec.Installed = appendKeys(rec.Installed, []fetch.Key{e.Key})
 				for _, n := range d.Step.Provides {
 					handled[n] = "LD_LIBRARY_PATH (" + EnvScript(opts.Prefix) + ")"
 					viaEnv[n] = true
 				}
 			}
 		}
-		if err := rec.save(opts.Prefix); err != nil {
-			return out, err
-		}
-		if err := writeEnvScript(opts.Prefix); err != nil {
+		if err := rec.Commit(); err != nil {
 			return out, err
 		}
 		// What the import asked for is handled; the next import check says
@@ -343,7 +349,7 @@ func systemDirsOf(rep *scan.Report) []string {
 
 // install brings the plan's archives into the store and returns every
 // step's entry, with the keys that were newly installed.
-func install(ctx context.Context, opts Options, plan *Plan) (map[fetch.Key]fetch.Entry, []fetch.Key, error) {
+func install(ctx context.Context, opts Options, plan *Plan, rec *Record) (map[fetch.Key]fetch.Entry, []fetch.Key, error) {
 	if opts.Store == nil || opts.Client == nil {
 		return nil, nil, errors.New("resolve needs a store and a download client")
 	}
@@ -361,6 +367,10 @@ func install(ctx context.Context, opts Options, plan *Plan) (map[fetch.Key]fetch
 		fresh = append(fresh, s.Key())
 	}
 	if len(items) > 0 {
+		items, err := rec.IntendInstall(items)
+		if err != nil {
+			return nil, nil, err
+		}
 		if _, err := opts.Store.Install(ctx, opts.Client, items); err != nil {
 			// Some items may have been installed before the failure.
 			var done []fetch.Key
@@ -371,6 +381,7 @@ func install(ctx context.Context, opts Options, plan *Plan) (map[fetch.Key]fetch
 			}
 			return nil, done, err
 		}
+		rec.step("installed")
 	}
 	out := map[fetch.Key]fetch.Entry{}
 	for _, s := range plan.Steps {
