@@ -172,6 +172,8 @@ type Recovered struct {
 	Name   string `json:"name"`
 	// Kind is "resolve" (what it did is now recorded) or "undo" (finished).
 	Kind string `json:"kind"`
+	// Undo is what finishing an undo did.
+	Undo *UndoReport `json:"undo,omitempty"`
 }
 
 // recoverJournals recovers every journal under prefix left by a process
@@ -241,9 +243,15 @@ func recoverJournal(ctx context.Context, prefix, p string, store *fetch.Store, h
 			return nil, err
 		}
 		rec.hook = hook
-		if _, err := undoOne(ctx, prefix, store, rec, others, &journal{path: p, f: f}); err != nil {
+		rep, err := undoOne(ctx, prefix, store, rec, others, &journal{path: p, f: f})
+		if err != nil {
 			return nil, err
 		}
+		rep.Recovered = kindUndo
+		if err := removeJournal(p); err != nil {
+			return nil, err
+		}
+		return &Recovered{Target: head.Target, Name: head.Name, Kind: head.Kind, Undo: &rep}, nil
 	default:
 		adopt(rec, lines[1:], store)
 		if err := rec.save(prefix); err != nil {

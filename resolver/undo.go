@@ -71,19 +71,24 @@ func UndoHooked(ctx context.Context, prefix string, store *fetch.Store, keys []s
 		}
 	}
 	// A target whose interrupted run was recovered is reported even when
-	// nothing of it remains to undo.
+	// nothing of it remains to undo; a finished undo reports what it did.
+	var out []UndoReport
 	recoveredKind := map[string]string{}
 	for _, rc := range recovered {
 		r := &Record{Target: rc.Target, Name: rc.Name}
 		recoveredKind[rc.Target] = rc.Kind
-		if (len(keys) == 0 || matchesAny(r, keys)) && !slices.ContainsFunc(chosen, func(c *Record) bool { return c.Target == rc.Target }) {
+		if len(keys) > 0 && !matchesAny(r, keys) || slices.ContainsFunc(chosen, func(c *Record) bool { return c.Target == rc.Target }) {
+			continue
+		}
+		if rc.Undo != nil {
+			out = append(out, *rc.Undo)
+		} else {
 			chosen = append(chosen, r)
 		}
 	}
-	if len(keys) > 0 && len(chosen) == 0 {
+	if len(keys) > 0 && len(chosen) == 0 && len(out) == 0 {
 		return nil, fmt.Errorf("nothing recorded for %v under %s", keys, prefix)
 	}
-	var out []UndoReport
 	for _, r := range chosen {
 		if err := ctx.Err(); err != nil {
 			return out, err
