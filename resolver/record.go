@@ -316,16 +316,25 @@ func (r *Record) keysFor(store *fetch.Store, p string) []fetch.Key {
 	return out
 }
 
-// shareFrom makes r a co-owner of a file o placed: the file, the
-// directories o created for it and the store entry it points into.
+// shareFrom makes r a co-owner of a file o placed, with its siblings (the
+// files o placed from the same component into the same directory, which
+// the library may open at run time), the directories o created for them
+// and the store entries they point into.
 func (r *Record) shareFrom(o *Record, pl Placed) {
-	r.Placed = append(r.Placed, pl)
+	for _, x := range o.Placed {
+		if x.Path != pl.Path && (x.Component != pl.Component || filepath.Dir(x.Path) != filepath.Dir(pl.Path)) {
+			continue
+		}
+		if !r.owns(x.Path) {
+			r.Placed = append(r.Placed, x)
+		}
+		r.Installed = appendKeys(r.Installed, o.keysFor(r.store, x.linkTarget()))
+	}
 	for _, d := range o.Created {
 		if inside(pl.Path, d) {
 			r.Created = appendUnique(r.Created, d)
 		}
 	}
-	r.Installed = appendKeys(r.Installed, o.keysFor(r.store, pl.linkTarget()))
 }
 
 // shareExisting makes r a co-owner of dst when another target's record
