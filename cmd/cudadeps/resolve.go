@@ -356,6 +356,19 @@ path); without TARGET, every recorded target is undone.`,
 				for _, l := range r.Left {
 					fmt.Fprintf(a.stdout, "  left %s: changed since it was placed\n", l)
 				}
+				if r.Recovered != "" {
+					fmt.Fprintf(a.stdout, "  an interrupted %s was recovered first\n", r.Recovered)
+				}
+				for _, l := range r.AlreadyRemoved {
+					fmt.Fprintf(a.stdout, "  %s: already removed\n", l)
+				}
+				for _, k := range r.Kept {
+					what := k.Path
+					if k.Store != nil {
+						what = "store entry " + k.Store.String()
+					}
+					fmt.Fprintf(a.stdout, "  kept %s: still used by %s\n", what, strings.Join(k.For, ", "))
+				}
 				for _, w := range r.Warnings {
 					fmt.Fprintf(a.stdout, "  %s\n", w)
 				}
