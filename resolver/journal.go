@@ -183,6 +183,18 @@ func recoverJournals(ctx context.Context, prefix string, store *fetch.Store, hoo
 	if err != nil {
 		return nil, err
 	}
+	// A journal being created when its process died: locked while its
+	// process lives.
+	if tmps, _ := filepath.Glob(filepath.Join(recordsDir(prefix), ".tmp-journal-*")); len(tmps) > 0 {
+		for _, p := range tmps {
+			if f, err := os.Open(p); err == nil {
+				if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+					os.Remove(p)
+				}
+				f.Close()
+			}
+		}
+	}
 	var out []Recovered
 	for _, p := range paths {
 		rc, err := recoverJournal(ctx, prefix, p, store, hook)
@@ -232,6 +244,8 @@ func recoverJournal(ctx context.Context, prefix, p string, store *fetch.Store, h
 		return nil, removeJournal(p)
 	}
 	head := lines[0]
+	// A record being written when the process died.
+	os.Remove(recordFile(prefix, head.Target) + ".tmp")
 	rec, err := loadRecordKey(prefix, head.Target, head.Name)
 	if err != nil {
 		return nil, err

@@ -164,11 +164,21 @@ func (r *Record) save(prefix string) error {
 	return writeAtomic(p, append(data, '\n'), 0o644)
 }
 
+// writeAtomic writes p whole, through a temporary file beside it. A
+// record's temporary file has a fixed name (p + ".tmp"), so that the
+// recovery of a killed run, which holds the target's journal, can delete
+// it.
 func writeAtomic(p string, data []byte, mode fs.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	var tmp *os.File
+	var err error
+	if strings.HasSuffix(p, ".json") {
+		tmp, err = os.OpenFile(p+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	} else {
+		tmp, err = os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	}
 	if err != nil {
 		return err
 	}
