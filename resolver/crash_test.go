@@ -357,3 +357,44 @@ func residue(t *testing.T, prefix string) []string {
 	})
 	return out
 }
+
+// TestJournalOfARunningProcess checks that recovery leaves alone the
+// journal of a run that is still going (its lock is held), and recovers it
+// once that run is gone.
+func TestJournalOfARunningProcess(t *testing.T) {
+	ctx := context.Background()
+	prefix := filepath.Join(t.TempDir(), "prefix")
+	dir := t.TempDir()
+	link := filepath.Join(dir, "libx.so.1")
+	if err := os.Symlink("libx.so.1.0", link); err != nil {
+		t.Fatal(err)
+	}
+	j, err := beginJournal(prefix, "dir:"+dir, dir, kindResolve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.write(journalLine{Op: opLink, Path: link, Link: "libx.so.1.0", Soname: "libx.so.1", Component: "libx"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := beginJournal(prefix, "dir:"+dir, dir, kindResolve); err == nil {
+		t.Errorf("a second journal for the same target was begun")
+	}
+	if got, err := recoverJournals(ctx, prefix, nil, nil); err != nil || len(got) != 0 {
+		t.Fatalf("recovered the journal of a running process: %v %+v", err, got)
+	}
+	if _, err := os.Stat(j.path); err != nil {
+		t.Fatalf("the running process's journal is gone: %v", err)
+	}
+	j.f.Close() // the process dies
+	got, err := recoverJournals(ctx, prefix, nil, nil)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("recovered %+v, %v", got, err)
+	}
+	rec, err := loadRecordKey(prefix, "dir:"+dir, dir)
+	if err != nil || !rec.owns(link) {
+		t.Fatalf("the record does not name the journaled link: %v %+v", err, rec)
+	}
+	if _, err := os.Stat(j.path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the journal survived its recovery: %v", err)
+	}
+}
