@@ -230,6 +230,7 @@ func TestKillAndRecover(t *testing.T) {
 	for _, kc := range killCases() {
 		for _, then := range []string{"undo", "resolve"} {
 			t.Run(kc.name+"/then "+then, func(t *testing.T) {
+				t.Parallel()
 				if kc.name == "extraction" {
 					if _, err := exec.LookPath("xz"); err != nil {
 						t.Skip("no system xz: extraction does not stream")
