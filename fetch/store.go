@@ -73,6 +73,10 @@ func (k Key) id() string {
 type Item struct {
 	Key     Key
 	Request Request
+	// Staged, when set, is called once the item is extracted, verified and
+	// recorded in its staging directory, just before the rename into the
+	// store (callers that keep a journal of their changes, and their tests).
+	Staged func()
 }
 
 // Entry is an installed component, as its record in the store describes it.
@@ -417,6 +421,9 @@ func (s *Store) installOne(ctx context.Context, c *Client, it Item, tr *tracker)
 	}
 	if err := writeRecord(root, e); err != nil {
 		return Entry{}, fmt.Errorf("install %s: %w", k, err)
+	}
+	if it.Staged != nil {
+		it.Staged()
 	}
 	if err := s.place(root, e.Dir, stage); err != nil {
 		return Entry{}, fmt.Errorf("install %s: %w", k, err)

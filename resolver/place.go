@@ -398,31 +398,48 @@ func placementFiles(e fetch.Entry, s *Step, pl Placement) ([]libFile, error) {
 	return out, nil
 }
 
-// apply places files of one store entry in hostDir, recording each file
-// and each directory it creates. An existing file of the same name is left
-// alone (it is not ours).
+// apply places files of one store entry in hostDir, recording each
+// file and each directory it creates. Every change is announced in the
+// record's journal before it is made. An existing file of the same name is
+// left alone (it is not ours), unless another target placed it: then this
+// target shares it.
 func apply(rec *Record, e fetch.Entry, s *Step, hostDir string, files []libFile, copyFiles bool) ([]Placed, error) {
 	if err := mkdirRecorded(rec, hostDir); err != nil {
 		return nil, err
 	}
-	var out []Placed
+	type todo struct {
+		p   Placed
+		src string
+		tmp string
+	}
+	var plan []todo
+	var intents []journalLine
 	for _, f := range files {
-		dst := filepath.Join(hostDir, f.name)
+		name := f.name
+		dst := filepath.Join(hostDir, name)
 		src := filepath.Join(e.Dir, filepath.FromSlash(f.rel))
 		if _, err := os.Lstat(dst); err == nil {
 			if rec.owns(dst) {
 				continue
 			}
-			rec.Kept = appendUnique(rec.Kept, dst)
+			shared, err := rec.shareExisting(dst)
+			if err != nil {
+				return nil, err
+			}
+			if !shared {
+				rec.Kept = appendUnique(rec.Kept, dst)
+			}
 			continue
 		}
-		p := Placed{Path: dst, Soname: f.name, Component: s.Component}
+		t := todo{p: Placed{Path: dst, Soname: name, Component: s.Component}, src: src}
 		if copyFiles {
-			sum, err := copyFile(src, dst)
+			sum, err := fileSum(src)
 			if err != nil {
-				return out, err
+				return nil, fmt.Errorf("copy %s: %w", src, err)
 			}
-			p.SHA256 = sum
+			t.p.SHA256 = sum
+			t.tmp = copyTemp(dst)
+			intents = append(intents, journalLine{Op: opCopy, Path: dst, SHA256: sum, Temp: t.tmp, Soname: name, Component: s.Component})
 		} else {
 			// A relative link survives moving the prefix and the tree
 			// together (an image prepared under --root).
@@ -430,18 +447,38 @@ func apply(rec *Record, e fetch.Entry, s *Step, hostDir string, files []libFile,
 			if err != nil || strings.Count(link, "..") > 12 {
 				link = src
 			}
-			if err := os.Symlink(link, dst); err != nil {
-				return out, fmt.Errorf("link %s: %w", dst, err)
-			}
-			p.Link = link
+			t.p.Link = link
+			intents = append(intents, journalLine{Op: opLink, Path: dst, Link: link, Soname: name, Component: s.Component})
 		}
-		rec.Placed = append(rec.Placed, p)
-		out = append(out, p)
+		plan = append(plan, t)
+	}
+	if err := rec.intend(intents...); err != nil {
+		return nil, err
+	}
+	rec.Installed = appendKeys(rec.Installed, []fetch.Key{e.Key})
+	var out []Placed
+	for _, t := range plan {
+		if copyFiles {
+			sum, err := copyFile(t.src, t.p.Path, t.tmp)
+			if err != nil {
+				return out, err
+			}
+			if sum != t.p.SHA256 {
+				os.Remove(t.p.Path)
+				return out, fmt.Errorf("copy %s to %s: the source changed while it was copied", t.src, t.p.Path)
+			}
+		} else if err := os.Symlink(t.p.Link, t.p.Path); err != nil {
+			return out, fmt.Errorf("link %s: %w", t.p.Path, err)
+		}
+		rec.setPlaced(t.p)
+		out = append(out, t.p)
+		rec.step("placed")
 	}
 	return out, nil
 }
 
-// mkdirRecorded creates dir and records every directory it had to create.
+// mkdirRecorded creates dir and records every directory it had to create,
+// each announced in the journal first.
 func mkdirRecorded(rec *Record, dir string) error {
 	var missing []string
 	for p := dir; ; p = filepath.Dir(p) {
@@ -453,18 +490,32 @@ func mkdirRecorded(rec *Record, dir string) error {
 			break
 		}
 	}
+	var intents []journalLine
+	for i := len(missing) - 1; i >= 0; i-- {
+		intents = append(intents, journalLine{Op: opMkdir, Path: missing[i]})
+	}
+	if err := rec.intend(intents...); err != nil {
+		return err
+	}
 	for i := len(missing) - 1; i >= 0; i-- {
 		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("create %s: %w", missing[i], err)
 		}
-		rec.Created = append(rec.Created, missing[i])
+		rec.Created = appendUnique(rec.Created, missing[i])
+		rec.step("mkdir")
 	}
 	return nil
 }
 
-// copyFile copies src (following symlinks) to dst through a temporary file,
-// so dst appears whole, and returns its sha256.
-func copyFile(src, dst string) (string, error) {
+// copyTemp is the name a copy is written under before it is renamed to
+// dst: fixed, so that a journal can name it.
+func copyTemp(dst string) string {
+	return filepath.Join(filepath.Dir(dst), ".cudadeps-"+filepath.Base(dst)+".part")
+}
+
+// copyFile copies src (following symlinks) to dst through the temporary
+// file tmp, so dst appears whole, and returns its sha256.
+func copyFile(src, dst, tmp string) (string, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return "", err
@@ -474,23 +525,23 @@ func copyFile(src, dst string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".cudadeps-*")
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("copy %s to %s: %w", src, dst, err)
 	}
 	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(tmp, h), in)
-	if cerr := tmp.Close(); err == nil {
+	_, err = io.Copy(io.MultiWriter(out, h), in)
+	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Chmod(tmp.Name(), st.Mode().Perm())
+		err = os.Chmod(tmp, st.Mode().Perm())
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
+		err = os.Rename(tmp, dst)
 	}
 	if err != nil {
-		os.Remove(tmp.Name())
+		os.Remove(tmp)
 		return "", fmt.Errorf("copy %s to %s: %w", src, dst, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

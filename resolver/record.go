@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/internal/atomicfile"
+	"github.com/cudadeps/cudadeps/scan"
 )
 
 // Record is everything cudadeps did for one target, so that undo can remove
@@ -31,10 +31,19 @@ type Record struct {
 	// Env are store library directories the activation script adds to
 	// LD_LIBRARY_PATH for this target.
 	Env []string `json:"env"`
-	// Installed are store entries installed for this target.
+	// Installed are the store entries this target's links, copies and
+	// activation script lines point into: installed for it or shared with
+	// other targets (an entry is removed once no record names it).
 	Installed []fetch.Key `json:"installed"`
 	// Kept are files that were in the way and left alone.
 	Kept []string `json:"kept,omitempty"`
+
+	// prefix is where the record is saved; store holds its entries.
+	prefix string
+	store  *fetch.Store
+	// j is the journal of the round in progress; hook is Options.Hook.
+	j    *journal
+	hook func(step string)
 }
 
 func (r *Record) owns(p string) bool {
@@ -76,10 +85,14 @@ func recordFile(prefix, key string) string {
 
 // loadRecord reads the record of a target, or starts one.
 func loadRecord(prefix string, t *Target) (*Record, error) {
-	p := recordFile(prefix, t.Key())
+	return loadRecordKey(prefix, t.Key(), t.Name)
+}
+
+func loadRecordKey(prefix, key, name string) (*Record, error) {
+	p := recordFile(prefix, key)
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &Record{Target: t.Key(), Name: t.Name}, nil
+		return &Record{Target: key, Name: name}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -89,6 +102,21 @@ func loadRecord(prefix string, t *Target) (*Record, error) {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	return &r, nil
+}
+
+// otherRecords are the records of every target but key.
+func otherRecords(prefix, key string) ([]*Record, error) {
+	recs, err := Records(prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for _, r := range recs {
+		if r.Target != key {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // Records lists every activation record under prefix.
@@ -136,11 +164,39 @@ func (r *Record) save(prefix string) error {
 	return writeAtomic(p, append(data, '\n'), 0o644)
 }
 
+// writeAtomic writes p whole, through a temporary file beside it. A
+// record's temporary file has a fixed name (p + ".tmp"), so that the
+// recovery of a killed run, which holds the target's journal, can delete
+// it.
 func writeAtomic(p string, data []byte, mode fs.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(p, data, mode)
+	var tmp *os.File
+	var err error
+	if strings.HasSuffix(p, ".json") {
+		tmp, err = os.OpenFile(p+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	} else {
+		tmp, err = os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	}
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), mode)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
 }
 
 // EnvScript is the activation script for objects that search no directory
@@ -215,4 +271,142 @@ func fileSum(p string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// inside reports whether p is dir or lies under it.
+func inside(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// placed returns the record's entry for a placed path.
+func (r *Record) placed(p string) (Placed, bool) {
+	for _, x := range r.Placed {
+		if x.Path == p {
+			return x, true
+		}
+	}
+	return Placed{}, false
+}
+
+// setPlaced records a placed file, replacing an earlier entry for the same
+// path (placed again after an interrupted undo removed it).
+func (r *Record) setPlaced(p Placed) {
+	for i := range r.Placed {
+		if r.Placed[i].Path == p.Path {
+			r.Placed[i] = p
+			return
+		}
+	}
+	r.Placed = append(r.Placed, p)
+}
+
+// linkTarget is where a placed link points, as an absolute path; "" for a
+// copy.
+func (p Placed) linkTarget() string {
+	if p.Link == "" {
+		return ""
+	}
+	if filepath.IsAbs(p.Link) {
+		return filepath.Clean(p.Link)
+	}
+	return filepath.Join(filepath.Dir(p.Path), p.Link)
+}
+
+// keysFor returns the keys of r's store entries that hold p.
+func (r *Record) keysFor(store *fetch.Store, p string) []fetch.Key {
+	if store == nil || p == "" {
+		return nil
+	}
+	var out []fetch.Key
+	for _, k := range r.Installed {
+		if d, err := store.EntryDir(k); err == nil && inside(p, d) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// shareFrom makes r a co-owner of a file o placed, with its siblings (the
+// files o placed from the same component into the same directory, which
+// the library may open at run time), the directories o created for them
+// and the store entries they point into.
+func (r *Record) shareFrom(o *Record, pl Placed) {
+	for _, x := range o.Placed {
+		if x.Path != pl.Path && (x.Component != pl.Component || filepath.Dir(x.Path) != filepath.Dir(pl.Path)) {
+			continue
+		}
+		if !r.owns(x.Path) {
+			r.Placed = append(r.Placed, x)
+		}
+		r.Installed = appendKeys(r.Installed, o.keysFor(r.store, x.linkTarget()))
+	}
+	for _, d := range o.Created {
+		if inside(pl.Path, d) {
+			r.Created = appendUnique(r.Created, d)
+		}
+	}
+}
+
+// shareExisting makes r a co-owner of dst when another target's record
+// placed it and it is still as placed. It reports whether it did.
+func (r *Record) shareExisting(dst string) (bool, error) {
+	if r.prefix == "" {
+		return false, nil
+	}
+	others, err := otherRecords(r.prefix, r.Target)
+	if err != nil {
+		return false, err
+	}
+	for _, o := range others {
+		if pl, ok := o.placed(dst); ok && unchanged(pl) {
+			r.shareFrom(o, pl)
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Share makes the record a co-owner of what other targets' records placed
+// and this target's objects load (found by the scan): the links or copies,
+// the directories created for them, the store entries they point into, and
+// the activation script's directories. Undo of one target then leaves what
+// another still uses. The record is saved when it changed.
+func (r *Record) Share(rep *scan.Report) error {
+	if r == nil || r.prefix == "" {
+		return nil
+	}
+	others, err := otherRecords(r.prefix, r.Target)
+	if err != nil || len(others) == 0 {
+		return err
+	}
+	changed := false
+	for _, root := range rep.Roots {
+		if root.Result == nil {
+			continue
+		}
+		for _, obj := range root.Result.Objects {
+			if obj.HostPath == "" {
+				continue
+			}
+			dirs := []string{filepath.Dir(obj.HostPath), physical(filepath.Dir(obj.HostPath))}
+			for _, o := range others {
+				for _, d := range dirs {
+					p := filepath.Join(d, filepath.Base(obj.HostPath))
+					if pl, ok := o.placed(p); ok && !r.owns(p) {
+						r.shareFrom(o, pl)
+						changed = true
+					}
+					if contains(o.Env, d) && !contains(r.Env, d) {
+						r.Env = append(r.Env, d)
+						r.Installed = appendKeys(r.Installed, o.keysFor(r.store, d))
+						changed = true
+					}
+				}
+			}
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return r.save(r.prefix)
 }

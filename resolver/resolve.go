@@ -44,6 +44,10 @@ type Options struct {
 	// Confirm is asked before anything is downloaded; nil means yes.
 	Confirm func(*Plan) (bool, error)
 	Logger  *slog.Logger
+	// Hook, when set, is called after each step that changes something
+	// ("staged", "installed", "mkdir", "placed", "record"): tests kill the
+	// process there to prove that the next run recovers.
+	Hook func(step string)
 }
 
 // Outcome is everything a resolve found and did. Its JSON form is
@@ -102,6 +106,9 @@ func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
 	s, err := newSession(ctx, t, opts)
 	if err != nil {
 		return nil, err
+	}
+	if s.rec != nil {
+		defer s.rec.Close()
 	}
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
@@ -163,7 +170,7 @@ func newSession(ctx context.Context, t *Target, opts Options) (*session, error) 
 	}
 	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}, opens: opens}
 	if !opts.DryRun {
-		rec, err := loadRecord(opts.Prefix, t)
+		rec, err := OpenRecord(ctx, opts, t)
 		if err != nil {
 			return nil, err
 		}
@@ -245,6 +252,11 @@ func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
 		}
 	}
 	s.out.VersionErrors = rep.VersionErrors
+	if s.rec != nil {
+		if err := s.rec.Share(rep); err != nil {
+			return nil, nil, err
+		}
+	}
 	return rep, l, nil
 }
 
@@ -347,12 +359,12 @@ func (s *session) stopBefore(plan *Plan, n int) (string, error) {
 // install brings the plan's archives into the store, recording what it
 // installed even when it fails part way.
 func (s *session) install(r *Round, plan *Plan) (map[fetch.Key]fetch.Entry, error) {
-	entries, installed, err := install(s.ctx, s.opts, plan)
+	entries, installed, err := install(s.ctx, s.opts, plan, s.rec)
 	r.Installed = installed
 	s.rec.Installed = appendKeys(s.rec.Installed, installed)
 	if err != nil {
 		// What did install is recorded, so that undo can remove it.
-		if serr := s.rec.save(s.opts.Prefix); serr != nil {
+		if serr := s.rec.Commit(); serr != nil {
 			return nil, errors.Join(err, serr)
 		}
 		return nil, err
@@ -375,7 +387,7 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 				r.Placed = append(r.Placed, placed...)
 			}
 			if err != nil {
-				_ = s.rec.save(s.opts.Prefix)
+				_ = s.rec.Commit()
 				return err
 			}
 			for _, f := range files {
@@ -394,16 +406,14 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 			}
 			dir := filepath.Join(e.Dir, filepath.FromSlash(libDir))
 			s.rec.Env = appendUnique(s.rec.Env, dir)
+			s.rec.Installed = appendKeys(s.rec.Installed, []fetch.Key{e.Key})
 			for _, n := range d.Step.Provides {
 				s.handled[n] = "LD_LIBRARY_PATH (" + EnvScript(s.opts.Prefix) + ")"
 				s.viaEnv[n] = true
 			}
 		}
 	}
-	if err := s.rec.save(s.opts.Prefix); err != nil {
-		return err
-	}
-	return writeEnvScript(s.opts.Prefix)
+	return s.rec.Commit()
 }
 
 // verifyRound ends the loop once nothing is missing, after the import
@@ -526,7 +536,7 @@ func systemDirsOf(rep *scan.Report) []string {
 
 // install brings the plan's archives into the store and returns every
 // step's entry, with the keys that were newly installed.
-func install(ctx context.Context, opts Options, plan *Plan) (map[fetch.Key]fetch.Entry, []fetch.Key, error) {
+func install(ctx context.Context, opts Options, plan *Plan, rec *Record) (map[fetch.Key]fetch.Entry, []fetch.Key, error) {
 	if opts.Store == nil || opts.Client == nil {
 		return nil, nil, errors.New("resolve needs a store and a download client")
 	}
@@ -544,6 +554,10 @@ func install(ctx context.Context, opts Options, plan *Plan) (map[fetch.Key]fetch
 		fresh = append(fresh, s.Key())
 	}
 	if len(items) > 0 {
+		items, err := rec.IntendInstall(items)
+		if err != nil {
+			return nil, nil, err
+		}
 		if _, err := opts.Store.Install(ctx, opts.Client, items); err != nil {
 			// Some items may have been installed before the failure.
 			var done []fetch.Key
@@ -554,6 +568,7 @@ func install(ctx context.Context, opts Options, plan *Plan) (map[fetch.Key]fetch
 			}
 			return nil, done, err
 		}
+		rec.step("installed")
 	}
 	out := map[fetch.Key]fetch.Entry{}
 	for _, s := range plan.Steps {

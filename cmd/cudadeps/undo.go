@@ -88,6 +88,19 @@ func renderUndo(w io.Writer, reps []resolver.UndoReport) {
 		for _, l := range r.Left {
 			fmt.Fprintf(w, "  left %s: changed since it was placed\n", l)
 		}
+		if r.Recovered != "" {
+			fmt.Fprintf(w, "  an interrupted %s was recovered first\n", r.Recovered)
+		}
+		for _, l := range r.AlreadyRemoved {
+			fmt.Fprintf(w, "  %s: already removed\n", l)
+		}
+		for _, k := range r.Kept {
+			what := k.Path
+			if k.Store != nil {
+				what = "store entry " + k.Store.String()
+			}
+			fmt.Fprintf(w, "  kept %s: still used by %s\n", what, strings.Join(k.For, ", "))
+		}
 		for _, warn := range r.Warnings {
 			fmt.Fprintf(w, "  %s\n", warn)
 		}
