@@ -73,6 +73,9 @@ func (a *app) storeListCommand() *cobra.Command {
 				return err
 			}
 			if a.opts.json {
+				if err := readStoreFiles(entries); err != nil {
+					return err
+				}
 				return writeStoreJSON(a.stdout, storeListJSON{Schema: storeJSONSchema, Store: s.Dir(), Entries: storeNonNil(entries)})
 			}
 			renderStoreList(a.stdout, s.Dir(), entries)
@@ -142,6 +145,11 @@ leaving those links dangling).`,
 					return err
 				}
 			}
+			if a.opts.json {
+				if err := readStoreFiles(chosen); err != nil {
+					return err
+				}
+			}
 			keys := make([]fetch.Key, len(chosen))
 			for i, e := range chosen {
 				keys[i] = e.Key
@@ -171,6 +179,19 @@ leaving those links dangling).`,
 	cmd.Flags().IntVar(&a.opts.cuda, "cuda", 0, "only entries for CUDA major version `N` (variant cudaN)")
 	cmd.Flags().BoolVar(&force, "force", false, "remove entries that resolved targets still use")
 	return cmd
+}
+
+// readStoreFiles fills in the file lists that the JSON output shows and a
+// listing does not read.
+func readStoreFiles(entries []fetch.Entry) error {
+	for i := range entries {
+		files, err := entries[i].ReadFiles()
+		if err != nil {
+			return err
+		}
+		entries[i].Files = files
+	}
+	return nil
 }
 
 // refuseInUse fails when an activation record still points into one of the
@@ -236,7 +257,7 @@ func renderStoreList(w io.Writer, dir string, entries []fetch.Entry) {
 			variant = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Component, e.Version, e.Platform, variant,
-			storeSize(e.Size), len(e.Files), e.InstalledAt.UTC().Format("2006-01-02 15:04 UTC"), e.Dir)
+			storeSize(e.Size), e.FileCount, e.InstalledAt.UTC().Format("2006-01-02 15:04 UTC"), e.Dir)
 	}
 	tw.Flush()
 }
