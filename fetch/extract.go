@@ -456,10 +456,10 @@ type tree struct {
 	// compressed is the archive's size (0: unknown), for the ratio bound.
 	compressed int64
 	room       room
-	top    string // the top-level directory all entries shared so far
-	mixed  bool   // entries do not share one top-level directory
-	files  []string
-	buf    []byte
+	top        string // the top-level directory all entries shared so far
+	mixed      bool   // entries do not share one top-level directory
+	files      []string
+	buf        []byte
 }
 
 // newTree writes into dir an archive of compressed bytes (0: unknown).

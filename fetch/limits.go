@@ -21,7 +21,7 @@ type Limits struct {
 	MaxEntries int
 	// MaxNameBytes bounds the bytes of all member names, link targets and
 	// the directories they create: the memory an extraction and its store
-	// record need grow with them. Default 32 MiB (NVIDIA's archives with
+	// record need grow with them. Default 16 MiB (NVIDIA's archives with
 	// the most files hold well under 1 MiB of names).
 	MaxNameBytes int64
 	// MaxRatio bounds the expansion: an archive of N bytes may write at
@@ -34,7 +34,7 @@ type Limits struct {
 const (
 	DefaultMaxBytes     = 16 << 30
 	DefaultMaxEntries   = 200_000
-	DefaultMaxNameBytes = 32 << 20
+	DefaultMaxNameBytes = 16 << 20
 	DefaultMaxRatio     = 100
 	// ratioFloor is what any archive may write whatever its ratio, so that a
 	// small archive of text is never refused.
