@@ -102,13 +102,15 @@ func (c *Client) fetchInto(ctx context.Context, req Request, dir string, tr *tra
 	res, err := c.fetchIntoOnce(ctx, req, dir, tr)
 	var se *SpaceError
 	if errors.As(err, &se) && se.Dir == dir {
-		// The archive is kept in the cache; what it needs is known now.
+		// The archive is kept in the cache, and what it needs is known now
+		// where its format declares it: say that rather than which file
+		// did not fit.
 		if d, ok := declaredSize(c.localPath(req)); ok {
 			free, ferr := freeSpace(filepath.Dir(dir))
 			if ferr != nil {
 				free = -1
 			}
-			se.What, se.Need, se.Free = "the archive unpacks to", d, free
+			return res, &SpaceError{Dir: dir, What: "the archive unpacks to", Need: d, Free: free}
 		}
 	}
 	return res, err

@@ -521,12 +521,14 @@ func (s *Store) clearStaging(k Key) {
 	}
 }
 
-// spaceError names the store in a full file system's error: the
+// spaceError makes a full file system's error name the store: the
 // extraction's own directory is gone once the install fails.
 func (s *Store) spaceError(err error) error {
 	var se *SpaceError
 	if errors.As(err, &se) && strings.HasPrefix(se.Dir, s.dir+string(filepath.Separator)) {
-		se.Dir = s.dir
+		cp := *se
+		cp.Dir = s.dir
+		return &cp
 	}
 	return err
 }
