@@ -11,8 +11,8 @@ import (
 // Limits bound the work one archive may cause: bytes written, entries
 // created, memory for its names, and how far it may expand. They stop
 // decompression bombs and archives of millions of long names before they
-// fill the disk or the memory. Zero fields take the defaults; a negative
-// MaxRatio turns the ratio bound off.
+// fill the disk or the memory. Zero or negative fields take the defaults,
+// but a negative MaxRatio turns the ratio bound off.
 type Limits struct {
 	// MaxBytes bounds the total size of the regular files. Default 16 GiB
 	// (NVIDIA's largest archives unpack to a few GiB).
@@ -45,9 +45,9 @@ const (
 )
 
 func (l Limits) withDefaults() Limits {
-	l.MaxBytes = orDefault(l.MaxBytes, DefaultMaxBytes)
-	l.MaxEntries = orDefault(l.MaxEntries, DefaultMaxEntries)
-	l.MaxNameBytes = orDefault(l.MaxNameBytes, DefaultMaxNameBytes)
+	l.MaxBytes = orDefault(max(l.MaxBytes, 0), DefaultMaxBytes)
+	l.MaxEntries = orDefault(max(l.MaxEntries, 0), DefaultMaxEntries)
+	l.MaxNameBytes = orDefault(max(l.MaxNameBytes, 0), DefaultMaxNameBytes)
 	l.MaxRatio = orDefault(l.MaxRatio, DefaultMaxRatio)
 	return l
 }

@@ -59,7 +59,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			client, err := fetch.NewClient(fetch.Options{CacheDir: cacheDir, AllowHTTP: allowHTTP, Logger: a.logger, Progress: a.progressWriter()})
+			client, err := fetch.NewClient(fetch.Options{CacheDir: cacheDir, AllowHTTP: allowHTTP, Logger: a.logger, Progress: a.progressWriter(), Limits: a.opts.limits})
 			if err != nil {
 				return err
 			}
@@ -80,6 +80,7 @@ Examples:
 	cmd.Flags().StringVar(&cacheDir, "cache", "", "download cache `DIR` (default: $XDG_CACHE_HOME/cudadeps)")
 	a.opts.addCatalogFlags(cmd)
 	a.opts.addStoreFlags(cmd)
+	a.opts.addLimitFlags(cmd)
 	a.opts.addJSONFlag(cmd)
 	return cmd
 }

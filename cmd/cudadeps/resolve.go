@@ -83,6 +83,7 @@ Examples:
 	a.opts.addLoaderFlags(cmd)
 	a.opts.addCatalogFlags(cmd)
 	a.opts.addStoreFlags(cmd)
+	a.opts.addLimitFlags(cmd)
 	a.opts.addJSONFlag(cmd)
 	return cmd
 }
@@ -143,7 +144,7 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		if opts.Store, err = fetch.OpenStore(prefix); err != nil {
 			return err
 		}
-		if opts.Client, err = fetch.NewClient(fetch.Options{CacheDir: f.cacheDir, AllowHTTP: f.allowHTTP, Logger: a.logger, Progress: a.progressWriter()}); err != nil {
+		if opts.Client, err = fetch.NewClient(fetch.Options{CacheDir: f.cacheDir, AllowHTTP: f.allowHTTP, Logger: a.logger, Progress: a.progressWriter(), Limits: a.opts.limits}); err != nil {
 			return err
 		}
 		if !f.yes && !a.opts.json && a.interactive() {
