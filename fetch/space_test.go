@@ -193,3 +193,43 @@ func TestExtractDeclaredSizeNeedsSpace(t *testing.T) {
 		t.Errorf("%d bytes written", n)
 	}
 }
+
+// The size an .xz file declares is the sum over its blocks and streams,
+// with stream padding between them; anything else declares nothing.
+func TestXZDeclaredSize(t *testing.T) {
+	d := decoders(t)["system"]
+	if d.xz == "" {
+		t.Skip("xz is not on PATH")
+	}
+	data := payload(31, 3<<20)
+	one := xzCLI(t, d.xz, data)
+	cmd := exec.Command(d.xz, "-1", "-T2", "--block-size=262144", "--stdout")
+	cmd.Stdin = bytes.NewReader(data)
+	blocks, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	padded := append(append(append([]byte{}, one...), make([]byte, 8)...), blocks...)
+	for name, c := range map[string]struct {
+		file []byte
+		want int64
+	}{
+		"one block":           {one, int64(len(data))},
+		"blocks":              {blocks, int64(len(data))},
+		"two streams, padded": {padded, 2 * int64(len(data))},
+	} {
+		got, ok := xzDeclaredSize(bytes.NewReader(c.file), int64(len(c.file)))
+		if !ok || got != c.want {
+			t.Errorf("%s: %d, %v; want %d", name, got, ok, c.want)
+		}
+	}
+	for name, bad := range map[string][]byte{
+		"truncated":  one[:len(one)-1],
+		"not xz":     data[:4096],
+		"bad footer": append(append([]byte{}, one[:len(one)-2]...), 'Y', 'Y'),
+	} {
+		if got, ok := xzDeclaredSize(bytes.NewReader(bad), int64(len(bad))); ok {
+			t.Errorf("%s: declared %d", name, got)
+		}
+	}
+}
