@@ -5,6 +5,7 @@ go 1.24
 require (
 	github.com/ebitengine/purego v0.9.1
 	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/klauspost/compress v1.19.2
 	github.com/schollz/progressbar/v3 v3.18.0
 	github.com/spf13/cobra v1.10.1
 	github.com/spf13/pflag v1.0.9

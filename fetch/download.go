@@ -99,21 +99,45 @@ func (c *Client) Unpack(ctx context.Context, req Request, destDir string) error 
 // and the result is thrown away if the bytes fail verification at the end.
 // Zip needs the whole file; the pure-Go xz decoder only reads verified bytes.
 func (c *Client) fetchInto(ctx context.Context, req Request, dir string, tr *tracker) (extracted, error) {
+	res, err := c.fetchIntoOnce(ctx, req, dir, tr)
+	var se *SpaceError
+	if errors.As(err, &se) && se.Dir == dir {
+		// The archive is kept in the cache, and what it needs is known now
+		// where its format declares it: say that rather than which file
+		// did not fit.
+		if d, ok := declaredSize(c.localPath(req)); ok {
+			free, ferr := freeSpace(filepath.Dir(dir))
+			if ferr != nil {
+				free = -1
+			}
+			return res, &SpaceError{Dir: dir, What: "the archive unpacks to", Need: d, Free: free}
+		}
+	}
+	return res, err
+}
+
+func (c *Client) fetchIntoOnce(ctx context.Context, req Request, dir string, tr *tracker) (extracted, error) {
 	var res extracted
 	streamable := false
 	switch formatOfName(req.URL) {
 	case formatXZ:
 		streamable = c.dec.xz != ""
-	case formatGzip, formatTar:
+	case formatGzip, formatTar, formatZstd:
 		streamable = true
 	}
 	if streamable {
+		// A copy on disk (cached, or a file URL) tells its size up front;
+		// it may be damaged, but then verification fails and wins.
+		size := archiveSize{compressed: req.Size, declared: -1}
+		if d, ok := declaredSize(c.localPath(req)); ok {
+			size.declared = d
+		}
 		consume := func(r io.ReadCloser) error {
 			if err := resetDir(dir); err != nil {
 				return err
 			}
 			var err error
-			res, err = extractStream(ctx, r, dir, c.lim, c.dec, req.label())
+			res, err = extractStream(ctx, r, dir, c.lim, c.dec, req.label(), size)
 			return err
 		}
 		_, err := c.produce(ctx, req, consume, tr)
@@ -127,6 +151,17 @@ func (c *Client) fetchInto(ctx context.Context, req Request, dir string, tr *tra
 		return res, err
 	}
 	return extractFile(ctx, p, dir, c.lim, c.dec, req.label())
+}
+
+// localPath is where the archive is, or will be, on this machine: the
+// file:// path or the cache's file.
+func (c *Client) localPath(req Request) string {
+	if u, err := url.Parse(req.URL); err == nil && u.Scheme == "file" {
+		if p, err := fileURLPath(u); err == nil {
+			return p
+		}
+	}
+	return c.cachePath(req.SHA256)
 }
 
 // resetDir empties dir: a consumer may run more than once (a damaged cache
@@ -180,11 +215,19 @@ func (c *Client) produce(ctx context.Context, req Request, consume consumer, tr 
 	for attempt := 0; ; attempt++ {
 		resumed, err := c.download(ctx, req, cached, consume, tr)
 		var ve *VerifyError
-		if err != nil && errors.As(err, &ve) && resumed && attempt == 0 {
+		var re *refusedError
+		if err != nil && (errors.As(err, &ve) || errors.As(err, &re)) && resumed && attempt == 0 {
 			// Resuming trusts that the bytes on disk and the server's agree;
-			// one clean download settles it.
-			c.log.Warn("resumed download failed verification; downloading it again from the start", "name", req.label(), "error", err)
+			// a resumed download that fails its checks, or that the
+			// extractor refuses before it could be verified, may be two
+			// halves that do not belong together. One clean download from
+			// the start settles it.
+			c.log.Warn("resumed download failed its checks; downloading it again from the start", "name", req.label(), "error", err)
+			tr.set(0)
 			continue
+		}
+		if errors.As(err, &re) {
+			err = re.err
 		}
 		if err != nil {
 			return "", err
@@ -192,6 +235,12 @@ func (c *Client) produce(ctx context.Context, req Request, consume consumer, tr 
 		return cached, nil
 	}
 }
+
+// refusedError is a consumer's refusal of bytes that were never verified.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
 
 // fromCache uses a cached archive when there is one. ok reports that it was
 // used; a damaged one is deleted so that the caller downloads it again.
@@ -243,7 +292,8 @@ func (c *Client) fromFile(ctx context.Context, req Request, p string, consume co
 		return &VerifyError{URL: req.URL, WantSize: req.Size, GotSize: fi.Size(), WantSHA256: req.SHA256}
 	}
 	open := func(ctx context.Context) io.Reader { return &ctxReader{ctx: ctx, r: f} }
-	return c.runSource(ctx, req, open, consume, tr, true)
+	_, err = c.runSource(ctx, req, open, consume, tr, true)
+	return err
 }
 
 // ctxReader stops reading once ctx ends.
@@ -262,12 +312,14 @@ func (r *ctxReader) Read(p []byte) (int, error) {
 // download fetches the archive into cached+".part" (resuming what an earlier
 // run left there) while consume reads the same bytes back from the file as
 // it grows, then renames the verified file into the cache. resumed reports
-// that bytes from before a break were kept.
+// that bytes from before a break were kept. A verified file is kept even
+// when the consumer failed (a full prefix): the next run needs no download.
+// A file that cannot be completed (a full cache) is deleted.
 func (c *Client) download(ctx context.Context, req Request, cached string, consume consumer, tr *tracker) (resumed bool, err error) {
 	part, meta := cached+".part", cached+".part.json"
 	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return false, fmt.Errorf("download cache: %w", err)
+		return false, c.cacheError(req, part, 0, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
@@ -280,6 +332,10 @@ func (c *Client) download(ctx context.Context, req Request, cached string, consu
 			return false, fmt.Errorf("download cache: %w", err)
 		}
 		have = 0
+	}
+	if free, err := freeSpace(filepath.Dir(part)); err == nil && blockSize(req.Size-have) > free {
+		removeFiles(part, meta)
+		return false, &SpaceError{Dir: c.cacheDir, What: "the download of " + req.label() + " needs", Need: req.Size, Free: free + blockSize(have)}
 	}
 	if have > 0 {
 		c.log.Info("resuming a partial download", "name", req.label(), "have", have, "size", req.Size)
@@ -298,21 +354,25 @@ func (c *Client) download(ctx context.Context, req Request, cached string, consu
 		tdone <- err
 	}()
 	open := func(ctx context.Context) io.Reader { return &followReader{ctx: ctx, f: f, g: g} }
-	err = c.runSource(ctx, req, open, consume, tr, false)
+	verified, err := c.runSource(ctx, req, open, consume, tr, false)
 	cancel()
 	terr := <-tdone
 	resumed = have > 0 || ranged
 	var ve *VerifyError
 	switch {
-	case err == nil:
-		if err := os.Rename(part, cached); err != nil {
-			return resumed, fmt.Errorf("download cache: %w", err)
+	case verified:
+		if rerr := os.Rename(part, cached); rerr != nil {
+			return resumed, fmt.Errorf("download cache: %w", rerr)
 		}
 		os.Remove(meta)
-		return resumed, nil
+		return resumed, err
 	case errors.As(err, &ve):
 		removeFiles(part, meta)
 		return resumed, fmt.Errorf("%w (download deleted)", err)
+	case terr != nil && isNoSpace(terr):
+		// What cannot be completed only keeps the file system full.
+		removeFiles(part, meta)
+		return resumed, c.cacheError(req, part, have, terr)
 	case terr != nil:
 		// The network failed: keep what arrived for the next run.
 		if fi, err := f.Stat(); err == nil && fi.Size() == 0 {
@@ -325,8 +385,21 @@ func (c *Client) download(ctx context.Context, req Request, cached string, consu
 		// The consumer refused the bytes before they could be verified:
 		// do not resume from them.
 		removeFiles(part, meta)
-		return resumed, err
+		return resumed, &refusedError{err}
 	}
+}
+
+// cacheError explains a write to the cache that failed; a full file system
+// says how much the archive needs.
+func (c *Client) cacheError(req Request, part string, have int64, err error) error {
+	if !isNoSpace(err) {
+		return fmt.Errorf("download cache: %w", err)
+	}
+	free, ferr := freeSpace(filepath.Dir(part))
+	if ferr != nil {
+		free = -1
+	}
+	return &SpaceError{Dir: c.cacheDir, What: "the download of " + req.label() + " needs", Need: req.Size, Free: free}
 }
 
 func removeFiles(paths ...string) {
@@ -338,7 +411,9 @@ func removeFiles(paths ...string) {
 // runSource reads the archive once from the reader open returns, hashing it
 // and handing it to consume (if any) through a pipe, then checks size and
 // sha256. A consumer that stops early is fine: the rest is still hashed.
-func (c *Client) runSource(ctx context.Context, req Request, open func(context.Context) io.Reader, consume consumer, tr *tracker, local bool) error {
+// verified reports that all the bytes arrived and match; err is then the
+// consumer's error, if any.
+func (c *Client) runSource(ctx context.Context, req Request, open func(context.Context) io.Reader, consume consumer, tr *tracker, local bool) (verified bool, err error) {
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	src := open(sctx)
@@ -361,28 +436,31 @@ func (c *Client) runSource(ctx context.Context, req Request, open func(context.C
 	if consume != nil {
 		cerr = consume(pr)
 		pr.CloseWithError(errors.New("consumer finished"))
-		if cerr != nil && !local {
-			stop() // no need to download the rest
+		// No need to download the rest of an archive that was refused; but
+		// one that did not fit in its destination is worth keeping, and a
+		// local file is hashed to tell damage from a bad archive.
+		if cerr != nil && !local && !isNoSpace(cerr) {
+			stop()
 		}
 	}
 	res := <-done
 	var se *sourceError
 	switch {
 	case errors.As(cerr, &se):
-		return se.err
+		return false, se.err
 	case res.err != nil && cerr != nil:
-		return cerr
+		return false, cerr
 	case res.err != nil:
-		return res.err
+		return false, res.err
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); res.n != req.Size || got != req.SHA256 {
 		ve := &VerifyError{URL: req.URL, WantSize: req.Size, GotSize: res.n, WantSHA256: req.SHA256}
 		if res.n == req.Size {
 			ve.GotSHA256 = got
 		}
-		return ve
+		return false, ve
 	}
-	return cerr
+	return true, cerr
 }
 
 // pump copies src into the hash and, while the consumer reads, into pw.

@@ -18,30 +18,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 )
-
-// Limits bound what one archive may write: they stop decompression bombs
-// before they fill the disk. Zero fields take the defaults.
-type Limits struct {
-	// MaxBytes bounds the total size of the regular files. Default 16 GiB
-	// (NVIDIA's largest archives unpack to a few GiB).
-	MaxBytes int64
-	// MaxEntries bounds the number of entries. Default 200 000.
-	MaxEntries int
-}
-
-// Default limits.
-const (
-	DefaultMaxBytes   = 16 << 30
-	DefaultMaxEntries = 200_000
-)
-
-func (l Limits) withDefaults() Limits {
-	l.MaxBytes = orDefault(l.MaxBytes, DefaultMaxBytes)
-	l.MaxEntries = orDefault(l.MaxEntries, DefaultMaxEntries)
-	return l
-}
 
 // Layouts of an extracted archive, recorded in Entry.Layout.
 const (
@@ -80,18 +59,22 @@ func autoDecoder() decoder {
 	return decoder{xz: p}
 }
 
-// Extract unpacks a verified .tar.xz, .tar.gz, .tar, .whl or .zip into
-// destDir, which must not exist or be an empty directory. The format comes
-// from the file's first bytes. A tar archive whose entries share one
-// top-level directory (NVIDIA's NAME-archive/) has it stripped, so that
-// destDir/lib/... exists; a .whl or .zip keeps its layout.
+// Extract unpacks a verified .tar.xz, .tar.gz, .tar.zst, .tar, .whl or .zip
+// into destDir, which must not exist or be an empty directory. The format
+// comes from the file's first bytes. A tar archive whose entries share one
+// top-level directory (NVIDIA's NAME-archive/, TensorRT's
+// TensorRT-VERSION/) has it stripped, so that destDir/lib/... exists; a .whl
+// or .zip keeps its layout.
 //
 // Entries that could write outside destDir are refused with an error naming
 // the entry: absolute paths, ".." components, symbolic or hard links whose
 // target leaves the component directory, paths through a link, devices and
-// fifos. setuid, setgid and sticky bits are dropped; directories are 0755.
-// lim bounds the total size and entry count. On error destDir is left as it
-// was: the archive is unpacked beside it and renamed into place at the end.
+// fifos, names with control characters. setuid, setgid and sticky bits are
+// dropped; directories are 0755. lim bounds the bytes, entries, name bytes
+// and expansion ratio; the free space is checked against what the archive
+// declares (an .xz or zip index) before anything is written, and before each
+// file. On error destDir is left as it was: the archive is unpacked beside it
+// and renamed into place at the end.
 //
 // .xz is decoded by the system xz when it is on PATH, else in pure Go.
 func Extract(ctx context.Context, archivePath, destDir string, lim Limits) error {
@@ -175,6 +158,7 @@ const (
 	formatGzip
 	formatTar
 	formatZip
+	formatZstd
 )
 
 func sniff(head []byte) format {
@@ -183,6 +167,8 @@ func sniff(head []byte) format {
 		return formatXZ
 	case bytes.HasPrefix(head, []byte{0x1F, 0x8B}):
 		return formatGzip
+	case bytes.HasPrefix(head, []byte{0x28, 0xB5, 0x2F, 0xFD}):
+		return formatZstd
 	case bytes.HasPrefix(head, []byte("PK\x03\x04")), bytes.HasPrefix(head, []byte("PK\x05\x06")):
 		return formatZip
 	case len(head) >= 262 && string(head[257:262]) == "ustar":
@@ -203,6 +189,8 @@ func formatOfName(name string) format {
 		return formatXZ
 	case strings.HasSuffix(name, ".tar.gz"), strings.HasSuffix(name, ".tgz"):
 		return formatGzip
+	case strings.HasSuffix(name, ".tar.zst"), strings.HasSuffix(name, ".tzst"):
+		return formatZstd
 	case strings.HasSuffix(name, ".tar"):
 		return formatTar
 	case strings.HasSuffix(name, ".whl"), strings.HasSuffix(name, ".zip"):
@@ -215,65 +203,130 @@ func formatOfName(name string) format {
 func extractFile(ctx context.Context, path, dir string, lim Limits, dec decoder, label string) (extracted, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return extracted{}, fmt.Errorf("extract: %w", err)
+		return extracted{}, fmt.Errorf("extract: %w", shortPathError(err))
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return extracted{}, fmt.Errorf("extract %s: %w", clip(label), err)
+	}
 	head := make([]byte, 512)
 	n, err := io.ReadFull(f, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return extracted{}, fmt.Errorf("extract %s: %w", label, err)
+		return extracted{}, fmt.Errorf("extract %s: %w", clip(label), err)
 	}
 	if sniff(head[:n]) == formatZip {
-		fi, err := f.Stat()
-		if err != nil {
-			return extracted{}, fmt.Errorf("extract %s: %w", label, err)
-		}
 		zr, err := zip.NewReader(f, fi.Size())
 		if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
-			return extracted{}, fmt.Errorf("extract %s: %w", label, err)
+			return extracted{}, fmt.Errorf("extract %s: %w", clip(label), err)
 		}
-		t := newTree(dir, lim, false)
+		t := newTree(dir, lim, false, fi.Size())
 		if err := t.unzip(ctx, zr); err != nil {
-			return extracted{}, fmt.Errorf("extract %s: %w", label, err)
+			return extracted{}, fmt.Errorf("extract %s: %w", clip(label), err)
 		}
 		return t.result(), nil
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return extracted{}, fmt.Errorf("extract %s: %w", label, err)
+	declared := int64(-1)
+	if d, ok := declaredSize(path); ok {
+		declared = d
 	}
-	return extractStream(ctx, f, dir, lim, dec, label)
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return extracted{}, fmt.Errorf("extract %s: %w", clip(label), err)
+	}
+	return extractStream(ctx, f, dir, lim, dec, label, archiveSize{compressed: fi.Size(), declared: declared})
 }
 
-// extractStream unpacks a tar stream (plain, .xz or .gz) from r into dir
-// (existing, empty) as the bytes come. Closing r aborts a read in progress.
-func extractStream(ctx context.Context, r io.ReadCloser, dir string, lim Limits, dec decoder, label string) (extracted, error) {
+// archiveSize is what is known of an archive's size before it is read.
+type archiveSize struct {
+	compressed int64 // its bytes (0: unknown)
+	declared   int64 // what its index says it unpacks to (-1: unknown)
+}
+
+// extractStream unpacks a tar stream (plain, .xz, .gz or .zst) from r into
+// dir (existing, empty) as the bytes come. Closing r aborts a read in
+// progress.
+func extractStream(ctx context.Context, r io.ReadCloser, dir string, lim Limits, dec decoder, label string, size archiveSize) (extracted, error) {
 	br := bufio.NewReaderSize(r, 256<<10)
 	head, _ := br.Peek(512)
-	t := newTree(dir, lim, true)
+	t := newTree(dir, lim, true, size.compressed)
 	var err error
-	switch sniff(head) {
-	case formatXZ:
+	if size.declared >= 0 {
+		err = t.declare(size.declared)
+	}
+	switch f := sniff(head); {
+	case err != nil:
+	case f == formatXZ:
 		if dec.xz != "" {
 			err = runXZ(ctx, dec.xz, br, r, func(out io.Reader) error { return t.untar(ctx, out) })
 		} else {
 			err = dec.untarGoXZ(ctx, br, t)
 		}
-	case formatGzip:
+	case f == formatGzip:
 		var zr *gzip.Reader
 		if zr, err = gzip.NewReader(br); err == nil {
 			err = t.untar(ctx, bufio.NewReaderSize(zr, 256<<10))
 		}
-	case formatTar:
+	case f == formatZstd:
+		err = untarZstd(ctx, br, t)
+	case f == formatTar:
 		err = t.untar(ctx, br)
-	case formatZip:
+	case f == formatZip:
 		err = errors.New("a zip archive can only be read once it is complete")
 	default:
-		err = errors.New("not a .tar.xz, .tar.gz, .tar, .whl or .zip archive")
+		err = errors.New("not a .tar.xz, .tar.gz, .tar.zst, .tar, .whl or .zip archive")
 	}
 	if err != nil {
-		return extracted{}, fmt.Errorf("extract %s: %w", label, err)
+		return extracted{}, fmt.Errorf("extract %s: %w", clip(label), err)
 	}
 	return t.result(), nil
+}
+
+// zstdMaxWindow is the largest window a .zst stream may ask for: what the
+// zstd program allows without --long (128 MiB). A hostile stream cannot
+// make the decoder hold more.
+const zstdMaxWindow = 128 << 20
+
+// untarZstd decodes a .tar.zst in this process, on one goroutine.
+func untarZstd(ctx context.Context, br *bufio.Reader, t *tree) error {
+	zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(zstdMaxWindow))
+	if err != nil {
+		return fmt.Errorf("zstd: %w", err)
+	}
+	defer zr.Close()
+	if err := t.untar(ctx, bufio.NewReaderSize(zr, 256<<10)); err != nil {
+		return err
+	}
+	// Read to the end, so that a damaged last frame is an error.
+	return readTrailer(zr)
+}
+
+// maxTrailer bounds what may follow a tar archive's end marker (tar pads
+// its output to 10 KiB records): a stream that goes on is refused rather
+// than decoded for nothing.
+const maxTrailer = 1 << 20
+
+func readTrailer(r io.Reader) error {
+	n, err := io.CopyN(io.Discard, r, maxTrailer+1)
+	if err == io.EOF {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("more than %d bytes after the end of the tar archive (%d read)", maxTrailer, n)
+}
+
+// shortPathError clips the paths an os error names.
+func shortPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && len(pe.Path) > maxShown {
+		return &fs.PathError{Op: pe.Op, Path: clip(pe.Path), Err: pe.Err}
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) && (len(le.Old) > maxShown || len(le.New) > maxShown) {
+		return &os.LinkError{Op: le.Op, Old: clip(le.Old), New: clip(le.New), Err: le.Err}
+	}
+	return err
 }
 
 // untarGoXZ decodes with the pure-Go decoder (always behind a bufio.Reader:
@@ -331,7 +384,7 @@ func runXZ(ctx context.Context, xzPath string, in io.Reader, inCloser io.Closer,
 	err = fn(out)
 	if err == nil {
 		// Let xz finish: the tar end marker may precede padding.
-		_, err = io.Copy(io.Discard, out)
+		err = readTrailer(out)
 	}
 	if err != nil {
 		_ = cmd.Process.Kill()
@@ -398,14 +451,36 @@ type tree struct {
 	kinds  map[string]byte // slash path → kind written
 	bytes  int64
 	count  int
-	top    string // the top-level directory all entries shared so far
-	mixed  bool   // entries do not share one top-level directory
-	files  []string
-	buf    []byte
+	names  int64 // bytes of names, link targets and directories made
+	cap    int64 // the bytes of files this archive may write
+	// compressed is the archive's size (0: unknown), for the ratio bound.
+	compressed int64
+	room       room
+	top        string // the top-level directory all entries shared so far
+	mixed      bool   // entries do not share one top-level directory
+	files      []string
+	buf        []byte
 }
 
-func newTree(dir string, lim Limits, strict bool) *tree {
-	return &tree{dir: dir, lim: lim, strict: strict, kinds: map[string]byte{}}
+// newTree writes into dir an archive of compressed bytes (0: unknown).
+func newTree(dir string, lim Limits, strict bool, compressed int64) *tree {
+	return &tree{dir: dir, lim: lim, strict: strict, kinds: map[string]byte{},
+		cap: lim.byteCap(compressed), compressed: compressed, room: room{dir: dir}}
+}
+
+// declare checks what an archive says it unpacks to (its index or central
+// directory) before anything is written: against the bounds, and against the
+// free space.
+func (t *tree) declare(size int64) error {
+	if size > t.cap {
+		return t.lim.capError(size, t.compressed)
+	}
+	if ok, free := t.room.take(size); !ok {
+		return &SpaceError{Dir: t.dir, What: "the archive unpacks to", Need: size, Free: free}
+	}
+	t.room.free += blockSize(size) // each file is counted as it is written
+
+	return nil
 }
 
 func (t *tree) untar(ctx context.Context, r io.Reader) error {
@@ -434,13 +509,13 @@ func (t *tree) untar(ctx context.Context, r io.Reader) error {
 		case tar.TypeXGlobalHeader:
 			continue
 		case tar.TypeChar:
-			return fmt.Errorf("entry %q: character devices are refused", hdr.Name)
+			return fmt.Errorf("entry %s: character devices are refused", quote(hdr.Name))
 		case tar.TypeBlock:
-			return fmt.Errorf("entry %q: block devices are refused", hdr.Name)
+			return fmt.Errorf("entry %s: block devices are refused", quote(hdr.Name))
 		case tar.TypeFifo:
-			return fmt.Errorf("entry %q: fifos are refused", hdr.Name)
+			return fmt.Errorf("entry %s: fifos are refused", quote(hdr.Name))
 		default:
-			return fmt.Errorf("entry %q: unsupported tar entry type %q", hdr.Name, hdr.Typeflag)
+			return fmt.Errorf("entry %s: unsupported tar entry type %q", quote(hdr.Name), hdr.Typeflag)
 		}
 		if err := t.add(e, tr); err != nil {
 			return err
@@ -455,12 +530,15 @@ func (t *tree) unzip(ctx context.Context, zr *zip.Reader) error {
 	if len(zr.File) > t.lim.MaxEntries {
 		return fmt.Errorf("%d entries: more than the limit of %d entries", len(zr.File), t.lim.MaxEntries)
 	}
-	var total uint64
+	var names int64
 	for _, f := range zr.File {
-		total += f.UncompressedSize64
-		if total > uint64(t.lim.MaxBytes) {
-			return fmt.Errorf("expands to more than the limit of %d bytes", t.lim.MaxBytes)
+		if names += int64(len(f.Name)); names > t.lim.MaxNameBytes {
+			return t.namesError()
 		}
+	}
+	total, _ := zipDeclaredSize(zr)
+	if err := t.declare(total); err != nil {
+		return err
 	}
 	for _, f := range zr.File {
 		if err := ctx.Err(); err != nil {
@@ -472,9 +550,9 @@ func (t *tree) unzip(ctx context.Context, zr *zip.Reader) error {
 		case mode.IsDir():
 			e.kind = kindDir
 		case mode&fs.ModeSymlink != 0:
-			return fmt.Errorf("entry %q: symbolic links in zip archives are refused", f.Name)
+			return fmt.Errorf("entry %s: symbolic links in zip archives are refused", quote(f.Name))
 		case mode.Type() != 0:
-			return fmt.Errorf("entry %q: special files (%s) are refused", f.Name, mode.Type())
+			return fmt.Errorf("entry %s: special files (%s) are refused", quote(f.Name), mode.Type())
 		default:
 			e.kind = kindFile
 		}
@@ -491,10 +569,14 @@ func (t *tree) addZip(f *zip.File, e archiveEntry) error {
 	}
 	rc, err := f.Open()
 	if err != nil {
-		return fmt.Errorf("entry %q: %w", f.Name, err)
+		return fmt.Errorf("entry %s: %w", quote(f.Name), err)
 	}
 	defer rc.Close()
 	return t.add(e, rc)
+}
+
+func (t *tree) namesError() error {
+	return fmt.Errorf("the archive's names take more than the limit of %d bytes", t.lim.MaxNameBytes)
 }
 
 // add writes one entry; body holds a regular file's bytes.
@@ -503,19 +585,26 @@ func (t *tree) add(e archiveEntry, body io.Reader) error {
 	if t.count > t.lim.MaxEntries {
 		return fmt.Errorf("more than the limit of %d entries", t.lim.MaxEntries)
 	}
+	if len(e.link) > maxNameLen {
+		return fmt.Errorf("entry %s: link target longer than %d bytes", quote(e.name), maxNameLen)
+	}
+	t.names += int64(len(e.name) + len(e.link))
+	if t.names > t.lim.MaxNameBytes {
+		return t.namesError()
+	}
 	parts, err := splitName(e.name)
 	if err != nil {
-		return fmt.Errorf("entry %q: %w", e.name, err)
+		return fmt.Errorf("entry %s: %w", quote(e.name), err)
 	}
 	if len(parts) == 0 {
 		if e.kind == kindDir {
 			return nil // "./"
 		}
-		return fmt.Errorf("entry %q: empty path", e.name)
+		return fmt.Errorf("entry %s: empty path", quote(e.name))
 	}
 	t.noteTop(parts, e.kind)
 	if err := t.makeParents(parts); err != nil {
-		return fmt.Errorf("entry %q: %w", e.name, err)
+		return fmt.Errorf("entry %s: %w", quote(e.name), shortPathError(err))
 	}
 	rel := strings.Join(parts, "/")
 	full := filepath.Join(t.dir, filepath.FromSlash(rel))
@@ -523,17 +612,17 @@ func (t *tree) add(e archiveEntry, body io.Reader) error {
 		switch t.kinds[rel] {
 		case 0:
 			if err := os.Mkdir(full, 0o755); err != nil {
-				return fmt.Errorf("entry %q: %w", e.name, err)
+				return fmt.Errorf("entry %s: %w", quote(e.name), shortPathError(err))
 			}
 			t.kinds[rel] = kindDir
 		case kindDir:
 		default:
-			return fmt.Errorf("entry %q: a directory where an earlier entry is a file or link", e.name)
+			return fmt.Errorf("entry %s: a directory where an earlier entry is a file or link", quote(e.name))
 		}
 		return nil
 	}
 	if _, dup := t.kinds[rel]; dup {
-		return fmt.Errorf("entry %q: duplicate path", e.name)
+		return fmt.Errorf("entry %s: duplicate path", quote(e.name))
 	}
 	switch e.kind {
 	case kindFile:
@@ -549,7 +638,7 @@ func (t *tree) add(e archiveEntry, body io.Reader) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("entry %q: %w", e.name, err)
+		return fmt.Errorf("entry %s: %w", quote(e.name), shortPathError(err))
 	}
 	if e.kind == kindLink {
 		t.kinds[rel] = kindLink
@@ -563,9 +652,14 @@ func (t *tree) add(e archiveEntry, body io.Reader) error {
 // splitName turns an archive path into its components, refusing anything
 // that is not a plain relative path.
 func splitName(name string) ([]string, error) {
+	c, ctl := controlChar(name)
 	switch {
-	case strings.ContainsRune(name, 0):
+	case len(name) > maxNameLen:
+		return nil, fmt.Errorf("path longer than %d bytes", maxNameLen)
+	case c == 0 && ctl:
 		return nil, errors.New("NUL byte in path")
+	case ctl:
+		return nil, fmt.Errorf("control character %#02x in path", c)
 	case strings.HasPrefix(name, "/"):
 		return nil, errors.New("absolute path")
 	case strings.ContainsRune(name, '\\'):
@@ -604,14 +698,19 @@ func (t *tree) makeParents(parts []string) error {
 		switch t.kinds[p] {
 		case kindDir:
 		case 0:
+			// Each directory is a key of kinds: deep names whose
+			// directories all differ cost their depth times their length.
+			if t.names += int64(len(p)); t.names > t.lim.MaxNameBytes {
+				return t.namesError()
+			}
 			if err := os.Mkdir(filepath.Join(t.dir, filepath.FromSlash(p)), 0o755); err != nil {
 				return err
 			}
 			t.kinds[p] = kindDir
 		case kindLink:
-			return fmt.Errorf("path goes through the symbolic link %q", p)
+			return fmt.Errorf("path goes through the symbolic link %s", quote(p))
 		default:
-			return fmt.Errorf("path goes through the file %q", p)
+			return fmt.Errorf("path goes through the file %s", quote(p))
 		}
 	}
 	return nil
@@ -637,8 +736,10 @@ func (t *tree) checkSymlink(parts []string, target string) error {
 		return errors.New("symbolic link with an empty target")
 	case strings.ContainsRune(target, 0):
 		return errors.New("NUL byte in link target")
+	case func() bool { _, ctl := controlChar(target); return ctl }():
+		return errors.New("control character in link target")
 	case strings.HasPrefix(target, "/"):
-		return fmt.Errorf("symbolic link to the absolute path %q leaves the component directory", target)
+		return fmt.Errorf("symbolic link to the absolute path %s leaves the component directory", quote(target))
 	}
 	up, named := 0, false
 	for _, p := range strings.Split(target, "/") {
@@ -646,7 +747,7 @@ func (t *tree) checkSymlink(parts []string, target string) error {
 		case "", ".":
 		case "..":
 			if named {
-				return fmt.Errorf("symbolic link target %q has \"..\" after a name", target)
+				return fmt.Errorf("symbolic link target %s has \"..\" after a name", quote(target))
 			}
 			up++
 		default:
@@ -654,7 +755,7 @@ func (t *tree) checkSymlink(parts []string, target string) error {
 		}
 	}
 	if up > t.ceiling(parts) {
-		return fmt.Errorf("symbolic link to %q leaves the component directory", target)
+		return fmt.Errorf("symbolic link to %s leaves the component directory", quote(target))
 	}
 	return nil
 }
@@ -664,17 +765,17 @@ func (t *tree) checkSymlink(parts []string, target string) error {
 func (t *tree) checkHardLink(parts []string, target string) (string, error) {
 	tparts, err := splitName(target)
 	if err != nil {
-		return "", fmt.Errorf("hard link target %q: %w", target, err)
+		return "", fmt.Errorf("hard link target %s: %w", quote(target), err)
 	}
 	if len(tparts) == 0 {
 		return "", errors.New("hard link with an empty target")
 	}
 	if t.strict && len(parts) > 1 && (len(tparts) == 1 || tparts[0] != parts[0]) {
-		return "", fmt.Errorf("hard link to %q leaves the component directory", target)
+		return "", fmt.Errorf("hard link to %s leaves the component directory", quote(target))
 	}
 	rel := strings.Join(tparts, "/")
 	if t.kinds[rel] != kindFile {
-		return "", fmt.Errorf("hard link to %q, which is not a regular file extracted before it", target)
+		return "", fmt.Errorf("hard link to %s, which is not a regular file extracted before it", quote(target))
 	}
 	return rel, nil
 }
@@ -689,8 +790,11 @@ func (t *tree) writeFile(full string, e archiveEntry, body io.Reader) error {
 	if e.size < 0 {
 		return fmt.Errorf("negative size %d", e.size)
 	}
-	if e.size > t.lim.MaxBytes-t.bytes {
-		return fmt.Errorf("the archive expands to more than the limit of %d bytes", t.lim.MaxBytes)
+	if e.size > t.cap-t.bytes {
+		return t.lim.capError(-1, t.compressed)
+	}
+	if ok, free := t.room.take(e.size); !ok {
+		return &SpaceError{Dir: t.dir, What: fmt.Sprintf("after %s written, the next file needs", sizeText(t.bytes)), Need: e.size, Free: free}
 	}
 	// Perm drops setuid, setgid and sticky; the owner may always read and
 	// write what cudadeps installed.
@@ -717,6 +821,10 @@ func (t *tree) writeFile(full string, e archiveEntry, body io.Reader) error {
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if isNoSpace(err) {
+		free, _ := freeSpace(t.dir)
+		return &SpaceError{Dir: t.dir, What: fmt.Sprintf("after %s written, the next file needs", sizeText(t.bytes)), Need: e.size, Free: free}
 	}
 	if err != nil {
 		return err

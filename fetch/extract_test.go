@@ -300,7 +300,7 @@ func TestExtractZipLyingSize(t *testing.T) {
 
 // Links that stay inside the component are accepted.
 func TestCheckSymlinkAccepts(t *testing.T) {
-	tr := newTree(t.TempDir(), Limits{}.withDefaults(), true)
+	tr := newTree(t.TempDir(), Limits{}.withDefaults(), true, 0)
 	for _, c := range []struct{ at, target string }{
 		{"top/lib/libfoo.so", "libfoo.so.1"},
 		{"top/lib/libfoo.so", "./libfoo.so.1"},

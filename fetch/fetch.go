@@ -7,8 +7,8 @@
 //     ($XDG_CACHE_HOME/cudadeps, keyed by sha256) and returns its path. HTTP
 //     requests retry with backoff (go-retryablehttp), broken bodies resume with
 //     Range, file:// URLs are read in place.
-//   - [Extract] and [Client.Extract] unpack a verified .tar.xz, .tar.gz, .tar,
-//     .whl or .zip into a new directory under the rules of [Limits] and
+//   - [Extract] and [Client.Extract] unpack a verified .tar.xz, .tar.gz,
+//     .tar.zst, .tar, .whl or .zip into a new directory under the rules of [Limits] and
 //     refuse hostile entries. [Client.Unpack] downloads and extracts in one
 //     stream, for callers that need an archive's contents once (the catalog
 //     importer).

@@ -30,7 +30,7 @@ func FuzzExtract(f *testing.F) {
 			seed(tarBytes(f, h.ms))
 		}
 	}
-	lim := Limits{MaxBytes: 1 << 20, MaxEntries: 500}
+	lim := Limits{MaxBytes: 1 << 20, MaxEntries: 500}.withDefaults()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		root := t.TempDir()
 		src := filepath.Join(root, "archive")

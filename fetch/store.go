@@ -1,11 +1,16 @@
 package fetch
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -94,22 +99,38 @@ type Entry struct {
 	// Layout tells how the archive was laid out: LayoutRedist, LayoutTree
 	// or LayoutWheel.
 	Layout string `json:"layout"`
+	// FileCount is how many files the entry owns, and FilesSHA256 the
+	// sha256 of their list as stored (one path and a newline each).
+	FileCount   int    `json:"file_count"`
+	FilesSHA256 string `json:"files_sha256,omitempty"`
 	// Files lists what the entry owns, relative to Dir, slash-separated,
 	// sorted: regular files, hard links and symbolic links (directories are
-	// not listed). The record itself is not among them.
+	// not listed). The record and the list are not among them. Lookup
+	// fills it in, List does not: see ReadFiles.
 	Files []string `json:"files"`
 }
 
 // recordName is the entry's record, inside its directory, so that the
-// record appears and disappears with the files by the same rename.
-const recordName = ".cudadeps-entry.json"
+// record appears and disappears with the files by the same rename. It is
+// small whatever the archive: the file list lives beside it, in
+// filesName, which only the commands that need it read.
+const (
+	recordName = ".cudadeps-entry.json"
+	filesName  = ".cudadeps-files"
+)
 
-// recordSchema versions the record's format.
-const recordSchema = 1
+// recordSchema versions the record's format. Schema 1 held the file list
+// inside the record; it is still read.
+const recordSchema = 2
+
+// maxRecord bounds a record read: it holds a few short fields.
+const maxRecord = 64 << 10
 
 type record struct {
 	Schema int `json:"schema"`
 	Entry
+	// Files shadows Entry.Files: only schema 1 records have it.
+	Files []string `json:"files,omitempty"`
 }
 
 // Store is a directory of installed components:
@@ -198,12 +219,16 @@ func (s *Store) Lookup(k Key) (Entry, bool, error) {
 	if e.Key != k {
 		return Entry{}, false, fmt.Errorf("store record %s: records %s, expected %s", filepath.Join(e.Dir, recordName), e.Key, k)
 	}
+	if e.Files, err = e.ReadFiles(); err != nil {
+		return Entry{}, false, err
+	}
 	return e, true, nil
 }
 
+// readRecord reads an entry's record, without its file list.
 func readRecord(dir string) (Entry, error) {
 	p := filepath.Join(dir, recordName)
-	b, err := os.ReadFile(p)
+	b, err := readSmallFile(p, maxRecord)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -211,14 +236,78 @@ func readRecord(dir string) (Entry, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return Entry{}, fmt.Errorf("store record %s: %w", p, err)
 	}
-	if r.Schema != recordSchema {
+	switch r.Schema {
+	case 1:
+		r.Entry.Files = r.Files
+		r.Entry.FileCount = len(r.Files)
+	case recordSchema:
+		r.Entry.Files = nil
+		if r.FileCount < 0 || len(r.FilesSHA256) != 64 {
+			return Entry{}, fmt.Errorf("store record %s: no valid file count and list digest", p)
+		}
+	default:
 		return Entry{}, fmt.Errorf("store record %s: schema %d, this cudadeps reads %d", p, r.Schema, recordSchema)
 	}
 	r.Entry.Dir = dir
 	return r.Entry, nil
 }
 
-// List returns every installed entry, sorted by key.
+// readSmallFile reads a regular file of at most limit bytes.
+func readSmallFile(p string, limit int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", p)
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d this file may have", p, fi.Size(), limit)
+	}
+	return io.ReadAll(io.LimitReader(f, limit+1))
+}
+
+// ReadFiles returns the files the entry owns (Entry.Files), reading its
+// list from the store when the entry came from List. The list must match
+// the record's count and digest.
+func (e Entry) ReadFiles() ([]string, error) {
+	if e.Files != nil || e.FilesSHA256 == "" {
+		return e.Files, nil
+	}
+	p := filepath.Join(e.Dir, filesName)
+	// Each file costs its name and a newline, and the names are bounded
+	// when the archive is extracted; this bounds a damaged list too.
+	b, err := readSmallFile(p, 2*DefaultMaxNameBytes+int64(e.FileCount))
+	if err != nil {
+		return nil, fmt.Errorf("store file list: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	if hex.EncodeToString(sum[:]) != e.FilesSHA256 {
+		return nil, fmt.Errorf("store file list %s: its sha256 is not the one the record names", p)
+	}
+	files := []string{}
+	for len(b) > 0 {
+		line, rest, ok := bytes.Cut(b, []byte{'\n'})
+		if !ok {
+			return nil, fmt.Errorf("store file list %s: the last line has no newline", p)
+		}
+		files = append(files, string(line))
+		b = rest
+	}
+	if len(files) != e.FileCount {
+		return nil, fmt.Errorf("store file list %s: %d files, the record says %d", p, len(files), e.FileCount)
+	}
+	return files, nil
+}
+
+// List returns every installed entry, sorted by key, without their file
+// lists (Entry.Files is nil): listing costs a small record per entry
+// whatever the entries hold. Entry.ReadFiles reads a list.
 func (s *Store) List() ([]Entry, error) {
 	dirs, err := filepath.Glob(filepath.Join(s.dir, "pkgs", "*", "*", "*", "*"))
 	if err != nil {
@@ -402,7 +491,7 @@ func (s *Store) installOne(ctx context.Context, c *Client, it Item, tr *tracker)
 	tree := filepath.Join(stage, "t")
 	res, err := c.fetchInto(ctx, it.Request, tree, tr)
 	if err != nil {
-		return Entry{}, fmt.Errorf("install %s: %w", k, err)
+		return Entry{}, fmt.Errorf("install %s: %w", k, s.spaceError(err))
 	}
 	root := filepath.Join(tree, filepath.FromSlash(res.root))
 	e := Entry{
@@ -415,12 +504,13 @@ func (s *Store) installOne(ctx context.Context, c *Client, it Item, tr *tracker)
 		InstalledAt: time.Now().UTC().Truncate(time.Second),
 		Layout:      res.layout,
 		Files:       res.files,
+		FileCount:   len(res.files),
 	}
 	if e.Files == nil {
 		e.Files = []string{}
 	}
-	if err := writeRecord(root, e); err != nil {
-		return Entry{}, fmt.Errorf("install %s: %w", k, err)
+	if e.FilesSHA256, err = writeRecord(root, e); err != nil {
+		return Entry{}, fmt.Errorf("install %s: %w", k, s.spaceError(err))
 	}
 	if it.Staged != nil {
 		it.Staged()
@@ -438,19 +528,56 @@ func (s *Store) clearStaging(k Key) {
 	}
 }
 
-func writeRecord(dir string, e Entry) error {
+// spaceError makes a full file system's error name the store: the
+// extraction's own directory is gone once the install fails.
+func (s *Store) spaceError(err error) error {
+	var se *SpaceError
+	if errors.As(err, &se) && strings.HasPrefix(se.Dir, s.dir+string(filepath.Separator)) {
+		cp := *se
+		cp.Dir = s.dir
+		return &cp
+	}
+	return err
+}
+
+// writeRecord writes the entry's file list and its record into dir and
+// returns the list's sha256.
+func writeRecord(dir string, e Entry) (string, error) {
+	h := sha256.New()
+	err := writeNew(dir, filesName, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
+		for _, f := range e.Files {
+			bw.WriteString(f)
+			bw.WriteByte('\n')
+		}
+		return bw.Flush()
+	})
+	if err != nil {
+		return "", err
+	}
+	e.FilesSHA256 = hex.EncodeToString(h.Sum(nil))
+	e.Files = nil
 	b, err := json.MarshalIndent(record{Schema: recordSchema, Entry: e}, "", "  ")
 	if err != nil {
-		return err
+		return "", err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, recordName), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	err = writeNew(dir, recordName, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
+	return e.FilesSHA256, err
+}
+
+// writeNew creates dir/name, which the archive must not have brought.
+func writeNew(dir, name string, fill func(io.Writer) error) error {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("the archive contains %s, a name cudadeps reserves for its record", recordName)
+		return fmt.Errorf("the archive contains %s, a name cudadeps reserves for its record", name)
 	}
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(append(b, '\n'))
+	err = fill(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

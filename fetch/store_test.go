@@ -461,7 +461,7 @@ func TestInstallReplacesOtherArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := walk(t, es[0].Dir); !equalStrings(got, []string{recordName, "lib/b"}) || es[0].SHA256 != sha(b) {
+	if got := walk(t, es[0].Dir); !equalStrings(got, []string{recordName, filesName, "lib/b"}) || es[0].SHA256 != sha(b) {
 		t.Errorf("after replacing: %q, %s", got, es[0].SHA256)
 	}
 }

@@ -6,6 +6,7 @@
 //	fetchbench gen -mb 400 [-seed N] | xz -6 > archive.tar.xz
 //	fetchbench serve DIR                  prints the base URL, serves until killed
 //	fetchbench fetch -store S -cache C [-xz auto|go|PATH] [-mode install|sequential] [-parallel N] URL SHA256 SIZE [URL SHA256 SIZE]...
+//	fetchbench unzstd FILE                decodes a .zst to nothing, as the fetch package's decoder is set up
 package main
 
 import (
@@ -25,8 +26,31 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/cudadeps/cudadeps/fetch"
 )
+
+// unzstd decodes a file with the decoder settings of fetch's .tar.zst
+// extraction (one goroutine, a window of at most 128 MiB), for a comparison
+// of the bare decoders with the zstd program.
+func unzstd(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("usage: unzstd FILE")
+	}
+	f, err := os.Open(args[0])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zr, err := zstd.NewReader(bufio.NewReaderSize(f, 256<<10), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(128<<20))
+	if err != nil {
+		return err
+	}
+	defer zr.Close()
+	_, err = io.Copy(io.Discard, zr)
+	return err
+}
 
 func main() {
 	if len(os.Args) < 2 {
@@ -40,6 +64,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "fetch":
 		err = fetchCmd(os.Args[2:])
+	case "unzstd":
+		err = unzstd(os.Args[2:])
 	default:
 		usage()
 	}

@@ -81,6 +81,7 @@ too), 130 when interrupted.`,
 	cmd.Flags().StringVar(&cacheDir, "cache", "", "download cache `DIR` (default: $XDG_CACHE_HOME/cudadeps)")
 	a.opts.addCatalogFlags(cmd)
 	a.opts.addStoreFlags(cmd)
+	a.opts.addLimitFlags(cmd)
 	a.opts.addJSONFlag(cmd)
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/platform"
+	"github.com/cudadeps/cudadeps/fetch"
 )
 
 // globalOptions are the flags shared by several commands. Each command
@@ -33,6 +34,9 @@ type globalOptions struct {
 
 	// Store.
 	prefix string
+
+	// What one archive may cost to extract.
+	limits fetch.Limits
 
 	// Output.
 	json bool
@@ -142,4 +146,14 @@ func (m *mirrorFlag) Set(s string) error {
 	}
 	*m = mirrorFlag(s)
 	return nil
+}
+
+// addLimitFlags registers the bounds on what one archive may cost to
+// extract (fetch.Limits).
+func (o *globalOptions) addLimitFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.Int64Var(&o.limits.MaxBytes, "max-archive-bytes", fetch.DefaultMaxBytes, "refuse an archive that unpacks to more than `N` bytes")
+	f.IntVar(&o.limits.MaxEntries, "max-archive-entries", fetch.DefaultMaxEntries, "refuse an archive of more than `N` entries")
+	f.Int64Var(&o.limits.MaxNameBytes, "max-name-bytes", fetch.DefaultMaxNameBytes, "refuse an archive whose names take more than `N` bytes")
+	f.Int64Var(&o.limits.MaxRatio, "max-expansion", fetch.DefaultMaxRatio, "refuse an archive that unpacks to more than `N` times its size, beyond 64 MiB (-1: no bound)")
 }

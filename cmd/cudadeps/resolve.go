@@ -94,6 +94,7 @@ func (a *app) resolveCommand() *cobra.Command {
 	a.opts.addLoaderFlags(cmd)
 	a.opts.addCatalogFlags(cmd)
 	a.opts.addStoreFlags(cmd)
+	a.opts.addLimitFlags(cmd)
 	a.opts.addJSONFlag(cmd)
 	return cmd
 }
@@ -123,7 +124,7 @@ func (a *app) loadCatalog(ctx context.Context) (*catalog.Catalog, error) {
 }
 
 func (a *app) newClient(cacheDir string, allowHTTP bool) (*fetch.Client, error) {
-	return fetch.NewClient(fetch.Options{CacheDir: cacheDir, AllowHTTP: allowHTTP, Logger: a.logger, Progress: a.progressWriter()})
+	return fetch.NewClient(fetch.Options{CacheDir: cacheDir, AllowHTTP: allowHTTP, Logger: a.logger, Progress: a.progressWriter(), Limits: a.opts.limits})
 }
 
 func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {

@@ -65,6 +65,9 @@ func (a *app) storeListCommand() *cobra.Command {
 				return err
 			}
 			if a.opts.json {
+				if err := readStoreFiles(entries); err != nil {
+					return err
+				}
 				return writeJSON(a.stdout, schemaStoreList, storeListJSON{Store: s.Dir(), Entries: entries})
 			}
 			renderStoreList(a.stdout, s.Dir(), entries)
@@ -113,6 +116,11 @@ leaving those links dangling).`,
 			}
 			if !force {
 				if err := refuseInUse(s.Dir(), chosen, a.commandLine); err != nil {
+					return err
+				}
+			}
+			if a.opts.json {
+				if err := readStoreFiles(chosen); err != nil {
 					return err
 				}
 			}
@@ -176,6 +184,19 @@ func (a *app) selectEntries(dir string, installed []fetch.Entry, args []string) 
 		}
 	}
 	return chosen, nil
+}
+
+// readStoreFiles fills in the file lists that the JSON output shows and a
+// listing does not read.
+func readStoreFiles(entries []fetch.Entry) error {
+	for i := range entries {
+		files, err := entries[i].ReadFiles()
+		if err != nil {
+			return err
+		}
+		entries[i].Files = files
+	}
+	return nil
 }
 
 // refuseInUse fails when an activation record still points into one of the
@@ -244,7 +265,7 @@ func renderStoreList(w io.Writer, dir string, entries []fetch.Entry) {
 			variant = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Component, e.Version, e.Platform, variant,
-			humansize.Bytes(e.Size), len(e.Files), e.InstalledAt.UTC().Format("2006-01-02 15:04 UTC"), e.Dir)
+			humansize.Bytes(e.Size), e.FileCount, e.InstalledAt.UTC().Format("2006-01-02 15:04 UTC"), e.Dir)
 	}
 	tw.Flush()
 }
