@@ -407,6 +407,9 @@ func apply(rec *Record, e fetch.Entry, s *Step, hostDir string, files []libFile,
 	if err := mkdirRecorded(rec, hostDir); err != nil {
 		return nil, err
 	}
+	if err := rec.shareDir(hostDir); err != nil {
+		return nil, err
+	}
 	type todo struct {
 		p   Placed
 		src string

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -364,6 +365,28 @@ func (r *Record) shareExisting(dst string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// shareDir makes the record a co-owner of dir, and of its parents, where
+// another target's record created them: placing files in a directory
+// another target created keeps it until both are undone, and the last
+// undo removes it.
+func (r *Record) shareDir(dir string) error {
+	if r.prefix == "" {
+		return nil
+	}
+	others, err := otherRecords(r.prefix, r.Target)
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		for _, c := range o.Created {
+			if (c == dir || strings.HasPrefix(dir, c+string(filepath.Separator))) && !slices.Contains(r.Created, c) {
+				r.Created = append(r.Created, c)
+			}
+		}
+	}
+	return nil
 }
 
 // Share makes the record a co-owner of what other targets' records placed

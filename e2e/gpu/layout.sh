@@ -67,7 +67,7 @@ gpu_work() { # label
   echo "GPU work ($1): $fails failure(s)"
 }
 
-snapshot() { (cd "$SITE" && find nvidia torch cupy jax_plugins -printf '%p %y %s %l\n' 2>/dev/null | sort | sha256sum | cut -c1-16); }
+snapshot() { (cd "$SITE" && find nvidia torch cupy jax_plugins -name __pycache__ -prune -o -printf '%p %y %s %l\n' 2>/dev/null | sort | sha256sum | cut -c1-16); }
 
 log "host: $MODE; $("$CUDADEPS" --version); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 if [ "$MODE" = --clean ]; then
