@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // globalOptions are the flags shared by several commands. Each command
