@@ -24,6 +24,8 @@ type PipConfig struct {
 	// Prefix is the environment's sys.prefix, whose pip.conf is the site
 	// file. "" means $VIRTUAL_ENV.
 	Prefix string
+	// EtcDir holds the last global file, pip.conf. "" means /etc.
+	EtcDir string
 }
 
 // Indexes is what pip would ask: the index and the extra indexes.
@@ -74,7 +76,11 @@ func PipIndexes(cfg PipConfig) (Indexes, error) {
 				files = append(files, filepath.Join(d, "pip", "pip.conf"))
 			}
 		}
-		files = append(files, "/etc/pip.conf")
+		etc := cfg.EtcDir
+		if etc == "" {
+			etc = "/etc"
+		}
+		files = append(files, filepath.Join(etc, "pip.conf"))
 		home := getenv("HOME")
 		if home != "" {
 			files = append(files, filepath.Join(home, ".pip", "pip.conf"))

@@ -40,7 +40,7 @@ func (h Host) String() string {
 
 // Wheel is a wheel file name's parts (PEP 427 with compressed tag sets).
 type Wheel struct {
-	Name, Version, Build string
+	Name, Version, Build  string
 	Python, ABI, Platform []string // each tag set split at "."
 }
 
