@@ -89,6 +89,9 @@ func (c *Client) Unpack(ctx context.Context, req Request, destDir string) error 
 	err := intoNewDir(destDir, func(dir string) (extracted, error) {
 		return c.fetchInto(ctx, req, dir, tr)
 	})
+	if abs, aerr := filepath.Abs(destDir); aerr == nil {
+		err = spaceIn(err, filepath.Dir(abs))
+	}
 	tr.done(err)
 	prog.finish(err)
 	return err

@@ -169,28 +169,40 @@ func TestInstallStoreFull(t *testing.T) {
 	}
 }
 
-// Extract checks the free space against what an .xz file declares before it
-// writes anything.
+// Extract checks the free space against what an .xz or .zst file declares
+// before it writes anything.
 func TestExtractDeclaredSizeNeedsSpace(t *testing.T) {
-	dest := tmpfs(t, 512<<10)
 	tarball := tarBytes(t, redistMembers(1<<20))
-	var data []byte
+	archives := map[string][]byte{}
 	if d := decoders(t)["system"]; d.xz != "" {
-		data = xzCLI(t, d.xz, tarball)
+		archives["a.tar.xz"] = xzCLI(t, d.xz, tarball)
 	} else {
-		data = xzBytes(t, tarball)
+		archives["a.tar.xz"] = xzBytes(t, tarball)
 	}
-	p := writeFile(t, t.TempDir(), "a.tar.xz", data)
-	err := Extract(context.Background(), p, filepath.Join(dest, "out"), Limits{})
-	var se *SpaceError
-	if !errors.As(err, &se) || se.Need < 1<<20 || se.What != "the archive unpacks to" {
-		t.Fatalf("err = %v; want a SpaceError for the declared size", err)
+	if zstdCLI, err := exec.LookPath("zstd"); err == nil {
+		src := writeFile(t, t.TempDir(), "a.tar", tarball)
+		out, err := exec.Command(zstdCLI, "-q", "-c", src).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		archives["a.tar.zst"] = out
 	}
-	if !strings.Contains(err.Error(), fmt.Sprint(se.Need)) {
-		t.Errorf("the error does not say what is needed: %v", err)
-	}
-	if n := diskUsage(dest); n != 0 {
-		t.Errorf("%d bytes written", n)
+	for name, data := range archives {
+		t.Run(name, func(t *testing.T) {
+			dest := tmpfs(t, 512<<10)
+			p := writeFile(t, t.TempDir(), name, data)
+			err := Extract(context.Background(), p, filepath.Join(dest, "out"), Limits{})
+			var se *SpaceError
+			if !errors.As(err, &se) || se.Need != int64(len(tarball)) || se.What != "the archive unpacks to" {
+				t.Fatalf("err = %v; want a SpaceError for the declared %d bytes", err, len(tarball))
+			}
+			if !strings.Contains(err.Error(), fmt.Sprint(se.Need)) {
+				t.Errorf("the error does not say what is needed: %v", err)
+			}
+			if n := diskUsage(dest); n != 0 {
+				t.Errorf("%d bytes written", n)
+			}
+		})
 	}
 }
 

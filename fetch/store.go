@@ -530,11 +530,14 @@ func (s *Store) clearStaging(k Key) {
 
 // spaceError makes a full file system's error name the store: the
 // extraction's own directory is gone once the install fails.
-func (s *Store) spaceError(err error) error {
+func (s *Store) spaceError(err error) error { return spaceIn(err, s.dir) }
+
+// spaceIn makes a SpaceError about a directory inside dir name dir.
+func spaceIn(err error, dir string) error {
 	var se *SpaceError
-	if errors.As(err, &se) && strings.HasPrefix(se.Dir, s.dir+string(filepath.Separator)) {
+	if errors.As(err, &se) && strings.HasPrefix(se.Dir, dir+string(filepath.Separator)) {
 		cp := *se
-		cp.Dir = s.dir
+		cp.Dir = dir
 		return &cp
 	}
 	return err

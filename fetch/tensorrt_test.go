@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,5 +133,37 @@ func TestExtractZstdTrailer(t *testing.T) {
 	err := Extract(context.Background(), p, filepath.Join(t.TempDir(), "out"), Limits{})
 	if err == nil || !strings.Contains(err.Error(), "after the end of the tar archive") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// The content sizes of a .zst file's frames are what it declares; a frame
+// without one declares nothing.
+func TestZstdDeclaredSize(t *testing.T) {
+	zstdCLI, err := exec.LookPath("zstd")
+	if err != nil {
+		t.Skip("zstd is not on PATH")
+	}
+	data := payload(41, 3<<20)
+	p := writeFile(t, t.TempDir(), "a", data)
+	out, err := exec.Command(zstdCLI, "-q", "-3", "-c", p).Output() // from a file: with its size
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := append(append([]byte{}, out...), out...)
+	for name, c := range map[string]struct {
+		file []byte
+		want int64
+		ok   bool
+	}{
+		"one frame":        {out, int64(len(data)), true},
+		"two frames":       {two, 2 * int64(len(data)), true},
+		"no content size":  {zstdBytes(t, data), 0, false},
+		"truncated":        {out[:len(out)-3], 0, false},
+		"trailing garbage": {append(append([]byte{}, out...), 1, 2, 3), 0, false},
+	} {
+		got, ok := zstdDeclaredSize(bytes.NewReader(c.file), int64(len(c.file)))
+		if ok != c.ok || got != c.want {
+			t.Errorf("%s: %d, %v; want %d, %v", name, got, ok, c.want, c.ok)
+		}
 	}
 }
