@@ -20,7 +20,8 @@
 # machine): scan+bind under 1 s, peak RSS under 128 MiB.
 #
 # Usage: bench/bind-vs-ldd-r.sh [TREE...]
-# Environment: RUNS (default 5), LDSO (default /lib64/ld-linux-x86-64.so.2).
+# Environment: RUNS (default 5), LDSO (default /lib64/ld-linux-x86-64.so.2),
+# CUDADEPS (a built binary to measure; default: build one, which needs Go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,9 +31,12 @@ jobs=$(nproc)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-echo "== building cudadeps"
-go build -o "$work/cudadeps" ./cmd/cudadeps
-cudadeps="$work/cudadeps"
+cudadeps=${CUDADEPS:-}
+if [ -z "$cudadeps" ]; then
+  echo "== building cudadeps"
+  go build -o "$work/cudadeps" ./cmd/cudadeps
+  cudadeps="$work/cudadeps"
+fi
 
 trees=("$@")
 [ ${#trees[@]} -eq 0 ] && trees=(/usr/lib/x86_64-linux-gnu)
