@@ -44,12 +44,9 @@ Python extension module is bound as an import binds it, in the process of
 its environment's interpreter (--python), which defines the C API.
 
 Exit status: 0 when every object would load, 3 when a library is missing, a
-required symbol version is absent or a symbol does not bind, 1 on errors, 2
-on usage errors.
-
-Exit status: 0 when every object would load, 3 when a library is missing or a
-required symbol version is absent, 1 on errors and when PATH holds no
-loadable ELF object (nothing was checked), 2 on usage errors.`,
+required symbol version is absent or a symbol does not bind, 1 on errors and
+when PATH holds no loadable ELF object (nothing was checked), 2 on usage
+errors.`,
 		Example: `  cudadeps scan /usr/lib/x86_64-linux-gnu/libcurl.so.4
   cudadeps scan ~/venv/lib/python3.12/site-packages/torch --json
   cudadeps scan torch-2.11.0-cp312-cp312-manylinux_2_28_aarch64.whl --root /srv/arm64-sysroot
