@@ -51,7 +51,7 @@ median() {
     t0=$(now)
     "$@" >/dev/null 2>&1 || true
     t1=$(now)
-    times+=("$(echo "$t1 - $t0" | bc -l)")
+    times+=("$(awk -v a="$t1" -v b="$t0" 'BEGIN {print a - b}')")
   done
   printf '%s\n' "${times[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }
@@ -79,6 +79,6 @@ EOF
   rss_plain=$(/usr/bin/time -f '%M' -o "$work/rss" "$cudadeps" scan --symbols=false --json "$tree" >/dev/null 2>&1; tail -1 "$work/rss")
   printf '  %-12s %8.3f s\n' "scan" "$t_scan" "scan+bind" "$t_bind" "ldd -r (x$jobs)" "$t_ldd"
   printf '  binding adds %.3f s; scan+bind is %.1fx faster than ldd -r\n' \
-    "$(echo "$t_bind - $t_scan" | bc -l)" "$(echo "$t_ldd / $t_bind" | bc -l)"
+    "$(awk -v a="$t_bind" -v b="$t_scan" 'BEGIN {print a - b}')" "$(awk -v a="$t_ldd" -v b="$t_bind" 'BEGIN {print a / b}')"
   printf '  peak RSS: scan %s KiB, scan+bind %s KiB\n' "$rss_plain" "$rss"
 done

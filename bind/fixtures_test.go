@@ -46,6 +46,15 @@ func fixtures() []fixture {
 			Defs: []elftest.Def{{Name: "jitComplete_12_4", Version: "libjit.so.12"}, {Name: "jitCreate", Version: "libjit.so.12"}}}},
 		want: []string{"jitComplete_12_4, version JIT_12.4"},
 	}, {
+		// A linker keeps an undefined symbol whose only user it dropped
+		// (libtorch_python.so's PyExc_FutureWarning): no relocation names
+		// it, so ld.so never looks it up and reports nothing.
+		name: "undefined symbol no relocation names",
+		root: elftest.Linked{Soname: "libroot.so", Needed: []string{"libp.so.1"}, RunPath: origin,
+			Refs: []elftest.Ref{{Name: "present"}, {Name: "dropped_user", Unrelocated: true}, {Name: "absent"}}},
+		libs: map[string]elftest.Linked{"libp.so.1": {Soname: "libp.so.1", Defs: []elftest.Def{{Name: "present"}}}},
+		want: []string{"absent"},
+	}, {
 		name: "weak undefined reference",
 		root: elftest.Linked{Soname: "libroot.so", Needed: []string{"libp.so.1"}, RunPath: origin,
 			Refs: []elftest.Ref{{Name: "optional_hook", Weak: true}, {Name: "present"}, {Name: "missing_strong"}}},

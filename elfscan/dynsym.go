@@ -66,6 +66,10 @@ func (s *scanner) references() ([]Reference, error) {
 	if st.versym >= 0 && 2*count > uint64(s.size-st.versym) {
 		return nil, s.errorf("DT_VERSYM of %d entries runs past the end of the file", count)
 	}
+	relocated, err := s.relocatedSymbols(st.t, count)
+	if err != nil {
+		return nil, err
+	}
 	var out []Reference
 	chunk := min(refChunk, count)
 	tab := make([]byte, chunk*st.entSize)
@@ -86,6 +90,9 @@ func (s *scanner) references() ([]Reference, error) {
 		for j := uint64(0); j < n; j++ {
 			if first+j == 0 {
 				continue // the null symbol
+			}
+			if !relocated.has(first + j) {
+				continue // no relocation names it: ld.so never looks it up
 			}
 			e := s.decodeSym(tab[j*st.entSize:])
 			if e.shndx != elf.SHN_UNDEF || e.nameOff == 0 {
@@ -114,6 +121,72 @@ func (s *scanner) references() ([]Reference, error) {
 		}
 	}
 	return out, nil
+}
+
+// symbolSet is a set of symbol table indexes.
+type symbolSet []uint64
+
+func (b symbolSet) has(i uint64) bool { return i/64 < uint64(len(b)) && b[i/64]&(1<<(i%64)) != 0 }
+
+// relocatedSymbols are the indexes of the symbols that the object's dynamic
+// relocations (DT_RELA, DT_REL, DT_JMPREL) name with a relocation type other
+// than NONE: the only symbols ld.so looks up when it relocates the object.
+// A linker may leave in the table an undefined symbol that no relocation
+// names (its user was dropped), and ld.so reports no error for it.
+func (s *scanner) relocatedSymbols(t *dynamicTags, count uint64) (symbolSet, error) {
+	set := make(symbolSet, (count+63)/64)
+	word := uint64(8)
+	if !s.is64 {
+		word = 4
+	}
+	tables := []struct {
+		tag        string
+		have       bool
+		addr, size uint64
+		addend     bool
+	}{
+		{"DT_RELA", t.haveRela, t.rela, t.relasz, true},
+		{"DT_REL", t.haveRel, t.rel, t.relsz, false},
+		{"DT_JMPREL", t.haveJmprel, t.jmprel, t.pltrelsz, t.pltrel != uint64(elf.DT_REL)},
+	}
+	for _, tb := range tables {
+		if !tb.have || tb.size == 0 {
+			continue
+		}
+		ent := 2 * word
+		if tb.addend {
+			ent = 3 * word
+		}
+		off, err := s.vaddrToOffset(tb.addr)
+		if err != nil {
+			return nil, s.errorf("%s %#x: %v", tb.tag, tb.addr, err)
+		}
+		if tb.size > uint64(s.size-off) {
+			return nil, s.errorf("%s of %d bytes at %#x runs past the end of the file", tb.tag, tb.size, off)
+		}
+		n := tb.size / ent
+		buf := make([]byte, min(refChunk, n)*ent)
+		for first := uint64(0); first < n; first += refChunk {
+			k := min(refChunk, n-first)
+			if err := s.r.readDirect(buf[:k*ent], off+int64(first*ent)); err != nil {
+				return nil, s.errorf("%s: %v", tb.tag, err)
+			}
+			for j := uint64(0); j < k; j++ {
+				var sym, typ uint64
+				if s.is64 {
+					info := s.order.Uint64(buf[j*ent+8:])
+					sym, typ = info>>32, info&0xffffffff
+				} else {
+					info := uint64(s.order.Uint32(buf[j*ent+4:]))
+					sym, typ = info>>8, info&0xff
+				}
+				if sym != 0 && typ != 0 && sym < count {
+					set[sym/64] |= 1 << (sym % 64)
+				}
+			}
+		}
+	}
+	return set, nil
 }
 
 // rawSym is one decoded Elf_Sym.

@@ -91,6 +91,10 @@ type dynamicTags struct {
 	haveSymtab, haveStrtab           bool
 	haveSyment, haveHash, haveGnu    bool
 	haveVersym, haveVerdef, haveVern bool
+	// The relocation tables: ld.so looks up only the symbols these name.
+	rela, relasz, rel, relsz      uint64
+	jmprel, pltrelsz, pltrel      uint64
+	haveRela, haveRel, haveJmprel bool
 }
 
 func (s *scanner) dynamicTags() (*dynamicTags, bool, error) {
@@ -130,6 +134,20 @@ func (s *scanner) dynamicTags() (*dynamicTags, bool, error) {
 			t.verdef, t.haveVerdef = e.val, true
 		case elf.DT_VERNEED:
 			t.verneed, t.haveVern = e.val, true
+		case elf.DT_RELA:
+			t.rela, t.haveRela = e.val, true
+		case elf.DT_RELASZ:
+			t.relasz = e.val
+		case elf.DT_REL:
+			t.rel, t.haveRel = e.val, true
+		case elf.DT_RELSZ:
+			t.relsz = e.val
+		case elf.DT_JMPREL:
+			t.jmprel, t.haveJmprel = e.val, true
+		case elf.DT_PLTRELSZ:
+			t.pltrelsz = e.val
+		case elf.DT_PLTREL:
+			t.pltrel = e.val
 		}
 	}
 	return t, true, nil

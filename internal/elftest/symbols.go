@@ -56,6 +56,10 @@ type Ref struct {
 	Name    string
 	Version string // one of the versions of VersionNeeds
 	Weak    bool
+	// Unrelocated leaves the symbol in the table with no relocation
+	// against it, as linkers do when the code that used it was dropped:
+	// ld.so never looks such a symbol up.
+	Unrelocated bool
 }
 
 // WriteLinked builds the object and writes it to path.
@@ -88,6 +92,7 @@ type linkedSym struct {
 	hashed  bool
 	hashVal uint32
 	noValue bool
+	noReloc bool
 }
 
 // BuildLinked returns the bytes of the object.
@@ -156,7 +161,7 @@ func BuildLinked(spec Linked) ([]byte, error) {
 				return nil, fmt.Errorf("elftest: reference %s: version %s is not needed", r.Name, r.Version)
 			}
 		}
-		syms = append(syms, linkedSym{name: r.Name, info: elf.ST_INFO(bind, elf.STT_NOTYPE), versym: vs})
+		syms = append(syms, linkedSym{name: r.Name, info: elf.ST_INFO(bind, elf.STT_NOTYPE), versym: vs, noReloc: r.Unrelocated})
 	}
 	firstDef := len(syms)
 	for _, d := range spec.Defs {
@@ -349,9 +354,15 @@ func BuildLinked(spec Linked) ([]byte, error) {
 	strOff := buf.Len()
 	buf.Write(strs.Bytes())
 
+	relocs := 0
+	for _, r := range spec.Refs {
+		if !r.Unrelocated {
+			relocs++
+		}
+	}
 	align(8)
 	relaOff := buf.Len()
-	buf.Write(make([]byte, 24*len(spec.Refs)))
+	buf.Write(make([]byte, 24*relocs))
 
 	align(8)
 	dynOff := buf.Len()
@@ -374,9 +385,9 @@ func BuildLinked(spec Linked) ([]byte, error) {
 	dyn(elf.DT_SYMTAB, uint64(symOff))
 	dyn(elf.DT_STRSZ, uint64(strs.Len()))
 	dyn(elf.DT_SYMENT, 24)
-	if len(spec.Refs) > 0 {
+	if relocs > 0 {
 		dyn(elf.DT_RELA, uint64(relaOff))
-		dyn(elf.DT_RELASZ, uint64(24*len(spec.Refs)))
+		dyn(elf.DT_RELASZ, uint64(24*relocs))
 		dyn(elf.DT_RELAENT, 24)
 	}
 	if versioned {
@@ -416,7 +427,7 @@ func BuildLinked(spec Linked) ([]byte, error) {
 	}
 	ri := 0
 	for i, s := range syms {
-		if i == 0 || s.hashed {
+		if i == 0 || s.hashed || s.noReloc {
 			continue
 		}
 		e := out[relaOff+24*ri:]
