@@ -16,7 +16,9 @@ import (
 // iteration from scratch. It reports the objects scanned and the bytes read
 // per ELF file examined (the reading of /proc/self/io itself included, a
 // few hundred bytes), and the processor time per scan.
-func benchmarkScan(b *testing.B, dir string) {
+func benchmarkScan(b *testing.B, dir string) { benchmarkScanWith(b, dir, Options{}) }
+
+func benchmarkScanWith(b *testing.B, dir string, opts Options) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -29,7 +31,7 @@ func benchmarkScan(b *testing.B, dir string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rep, err := Run(ctx, l, []string{dir}, Options{})
+		rep, err := Run(ctx, l, []string{dir}, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -69,4 +71,14 @@ func BenchmarkScanHostLibraries(b *testing.B) {
 		lddtest.Need(b, false, "%s is absent", dir)
 	}
 	benchmarkScan(b, dir)
+}
+
+// BenchmarkScanHostLibrariesBound scans the host's multiarch library
+// directory and binds every symbol, as `cudadeps scan` does by default.
+func BenchmarkScanHostLibrariesBound(b *testing.B) {
+	const dir = "/usr/lib/x86_64-linux-gnu"
+	if _, err := os.Stat(dir); err != nil {
+		lddtest.Need(b, false, "%s is absent", dir)
+	}
+	benchmarkScanWith(b, dir, Options{Symbols: true})
 }
