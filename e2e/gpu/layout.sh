@@ -23,7 +23,8 @@
 #
 # Usage: e2e/gpu/layout.sh CUDADEPS [--clean]
 # Environment: PYTHON (default python3), OUT (logs), MIRROR (a packed
-# mirror to reuse; default a directory under /tmp kept between runs).
+# mirror to reuse; default a directory under /tmp kept between runs), HIDE
+# (the directories removed) and TARGETS (the packages resolved, in order).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CUDADEPS=$(readlink -f "$1")
@@ -39,23 +40,11 @@ PREFIX=$WORK/prefix
 export XDG_CACHE_HOME=$WORK/cache
 log() { printf '\n=== %s\n' "$*"; }
 SITE=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
-HIDE="nvidia/cu13/lib nvidia/cudnn/lib nvidia/cusparselt/lib"
-TARGETS="torch jax-cuda13-plugin cupy-cuda13x"
+HIDE=${HIDE:-nvidia/cu13/lib nvidia/cudnn/lib nvidia/cusparselt/lib}
+TARGETS=${TARGETS:-torch jax-cuda13-plugin cupy-cuda13x}
 
-clean_host() {
-  mount --make-rprivate /
-  local tk libdir
-  tk=$(readlink -f /usr/local/cuda/targets/x86_64-linux/lib)
-  libdir=$(readlink -f /lib/x86_64-linux-gnu)
-  mount -t tmpfs none "$tk" || return 1
-  mkdir -p "$WORK/ov/upper" "$WORK/ov/work"
-  for f in "$libdir"/libcudnn*; do mknod "$WORK/ov/upper/$(basename "$f")" c 0 0; done
-  mount -t overlay overlay -o "lowerdir=$libdir,upperdir=$WORK/ov/upper,workdir=$WORK/ov/work" "$libdir" || return 1
-  ldconfig -C "$WORK/ld.so.cache" || return 1
-  mount --bind "$WORK/ld.so.cache" /etc/ld.so.cache || return 1
-  echo "toolkit directory $tk: $(ls "$tk" | wc -l) files; system cuDNN files: $(ls "$libdir"/libcudnn* 2>/dev/null | wc -l)"
-  echo "ld.so.cache entries for cudnn/cublas/cudart/nvrtc: $(ldconfig -p | grep -cE 'libcudnn|libcublas|libcudart|libnvrtc')"
-}
+# shellcheck source=clean_host.sh
+. "$HERE/clean_host.sh"
 
 gpu_work() { # label
   local fails=0
@@ -71,7 +60,7 @@ snapshot() { (cd "$SITE" && find nvidia torch cupy jax_plugins -name __pycache__
 
 log "host: $MODE; $("$CUDADEPS" --version); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 if [ "$MODE" = --clean ]; then
-  clean_host || { echo "could not make a clean host"; exit 1; }
+  clean_host "$WORK" || { echo "could not make a clean host"; exit 1; }
 fi
 echo "site-packages: $SITE"
 
