@@ -200,7 +200,7 @@ func (s *session) pinnedWheel(n *Need, d *pyenv.Dist, host pypi.Host) (*Step, er
 		st.Sonames = appendUnique(st.Sonames, name)
 		r := d.Record[i]
 		m := wheelMember{path: r.Path}
-		if r.HashAlgo == "sha256" {
+		if r.HashAlgo == "sha256" && len(r.Hash) == sha256.Size {
 			m.sha256 = r.Hash
 		}
 		st.members[name] = m
