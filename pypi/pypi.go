@@ -38,6 +38,9 @@ type File struct {
 	Size           int64  `json:"size,omitempty"`
 	RequiresPython string `json:"requires_python,omitempty"`
 	Yanked         bool   `json:"yanked,omitempty"`
+	// Index is the index URL whose page lists the file, as configured
+	// (credentials included, if it has any).
+	Index string `json:"-"`
 }
 
 // Options configure a Client. The zero value is usable but for Indexes.
@@ -162,6 +165,9 @@ func (c *Client) Files(ctx context.Context, project string) ([]File, error) {
 			return nil, err
 		}
 		found = true
+		for i := range files {
+			files[i].Index = ix
+		}
 		out = append(out, files...)
 	}
 	if !found {
@@ -285,21 +291,32 @@ func withFragmentHash(f *File, u *url.URL) {
 // kept as laid out, Entry.Layout "wheel"). An index that does not give the
 // file's size (HTML pages) is asked for it with a HEAD request.
 func (c *Client) Install(ctx context.Context, s *fetch.Store, fc *fetch.Client, key fetch.Key, f File) (fetch.Entry, error) {
-	if len(f.SHA256) != 64 {
-		return fetch.Entry{}, fmt.Errorf("%s: the index gives no sha256 for it: refused, since it could not be verified", f.Filename)
-	}
-	if f.Size <= 0 {
-		n, err := c.size(ctx, f.URL)
-		if err != nil {
-			return fetch.Entry{}, fmt.Errorf("%s: %w", f.Filename, err)
-		}
-		f.Size = n
+	f, err := c.Complete(ctx, f)
+	if err != nil {
+		return fetch.Entry{}, err
 	}
 	es, err := s.Install(ctx, fc, []fetch.Item{{Key: key, Request: fetch.Request{Name: f.Filename, URL: f.URL, SHA256: f.SHA256, Size: f.Size}}})
 	if err != nil {
 		return fetch.Entry{}, err
 	}
 	return es[0], nil
+}
+
+// Complete makes f ready to be downloaded and verified: it refuses a file
+// the index gives no sha256 for, and asks the server for the size of one
+// whose size the index does not give (HTML pages) with a HEAD request.
+func (c *Client) Complete(ctx context.Context, f File) (File, error) {
+	if len(f.SHA256) != 64 {
+		return File{}, fmt.Errorf("%s: the index gives no sha256 for it: refused, since it could not be verified", f.Filename)
+	}
+	if f.Size <= 0 {
+		n, err := c.size(ctx, f.URL)
+		if err != nil {
+			return File{}, fmt.Errorf("%s: %w", f.Filename, err)
+		}
+		f.Size = n
+	}
+	return f, nil
 }
 
 // size asks the server for a file's size.

@@ -70,7 +70,8 @@ func ParseWheel(filename string) (Wheel, error) {
 	return w, nil
 }
 
-// Key is the store key of a wheel: the project, its version, its tags.
+// Key is the store key of a wheel: the project, its version, its tags
+// (with its build tag, which tells two files of the same tags apart).
 func (w Wheel) Key() fetch.Key {
 	platform := strings.Join(w.Platform, ".")
 	if len(platform) > 128 {
@@ -79,6 +80,9 @@ func (w Wheel) Key() fetch.Key {
 	variant := strings.Join(w.Python, ".") + "-" + strings.Join(w.ABI, ".")
 	if len(variant) > 128 {
 		variant = w.Python[0] + "-" + w.ABI[0]
+	}
+	if w.Build != "" {
+		variant = w.Build + "-" + variant
 	}
 	return fetch.Key{Component: Normalize(w.Name), Version: w.Version, Platform: platform, Variant: variant}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"debug/elf"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
@@ -54,7 +55,7 @@ func writeDist(t *testing.T, site, name, version string, requires []string, file
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256(files[p])
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", p, hex.EncodeToString(sum[:]), len(files[p]))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", p, base64.RawURLEncoding.EncodeToString(sum[:]), len(files[p]))
 	}
 	fmt.Fprintf(&record, "%s,,\n", filepath.Join(filepath.Base(info), "RECORD"))
 	if err := os.WriteFile(filepath.Join(info, "RECORD"), []byte(record.String()), 0o644); err != nil {

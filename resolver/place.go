@@ -381,8 +381,15 @@ func placementFiles(e fetch.Entry, s *Step, pl Placement) ([]libFile, error) {
 	libDir, _, _ := libraries(e, s)
 	var out []libFile
 	for _, want := range pl.Names {
-		found := ""
+		// A wheel holds the file at the path its RECORD gives.
+		found, err := memberFile(e, s, want)
+		if err != nil {
+			return out, err
+		}
 		for _, f := range e.Files {
+			if found != "" && s.members[want].path == found {
+				break
+			}
 			if path.Base(f) != want || strings.Contains(f, "/stubs/") {
 				continue
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/pypi"
 	"github.com/cudadeps/cudadeps/scan"
 )
 
@@ -39,8 +40,19 @@ type Request struct {
 	Searched []ldso.SearchDir // RPATH, LD_LIBRARY_PATH and RUNPATH directories, in order
 }
 
-// Step is a plan item: one archive that provides one or more needs.
+// Step is a plan item: one archive (an NVIDIA redist archive, or a wheel
+// from a package index) that provides one or more needs.
 type Step struct {
+	// Source is where the file comes from: SourceNVIDIA or SourcePyPI.
+	Source string `json:"source"`
+	// Project, Filename and Index name a wheel (SourcePyPI): the
+	// distribution, the file, and the index that lists it (credentials
+	// redacted). URL, SHA256 and Size are then the file's, as the index
+	// gives them.
+	Project  string `json:"project,omitempty"`
+	Filename string `json:"filename,omitempty"`
+	Index    string `json:"index,omitempty"`
+
 	Component   string   `json:"component"`
 	Product     string   `json:"product"`
 	Version     string   `json:"version"`
@@ -57,10 +69,21 @@ type Step struct {
 	Pin string `json:"pin,omitempty"`
 
 	needs []*Need
+	// For a wheel: the URL to download it from, credentials included,
+	// when URL has them redacted; and the path in the wheel of each
+	// library a RECORD lists, by file name.
+	fetchURL string
+	members  map[string]wheelMember
 }
 
-// Key is the store key of the step's archive.
+// Key is the store key of the step's archive; a wheel's names the file
+// (project, version, build and tags).
 func (s *Step) Key() fetch.Key {
+	if s.Source == SourcePyPI {
+		if w, err := pypi.ParseWheel(s.Filename); err == nil {
+			return w.Key()
+		}
+	}
 	return fetch.Key{Component: s.Component, Version: s.Version, Platform: s.Platform, Variant: s.CUDAVariant}
 }
 
@@ -166,7 +189,7 @@ func MakePlan(needs []*Need, cat Lookup, platform string, cudaMajor int) *Plan {
 		key := m.Component + "\x00" + m.Version + "\x00" + m.Platform + "\x00" + m.CUDAVariant
 		s, ok := byArchive[key]
 		if !ok {
-			s = &Step{Component: m.Component, Product: m.Product, Version: m.Version, Platform: m.Platform, CUDAVariant: m.CUDAVariant,
+			s = &Step{Source: SourceNVIDIA, Component: m.Component, Product: m.Product, Version: m.Version, Platform: m.Platform, CUDAVariant: m.CUDAVariant,
 				URL: m.URL, SHA256: m.SHA256, Size: m.Size, Sonames: m.Sonames, Pin: m.Pin}
 			byArchive[key] = s
 			p.Steps = append(p.Steps, s)

@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"cmp"
 	"context"
 	"debug/elf"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/pypi"
 	"github.com/cudadeps/cudadeps/runtimeopen"
 	"github.com/cudadeps/cudadeps/scan"
 )
@@ -33,6 +35,12 @@ type Options struct {
 	Prefix string
 	Store  *fetch.Store
 	Client *fetch.Client
+	// Source says where libraries come from: SourceAuto (also ""),
+	// SourceNVIDIA or SourcePyPI.
+	Source string
+	// Index is the package index wheels come from; nil when none is
+	// configured (SourceAuto then takes archives only, SourcePyPI refuses).
+	Index *pypi.Client
 	// DryRun plans one round and changes nothing.
 	DryRun bool
 	// Copy places copies instead of links.
@@ -144,6 +152,8 @@ type session struct {
 	layout *Layout
 	// opens is the table of what libraries open at run time.
 	opens *runtimeopen.Table
+	// wheels plans wheels from the package index; nil: archives only.
+	wheels *wheels
 }
 
 func newSession(ctx context.Context, t *Target, opts Options) (*session, error) {
@@ -168,7 +178,11 @@ func newSession(ctx context.Context, t *Target, opts Options) (*session, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}, opens: opens}
+	w, err := newWheels(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}, opens: opens, wheels: w}
 	if !opts.DryRun {
 		rec, err := OpenRecord(ctx, opts, t)
 		if err != nil {
@@ -303,7 +317,12 @@ func (s *session) pinFor(o *OwnedLib) catalog.Pin {
 // plan matches the needs against the catalog and drops what earlier rounds
 // already placed to no effect.
 func (s *session) plan(needs []*Need) *Plan {
-	plan := MakePlan(needs, s.opts.Catalog, s.out.Platform, s.out.CUDAMajor)
+	var plan *Plan
+	if s.wheels != nil {
+		plan = s.planWithWheels(needs)
+	} else {
+		plan = MakePlan(needs, s.opts.Catalog, s.out.Platform, s.out.CUDAMajor)
+	}
 	// A need that an earlier round placed and that is still missing will
 	// not be fixed by doing the same again (a run-time need placed in the
 	// package's directories gets one more try, by LD_LIBRARY_PATH).
@@ -550,7 +569,12 @@ func install(ctx context.Context, opts Options, plan *Plan, rec *Record) (map[fe
 		if s.CUDAVariant != "" {
 			name += ", " + s.CUDAVariant
 		}
-		items = append(items, fetch.Item{Key: s.Key(), Request: fetch.Request{Name: name + ")", URL: s.URL, SHA256: s.SHA256, Size: s.Size}})
+		name += ")"
+		url := s.URL
+		if s.Source == SourcePyPI {
+			name, url = s.Filename, cmp.Or(s.fetchURL, s.URL)
+		}
+		items = append(items, fetch.Item{Key: s.Key(), Request: fetch.Request{Name: name, URL: url, SHA256: s.SHA256, Size: s.Size}})
 		fresh = append(fresh, s.Key())
 	}
 	if len(items) > 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/humansize"
 	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/pypi"
 	"github.com/cudadeps/cudadeps/resolver"
 	"github.com/cudadeps/cudadeps/scan"
 )
@@ -30,6 +31,10 @@ type resolveFlags struct {
 	maxRounds int
 	allowHTTP bool
 	cacheDir  string
+	// Where libraries come from, and the package index for wheels.
+	source        string
+	indexURL      string
+	extraIndexURL []string
 }
 
 const resolveLong = `resolve makes TARGET load: it scans what the dynamic loader would not find,
@@ -54,6 +59,15 @@ them (their RPATH or RUNPATH, e.g. site-packages/nvidia/cu13/lib), created if
 need be, so the import works in any new shell. Objects that search no such
 directory get PREFIX/env.sh, which sets LD_LIBRARY_PATH: source it. Every file
 placed is recorded; 'cudadeps undo TARGET' removes exactly those.
+
+Sources (--source): NVIDIA's archives, or wheels from the Python package
+index the environment uses (pip's configuration: PIP_INDEX_URL,
+PIP_EXTRA_INDEX_URL, pip.conf's index-url; or --index-url). With auto (the
+default), a library that a distribution the package requires owns comes as
+that distribution's exact wheel (nvidia-cudnn-cu13==9.19.0.56) when an index
+is configured, placed where its RECORD puts it; everything else, and what the
+index lacks, from NVIDIA's archives. pypi takes wheels only (other libraries
+through cudadeps' table of NVIDIA's distributions); nvidia archives only.
 
 For a Python target, the package is then imported in a new interpreter
 (--no-verify to skip): a library it dlopen's at run time and cannot open
@@ -89,6 +103,10 @@ func (a *app) resolveCommand() *cobra.Command {
 	fl.IntVar(&f.maxRounds, "max-rounds", 8, "give up after `N` rounds")
 	fl.BoolVar(&f.allowHTTP, "allow-http", false, "allow plain http:// mirrors other than 127.0.0.1")
 	fl.StringVar(&f.cacheDir, "cache", "", "download cache `DIR` (default: $XDG_CACHE_HOME/cudadeps)")
+	fl.StringVar(&f.source, "source", resolver.SourceAuto, "where libraries come from: `SOURCE` auto (pinned wheels from the package index when one is configured, else NVIDIA's archives), nvidia or pypi")
+	fl.StringVar(&f.indexURL, "index-url", "", "the package index `URL` for wheels, as pip's --index-url (default: pip's configuration)")
+	fl.StringArrayVar(&f.extraIndexURL, "extra-index-url", nil, "more package index `URL`s, as pip's --extra-index-url (repeatable)")
+	_ = cmd.RegisterFlagCompletionFunc("source", cobra.FixedCompletions([]string{resolver.SourceAuto, resolver.SourceNVIDIA, resolver.SourcePyPI}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("site-packages")
 	_ = cmd.MarkFlagDirname("cache")
 	a.opts.addLoaderFlags(cmd)
@@ -132,6 +150,11 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	if f.siteDir != "" && f.python != "" {
 		return usageError("--python and --site-packages exclude each other")
 	}
+	switch f.source {
+	case resolver.SourceAuto, resolver.SourceNVIDIA, resolver.SourcePyPI:
+	default:
+		return usageError("--source %q: want %s, %s or %s", f.source, resolver.SourceAuto, resolver.SourceNVIDIA, resolver.SourcePyPI)
+	}
 	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir})
 	if err != nil {
 		return err
@@ -145,7 +168,13 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	if err != nil {
 		return err
 	}
+	index, err := a.packageIndex(f, target)
+	if err != nil {
+		return err
+	}
 	opts := resolver.Options{
+		Source:    f.source,
+		Index:     index,
 		Loader:    a.loaderOptions(cmd),
 		Catalog:   cat,
 		Platform:  string(a.opts.platform),
@@ -187,6 +216,39 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		return exitWith(exitError)
 	}
 	return exitWith(exitMissing)
+}
+
+// packageIndex is the index wheels come from: pip's configuration for the
+// target's environment, with --index-url and --extra-index-url over it as
+// pip takes them. nil when none is configured (pip's default index does not
+// count: nothing asked for it).
+func (a *app) packageIndex(f resolveFlags, t *resolver.Target) (*pypi.Client, error) {
+	if f.source == resolver.SourceNVIDIA {
+		return nil, nil
+	}
+	var cfg pypi.PipConfig
+	if t.Env != nil {
+		cfg.Prefix = t.Env.Prefix
+	}
+	ix, err := pypi.PipIndexes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	configured := len(ix.Sources) > 0
+	if f.indexURL != "" {
+		ix.Index, configured = f.indexURL, true
+	}
+	if len(f.extraIndexURL) > 0 {
+		ix.Extra, configured = f.extraIndexURL, true
+	}
+	if !configured || len(ix.All()) == 0 {
+		if f.source == resolver.SourcePyPI {
+			return nil, usageError("--source pypi: no package index is configured (pip's configuration names none, or says no-index): pass --index-url URL or set PIP_INDEX_URL")
+		}
+		return nil, nil
+	}
+	a.logger.Debug("package index", "indexes", len(ix.All()), "from", strings.Join(ix.Sources, ", "))
+	return pypi.NewClient(pypi.Options{Indexes: ix.All(), AllowHTTP: f.allowHTTP, Logger: a.logger})
 }
 
 // stoppedNotConfirmed is the resolver's Stopped when the plan was declined.
@@ -278,7 +340,11 @@ func renderPlan(w io.Writer, p *resolver.Plan, store *fetch.Store) {
 	fmt.Fprintln(w, "):")
 	downloads := 0
 	for _, s := range p.Steps {
-		fmt.Fprintf(w, "  %s %s%s for %s\n", s.Component, s.Version, variantNote(s.CUDAVariant), strings.Join(s.Provides, ", "))
+		if s.Source == resolver.SourcePyPI {
+			fmt.Fprintf(w, "  %s %s (wheel %s, from %s) for %s\n", s.Project, s.Version, s.Filename, s.Index, strings.Join(s.Provides, ", "))
+		} else {
+			fmt.Fprintf(w, "  %s %s%s for %s\n", s.Component, s.Version, variantNote(s.CUDAVariant), strings.Join(s.Provides, ", "))
+		}
 		if s.Installed {
 			fmt.Fprintf(w, "      already in the store\n")
 		} else {

@@ -80,7 +80,11 @@ func renderStep(w io.Writer, r *resolver.Round, s *resolver.Step) {
 	if s.CUDAVariant != "" {
 		variant = ", " + s.CUDAVariant
 	}
-	fmt.Fprintf(w, "  %s\n      ← %s %s (%s%s), %s\n", strings.Join(s.Provides, ", "), s.Component, s.Version, s.Platform, variant, state)
+	if s.Source == resolver.SourcePyPI {
+		fmt.Fprintf(w, "  %s\n      ← wheel %s (%s %s, index %s), %s\n", strings.Join(s.Provides, ", "), s.Filename, s.Project, s.Version, s.Index, state)
+	} else {
+		fmt.Fprintf(w, "  %s\n      ← %s %s (%s%s), %s\n", strings.Join(s.Provides, ", "), s.Component, s.Version, s.Platform, variant, state)
+	}
 	if s.Pin != "" {
 		fmt.Fprintf(w, "        %s\n", s.Pin)
 	}

@@ -1,0 +1,210 @@
+// Package indextest builds wheels and serves them from a Python simple index (PEP 691 JSON or PEP 503 HTML) on 127.0.0.1, for tests.
+package indextest
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Wheel is one wheel file: a project at a version with its tags and files.
+type Wheel struct {
+	Project string // as written: nvidia-cudnn-cu13
+	Version string
+	// Tags are the python, ABI and platform tags: py3-none-manylinux_2_27_x86_64.
+	Tags string
+	// Files are the members by path (relative to site-packages); the
+	// dist-info's METADATA, WHEEL and RECORD are added.
+	Files map[string][]byte
+}
+
+// Filename is the wheel's file name (PEP 427).
+func (w Wheel) Filename() string {
+	return fmt.Sprintf("%s-%s-%s.whl", distName(w.Project), w.Version, w.Tags)
+}
+
+var nameRuns = regexp.MustCompile(`[-_.]+`)
+
+func distName(project string) string { return nameRuns.ReplaceAllString(project, "_") }
+
+func normalize(project string) string {
+	return strings.ToLower(nameRuns.ReplaceAllString(project, "-"))
+}
+
+// Build writes the wheel: its files, then the dist-info, RECORD last.
+func (w Wheel) Build(t testing.TB) []byte {
+	t.Helper()
+	info := distName(w.Project) + "-" + w.Version + ".dist-info/"
+	files := map[string][]byte{}
+	for p, b := range w.Files {
+		files[p] = b
+	}
+	files[info+"METADATA"] = []byte("Metadata-Version: 2.1\nName: " + w.Project + "\nVersion: " + w.Version + "\n")
+	files[info+"WHEEL"] = []byte("Wheel-Version: 1.0\nGenerator: indextest\nRoot-Is-Purelib: false\nTag: " + w.Tags + "\n")
+	var names []string
+	for p := range files {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	var buf, record bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, p := range names {
+		fw, err := zw.CreateHeader(&zip.FileHeader{Name: p, Method: zip.Deflate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fw.Write(files[p]); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(files[p])
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", p, base64.RawURLEncoding.EncodeToString(sum[:]), len(files[p]))
+	}
+	fmt.Fprintf(&record, "%sRECORD,,\n", info)
+	fw, err := zw.Create(info + "RECORD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fw.Write(record.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// Index serves wheels on 127.0.0.1: URL/PROJECT/ lists a project's files,
+// URL/../files/NAME serves one.
+type Index struct {
+	// URL is the simple index's URL, ending in "/simple/".
+	URL string
+	// HTML makes the index answer in PEP 503 HTML (no sizes) whatever the
+	// client asks for.
+	HTML bool
+
+	server *httptest.Server
+	mu     sync.Mutex
+	files  map[string][]byte   // file name → bytes
+	byProj map[string][]string // normalized project → file names
+	hashes map[string]string   // file name → the sha256 the index states
+	hits   map[string]int      // path → requests
+}
+
+// Serve builds the wheels and serves them; the server stops with the test.
+func Serve(t testing.TB, wheels ...Wheel) *Index {
+	t.Helper()
+	ix := &Index{files: map[string][]byte{}, byProj: map[string][]string{}, hashes: map[string]string{}, hits: map[string]int{}}
+	for _, w := range wheels {
+		name := w.Filename()
+		data := w.Build(t)
+		ix.files[name] = data
+		sum := sha256.Sum256(data)
+		ix.hashes[name] = hex.EncodeToString(sum[:])
+		p := normalize(w.Project)
+		ix.byProj[p] = append(ix.byProj[p], name)
+	}
+	ix.server = httptest.NewServer(http.HandlerFunc(ix.serve))
+	t.Cleanup(ix.server.Close)
+	ix.URL = ix.server.URL + "/simple/"
+	return ix
+}
+
+// File returns a served file's bytes.
+func (ix *Index) File(name string) []byte { return ix.files[name] }
+
+// StateSHA256 makes the index state sum as the sha256 of the file name.
+func (ix *Index) StateSHA256(name, sum string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.hashes[name] = sum
+}
+
+// Downloads is how many times files were downloaded (GET of a file).
+func (ix *Index) Downloads() int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	n := 0
+	for p, c := range ix.hits {
+		if strings.HasPrefix(p, "GET /files/") {
+			n += c
+		}
+	}
+	return n
+}
+
+// Requests is how many requests the index answered.
+func (ix *Index) Requests() int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	n := 0
+	for _, c := range ix.hits {
+		n += c
+	}
+	return n
+}
+
+func (ix *Index) serve(w http.ResponseWriter, r *http.Request) {
+	ix.mu.Lock()
+	ix.hits[r.Method+" "+r.URL.Path]++
+	ix.mu.Unlock()
+	if name, ok := strings.CutPrefix(r.URL.Path, "/files/"); ok {
+		data, ok := ix.files[name]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(data))
+		return
+	}
+	project, ok := strings.CutPrefix(r.URL.Path, "/simple/")
+	project = strings.TrimSuffix(project, "/")
+	names := ix.byProj[project]
+	if !ok || len(names) == 0 {
+		http.NotFound(w, r)
+		return
+	}
+	ix.mu.Lock()
+	hashes := map[string]string{}
+	for _, n := range names {
+		hashes[n] = ix.hashes[n]
+	}
+	ix.mu.Unlock()
+	if !ix.HTML && strings.Contains(r.Header.Get("Accept"), "application/vnd.pypi.simple.v1+json") {
+		type file struct {
+			Filename string            `json:"filename"`
+			URL      string            `json:"url"`
+			Hashes   map[string]string `json:"hashes"`
+			Size     int               `json:"size"`
+		}
+		page := struct {
+			Meta  map[string]string `json:"meta"`
+			Name  string            `json:"name"`
+			Files []file            `json:"files"`
+		}{Meta: map[string]string{"api-version": "1.1"}, Name: project}
+		for _, n := range names {
+			page.Files = append(page.Files, file{Filename: n, URL: "../../files/" + n, Hashes: map[string]string{"sha256": hashes[n]}, Size: len(ix.files[n])})
+		}
+		w.Header().Set("Content-Type", "application/vnd.pypi.simple.v1+json")
+		_ = json.NewEncoder(w).Encode(page)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html")
+	fmt.Fprintf(w, "<!DOCTYPE html>\n<html><body>\n")
+	for _, n := range names {
+		fmt.Fprintf(w, "<a href=\"../../files/%s#sha256=%s\">%s</a><br>\n", html.EscapeString(n), hashes[n], html.EscapeString(n))
+	}
+	fmt.Fprintf(w, "</body></html>\n")
+}
