@@ -21,7 +21,7 @@ PYTHON=${PYTHON:-$(command -v python3)}
 OUT=${OUT:-$(mktemp -d)}
 WORK=$(mktemp -d)
 PREFIX=$WORK/prefix
-export XDG_CACHE_HOME=$WORK/cache
+export XDG_CACHE_HOME=$WORK/cache PIP_CONFIG_FILE=/dev/null
 log() { printf '\n=== %s\n' "$*"; }
 SITE=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 HIDE=${HIDE:-nvidia/cu13/lib nvidia/cudnn/lib nvidia/cusparselt/lib}
