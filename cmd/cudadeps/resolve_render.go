@@ -88,8 +88,9 @@ func renderRound(w io.Writer, r *resolver.Round) {
 
 // renderVerify prints the import check and the probes or check command.
 func renderVerify(w io.Writer, v *resolver.Verification) {
+	fmt.Fprintln(w)
 	if len(v.Command) > 0 {
-		fmt.Fprintf(w, "\nImport check: %s → %s\n", strings.Join(v.Command, " "), okWord(v.ImportOK))
+		fmt.Fprintf(w, "Import check: %s → %s\n", strings.Join(v.Command, " "), okWord(v.ImportOK))
 		if !v.ImportOK && v.Output != "" {
 			fmt.Fprintf(w, "%s\n", indent(lastLines(v.Output, 8), "    "))
 		}
