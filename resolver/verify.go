@@ -113,7 +113,7 @@ func (c *checkRunner) run(ctx context.Context) *Verification {
 		switch {
 		case c.check != "":
 			v.Probes = append(v.Probes, c.runCheck(ctx))
-		default:
+		case c.python() != "":
 			for _, name := range probeNames(c.t) {
 				v.Probes = append(v.Probes, c.runProbe(ctx, name))
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/elftest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
+	"github.com/cudadeps/cudadeps/resolver"
 )
 
 // TestResolveDirectoryCLI drives resolve on a directory through the command
@@ -204,5 +205,24 @@ func TestResolveCheckCLI(t *testing.T) {
 	code, stdout, _ = resolve("--check", "sleep 30", "--check-timeout", "1s")
 	if code != exitError || !strings.Contains(stdout, "killed after 1s") {
 		t.Fatalf("timed out check: exit %d\n%s", code, stdout)
+	}
+}
+
+func TestRenderOptional(t *testing.T) {
+	var b strings.Builder
+	renderOptional(&b, []resolver.OptionalLib{
+		{Soname: "libcutensor.so.2", For: []string{"cupy_backends.cuda.libs.cutensor", "cupyx._cutensor"}, Feature: "cuTENSOR", Install: "cutensor-cu13"},
+		{Soname: "libibverbs.so.1", For: []string{"libnccl.so.2"}, RunTime: true},
+		{Soname: "libtpu.so", For: []string{"libjax_common.so"}, RunTime: true},
+	})
+	want := "\noptional: libcutensor.so.2 for cupy_backends.cuda.libs.cutensor, cupyx._cutensor (cuTENSOR); install cutensor-cu13 to enable\n" +
+		"optional, opened at run time when present: libibverbs.so.1, libtpu.so\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	renderOptional(&b, nil)
+	if b.Len() != 0 {
+		t.Errorf("nothing optional printed %q", b.String())
 	}
 }
