@@ -16,11 +16,10 @@ import (
 //go:embed probes/*.py
 var probeFiles embed.FS
 
-// probeFor maps a distribution (normalised name) to its probe.
+// probeFor maps a distribution (normalised name) to its probe. JAX is
+// probed through its CUDA plugin: jax without one has no GPU to check.
 var probeFor = map[string]string{
 	"torch":             "torch",
-	"jax":               "jax",
-	"jaxlib":            "jax",
 	"jax-cuda13-plugin": "jax",
 	"jax-cuda12-plugin": "jax",
 	"jax-cuda13-pjrt":   "jax",
@@ -31,17 +30,30 @@ var probeFor = map[string]string{
 	"tensorflow-gpu":    "tensorflow",
 }
 
-// ProbeScript returns the Python probe for a distribution: a script to run
-// with the target's interpreter (python -c SCRIPT) after its import check.
-func ProbeScript(distName string) (script string, ok bool) {
+// probeName is the probe for a distribution, if there is one.
+func probeName(distName string) (string, bool) {
 	n := pyenv.Normalize(distName)
-	name, ok := probeFor[n]
-	if !ok && strings.HasPrefix(n, "cupy") {
-		name, ok = "cupy", true // cupy-cuda13x, cupy-cuda12x, cupy-rocm-...
+	if name, ok := probeFor[n]; ok {
+		return name, true
 	}
+	if strings.HasPrefix(n, "cupy") {
+		return "cupy", true // cupy-cuda13x, cupy-cuda12x, cupy-rocm-...
+	}
+	return "", false
+}
+
+// ProbeScript returns the Python probe for a distribution: a script to run
+// with the target's interpreter after its import check.
+func ProbeScript(distName string) (script string, ok bool) {
+	name, ok := probeName(distName)
 	if !ok {
 		return "", false
 	}
+	return probeScript(name)
+}
+
+// probeScript is a probe by its name: the shared part, then its own.
+func probeScript(name string) (string, bool) {
 	common, err := probeFiles.ReadFile("probes/common.py")
 	if err != nil {
 		return "", false

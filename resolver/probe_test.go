@@ -59,8 +59,11 @@ func TestProbeScripts(t *testing.T) {
 			t.Errorf("%s: no probe", d)
 		}
 	}
-	if _, ok := ProbeScript("requests"); ok {
-		t.Error("a probe for requests")
+	for _, d := range []string{"requests", "jax", "jaxlib"} {
+		// jax alone runs on the CPU: only its CUDA plugin calls for a probe.
+		if _, ok := ProbeScript(d); ok {
+			t.Errorf("a probe for %s", d)
+		}
 	}
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -68,8 +71,11 @@ func TestProbeScripts(t *testing.T) {
 	}
 	// Every probe compiles; without its framework it fails at the import,
 	// naming the module (never a library).
-	for _, d := range []string{"torch", "cupy", "jax", "onnxruntime-gpu", "tensorflow"} {
-		s, _ := ProbeScript(d)
+	for _, d := range []string{"torch", "cupy", "jax-cuda13-plugin", "onnxruntime-gpu", "tensorflow"} {
+		s, ok := ProbeScript(d)
+		if !ok {
+			t.Fatalf("%s: no probe", d)
+		}
 		f := filepath.Join(t.TempDir(), "probe.py")
 		if err := os.WriteFile(f, []byte(s), 0o644); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
@@ -45,8 +46,15 @@ type Options struct {
 	DryRun bool
 	// Copy places copies instead of links.
 	Copy bool
-	// Verify imports a Python target once nothing is missing.
+	// Verify imports a Python target once nothing is missing, then runs
+	// the probes of the frameworks it is or requires (or Check).
 	Verify bool
+	// Check, when set, is a shell command run (sh -c) instead of the
+	// probes, with the environment the import check has.
+	Check string
+	// CheckTimeout bounds the import check and each probe or check
+	// (default DefaultCheckTimeout).
+	CheckTimeout time.Duration
 	// MaxRounds bounds the loop (default 8).
 	MaxRounds int
 	// Confirm is asked before anything is downloaded; nil means yes.
@@ -69,6 +77,9 @@ type Outcome struct {
 	Unresolved []Unresolved  `json:"unresolved"`
 	Activation Activation    `json:"activation"`
 	Verify     *Verification `json:"verify,omitempty"`
+	// Optional are libraries only optional modules or optional run-time
+	// opens need: reported, never fetched, never a failure.
+	Optional []OptionalLib `json:"optional"`
 	// Shadowed are the libraries a required distribution owns that the
 	// loader took from elsewhere when the resolve began.
 	Shadowed []Shadow `json:"shadowed"`
@@ -145,8 +156,10 @@ type session struct {
 	// activation script serves.
 	handled map[string]string
 	viaEnv  map[string]bool
-	// runtime are sonames only the import check found missing.
-	runtime []string
+	// runtime are sonames only the import check or a probe found
+	// missing; runtimeBy says which, by soname, when not the import.
+	runtime   []string
+	runtimeBy map[string]string
 	// last is the latest round's scan, with its layout.
 	last   *scan.Report
 	layout *Layout
@@ -166,7 +179,7 @@ func newSession(ctx context.Context, t *Target, opts Options) (*session, error) 
 	if opts.Catalog == nil {
 		return nil, errors.New("resolve needs a catalog")
 	}
-	out := &Outcome{Target: t, DryRun: opts.DryRun, Rounds: []*Round{}, Unresolved: []Unresolved{},
+	out := &Outcome{Target: t, DryRun: opts.DryRun, Rounds: []*Round{}, Unresolved: []Unresolved{}, Optional: []OptionalLib{},
 		VersionErrors: []scan.VersionError{}, Shadowed: []Shadow{}, Incomplete: []string{}, Checks: []string{}}
 	if t.Kind == KindWheel && !opts.DryRun {
 		// A wheel is not installed anywhere: there is nowhere to place
@@ -278,8 +291,8 @@ func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
 // what the import check reported, and what a required distribution's
 // RECORD lists but the disk lacks (the loader may be taking another copy).
 func (s *session) needs(rep *scan.Report) []*Need {
-	needs := needsFrom(rep)
-	needs = append(needs, runtimeNeeds(s.runtime, needs, rep, s.t, s.handled, s.viaEnv)...)
+	needs := s.withoutOptional(needsFrom(rep), rep)
+	needs = append(needs, runtimeNeeds(s.runtime, s.runtimeBy, needs, rep, s.t, s.handled, s.viaEnv)...)
 	for _, o := range s.layout.MissingLibraries() {
 		if needFor(needs, o.Name).NeededBy != nil {
 			continue
@@ -436,23 +449,28 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 }
 
 // verifyRound ends the loop once nothing is missing, after the import
-// check (which may find more for another round).
+// check and the probes (or the check command), which may find more for
+// another round.
 func (s *session) verifyRound(r *Round, n int) (bool, error) {
-	if !s.opts.Verify || s.opts.DryRun || s.t.Kind != KindPython || s.t.Env == nil || !s.t.Env.FromPython {
+	if !s.verifies() {
 		s.out.OK = true
 		s.out.Stopped = "nothing missing"
 		return true, nil
 	}
-	s.opts.Logger.Info("verify", "round", n, "module", s.t.Module)
+	s.opts.Logger.Info("verify", "round", n, "module", s.t.Module, "check", s.opts.Check)
 	envDirs, err := EnvDirs(s.opts.Prefix)
 	if err != nil {
 		return true, err
 	}
-	v := verify(s.ctx, s.t, envDirs)
-	r.Verify = &v
-	s.out.Verify = &v
+	c := &checkRunner{t: s.t, envDirs: envDirs, prefix: s.opts.Prefix, check: s.opts.Check, timeout: s.opts.CheckTimeout}
+	v := c.run(s.ctx)
+	r.Verify = v
+	s.out.Verify = v
+	if err := s.ctx.Err(); err != nil {
+		return true, err
+	}
 	var fresh []string
-	for _, m := range v.Missing {
+	for _, m := range v.Blamed() {
 		// A library placed in the package's directories that a dlopen by
 		// name still misses gets one more try, through LD_LIBRARY_PATH.
 		if _, done := s.handled[m]; !done || !s.viaEnv[m] {
@@ -460,17 +478,12 @@ func (s *session) verifyRound(r *Round, n int) (bool, error) {
 		}
 	}
 	if !v.OK && len(fresh) > 0 && n < s.opts.MaxRounds {
-		s.opts.Logger.Info("the import needs more", "sonames", fresh)
-		for _, m := range fresh {
-			s.runtime = appendUnique(s.runtime, m)
-		}
+		s.opts.Logger.Info("the run needs more", "sonames", fresh)
+		s.feedRuntime(v, fresh)
 		return false, nil
 	}
 	s.out.OK = v.OK
-	s.out.Stopped = "nothing missing"
-	if !v.OK {
-		s.out.Stopped = "the import still fails"
-	}
+	s.out.Stopped = v.stopped()
 	return true, nil
 }
 
@@ -672,7 +685,7 @@ func (o *Outcome) choosePlatform(rep *scan.Report, lay *Layout, opts Options) er
 // runtimeNeeds turns sonames the import reported into needs. The object
 // that dlopen'ed them is unknown; the directories most of the package's own
 // objects search are where a library is most likely to be found.
-func runtimeNeeds(names []string, static []*Need, rep *scan.Report, t *Target, handled map[string]string, viaEnv map[string]bool) []*Need {
+func runtimeNeeds(names []string, by map[string]string, static []*Need, rep *scan.Report, t *Target, handled map[string]string, viaEnv map[string]bool) []*Need {
 	var out []*Need
 	count := map[string]int{}
 	firstSeen := map[string]ldso.SearchDir{}
@@ -694,8 +707,11 @@ func runtimeNeeds(names []string, static []*Need, rep *scan.Report, t *Target, h
 	for _, d := range order {
 		dirs = append(dirs, firstSeen[d])
 	}
-	who := "import " + t.Module
 	for _, n := range names {
+		who := "import " + t.Module
+		if b, ok := by[n]; ok {
+			who = b
+		}
 		if needFor(static, n).NeededBy != nil {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -28,6 +29,8 @@ type resolveFlags struct {
 	yes       bool
 	copy      bool
 	noVerify  bool
+	check     string
+	checkTime time.Duration
 	maxRounds int
 	allowHTTP bool
 	cacheDir  string
@@ -69,13 +72,26 @@ is configured, placed where its RECORD puts it; everything else, and what the
 index lacks, from NVIDIA's archives. pypi takes wheels only (other libraries
 through cudadeps' table of NVIDIA's distributions); nvidia archives only.
 
-For a Python target, the package is then imported in a new interpreter
-(--no-verify to skip): a library it dlopen's at run time and cannot open
-feeds the loop like any other.
+For a Python target, the package is then imported in a new interpreter, and
+a short probe runs for each framework it is or requires (torch, CuPy, JAX's
+CUDA plugin, onnxruntime-gpu, TensorFlow) that makes it open what it opens
+lazily: cuDNN's sub-libraries, cuFFT, NVRTC and its builtins, the driver.
+Without a GPU only the steps that need none run; the others are reported as
+skipped. --check CMD runs your own command (sh -c, same environment, the
+interpreter's directory first on PATH) instead of the probes, for any
+target; --no-verify skips the import and the probes. A library the import,
+a probe or the command cannot open (or finds too old) feeds the loop like any
+other; any other failure is reported with a command line that reruns it.
 
-Exit status: 0 when everything loads, 3 when something is still missing (or,
-with --dry-run, would be), 1 on errors and when TARGET holds no ELF object,
-2 on usage errors and when asking was not possible, 130 when interrupted.`
+Libraries that only an optional module needs (CuPy's cuTENSOR, NCCL,
+cuSPARSELt and cuDNN backends) are reported as optional with the package
+that provides them, and never fetched.
+
+Exit status: 0 when everything loads and runs, 3 when a library is still
+missing or wrong (or, with --dry-run, would be), 1 on errors, when TARGET
+holds no ELF object, and when the import, a probe or the check fails for a
+reason that names no library, 2 on usage errors and when asking was not
+possible, 130 when interrupted.`
 
 func (a *app) resolveCommand() *cobra.Command {
 	var f resolveFlags
@@ -99,7 +115,9 @@ func (a *app) resolveCommand() *cobra.Command {
 	fl.BoolVarP(&f.dryRun, "dry-run", "n", false, "print the plan; change nothing on disk")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask before downloading and placing (needed when stdin is not a terminal)")
 	fl.BoolVar(&f.copy, "copy", false, "place copies instead of symbolic links into the store")
-	fl.BoolVar(&f.noVerify, "no-verify", false, "do not import the package to check the result")
+	fl.BoolVar(&f.noVerify, "no-verify", false, "do not import the package nor run the probes or --check")
+	fl.StringVar(&f.check, "check", "", "run `CMD` (sh -c) to check the result instead of the framework probes")
+	fl.DurationVar(&f.checkTime, "check-timeout", resolver.DefaultCheckTimeout, "time limit for the import check and each probe or --check run")
 	fl.IntVar(&f.maxRounds, "max-rounds", 8, "give up after `N` rounds")
 	fl.BoolVar(&f.allowHTTP, "allow-http", false, "allow plain http:// mirrors other than 127.0.0.1")
 	fl.StringVar(&f.cacheDir, "cache", "", "download cache `DIR` (default: $XDG_CACHE_HOME/cudadeps)")
@@ -155,6 +173,12 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	default:
 		return usageError("--source %q: want %s, %s or %s", f.source, resolver.SourceAuto, resolver.SourceNVIDIA, resolver.SourcePyPI)
 	}
+	if f.check != "" && f.noVerify {
+		return usageError("--check and --no-verify exclude each other")
+	}
+	if f.checkTime <= 0 {
+		return usageError("--check-timeout must be positive, not %s", f.checkTime)
+	}
 	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir})
 	if err != nil {
 		return err
@@ -173,18 +197,20 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		return err
 	}
 	opts := resolver.Options{
-		Source:    f.source,
-		Index:     index,
-		Loader:    a.loaderOptions(cmd),
-		Catalog:   cat,
-		Platform:  string(a.opts.platform),
-		CUDAMajor: int(a.opts.cuda),
-		Prefix:    prefix,
-		DryRun:    f.dryRun,
-		Copy:      f.copy,
-		Verify:    !f.noVerify,
-		MaxRounds: f.maxRounds,
-		Logger:    a.logger,
+		Source:       f.source,
+		Index:        index,
+		Loader:       a.loaderOptions(cmd),
+		Catalog:      cat,
+		Platform:     string(a.opts.platform),
+		CUDAMajor:    int(a.opts.cuda),
+		Prefix:       prefix,
+		DryRun:       f.dryRun,
+		Copy:         f.copy,
+		Verify:       !f.noVerify,
+		Check:        f.check,
+		CheckTimeout: f.checkTime,
+		MaxRounds:    f.maxRounds,
+		Logger:       a.logger,
 	}
 	if !f.dryRun {
 		if opts.Store, err = fetch.OpenStore(prefix); err != nil {
@@ -213,6 +239,9 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	case out.OK:
 		return nil
 	case out.Stopped == stoppedNotConfirmed:
+		return exitWith(exitError)
+	case len(out.Unresolved) == 0 && out.Verify != nil && !out.Verify.OK && !out.Verify.BlamesLibrary():
+		// It loads, and fails for another reason than a library.
 		return exitWith(exitError)
 	}
 	return exitWith(exitMissing)
@@ -272,6 +301,9 @@ func logRounds(a *app, o *resolver.Outcome) {
 		a.logger.Debug("round", "n", r.N, "missing", len(r.Missing), "archives", steps, "installed", len(r.Installed), "placed", len(r.Placed))
 		if v := r.Verify; v != nil {
 			a.logger.Debug("verify", "command", strings.Join(v.Command, " "), "ok", v.OK)
+			for _, p := range v.Probes {
+				a.logger.Debug("probe", "name", p.Name, "command", p.Reproduce, "ok", p.OK, "exit", p.ExitCode)
+			}
 		}
 	}
 	a.logger.Debug("resolve done", "ok", o.OK, "stopped", o.Stopped)

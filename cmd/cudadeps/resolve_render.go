@@ -31,8 +31,30 @@ func renderResolve(w io.Writer, o *resolver.Outcome, command func(...string) str
 			fmt.Fprintf(w, "  ! %s\n", v.Message)
 		}
 	}
+	renderOptional(w, o.Optional)
 	fmt.Fprintln(w)
 	renderConclusion(w, o, command)
+}
+
+// renderOptional lists what the package works without: each optional
+// module's library with the package that enables it, then the optional
+// run-time opens on one line.
+func renderOptional(w io.Writer, opt []resolver.OptionalLib) {
+	if len(opt) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	var opens []string
+	for _, o := range opt {
+		if o.RunTime {
+			opens = append(opens, o.Soname)
+			continue
+		}
+		fmt.Fprintf(w, "optional: %s\n", o)
+	}
+	if len(opens) > 0 {
+		fmt.Fprintf(w, "optional, opened at run time when present: %s\n", strings.Join(opens, ", "))
+	}
 }
 
 func renderRound(w io.Writer, r *resolver.Round) {
@@ -60,15 +82,76 @@ func renderRound(w io.Writer, r *resolver.Round) {
 		fmt.Fprintf(w, "  placed %d file(s)\n", len(r.Placed))
 	}
 	if v := r.Verify; v != nil {
-		status := "ok"
-		if !v.OK {
-			status = "FAILED"
-		}
-		fmt.Fprintf(w, "\nImport check: %s → %s\n", strings.Join(v.Command, " "), status)
-		if !v.OK && v.Output != "" {
+		renderVerify(w, v)
+	}
+}
+
+// renderVerify prints the import check and the probes or check command.
+func renderVerify(w io.Writer, v *resolver.Verification) {
+	fmt.Fprintln(w)
+	if len(v.Command) > 0 {
+		fmt.Fprintf(w, "Import check: %s → %s\n", strings.Join(v.Command, " "), okWord(v.ImportOK))
+		if !v.ImportOK && v.Output != "" {
 			fmt.Fprintf(w, "%s\n", indent(lastLines(v.Output, 8), "    "))
 		}
 	}
+	for _, p := range v.Probes {
+		renderProbe(w, &p)
+	}
+}
+
+func renderProbe(w io.Writer, p *resolver.Probe) {
+	what := "Probe (" + p.Name + ")"
+	if p.Name == "check" {
+		what = "Check"
+	}
+	counts := map[string]int{}
+	var skipped []string
+	for _, st := range p.Steps {
+		counts[st.Status]++
+		if st.Status == resolver.StepSkipped {
+			skipped = append(skipped, st.Name)
+		}
+	}
+	shown := strings.Join(p.Command, " ")
+	if p.Name == "check" && len(p.Command) == 3 {
+		shown = p.Command[2] // sh -c CMD
+	}
+	fmt.Fprintf(w, "%s: %s → %s", what, shown, okWord(p.OK))
+	if len(p.Steps) > 0 {
+		fmt.Fprintf(w, " (%d ok, %d failed, %d skipped)", counts[resolver.StepOK], counts[resolver.StepFailed], counts[resolver.StepSkipped])
+	}
+	fmt.Fprintln(w)
+	if len(skipped) > 0 {
+		fmt.Fprintf(w, "    no GPU: skipped %s\n", strings.Join(skipped, ", "))
+	}
+	for _, st := range p.Steps {
+		if st.Status == resolver.StepFailed {
+			fmt.Fprintf(w, "    FAILED %s: %s\n", st.Name, st.Detail)
+		}
+	}
+	if p.OK {
+		return
+	}
+	if p.Error != "" {
+		fmt.Fprintf(w, "    %s\n", p.Error)
+	}
+	for _, f := range p.Failures {
+		fmt.Fprintf(w, "    blames %s (%s)\n", f.Library, strings.ReplaceAll(f.Kind, "_", " "))
+	}
+	if counts[resolver.StepFailed] == 0 && p.Output != "" {
+		fmt.Fprintf(w, "%s\n", indent(lastLines(p.Output, 8), "    "))
+	}
+	if len(p.Failures) == 0 {
+		fmt.Fprintf(w, "    rerun it with: %s\n", p.Reproduce)
+	}
+}
+
+func okWord(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "FAILED"
 }
 
 func renderStep(w io.Writer, r *resolver.Round, s *resolver.Step) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/elftest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
+	"github.com/cudadeps/cudadeps/resolver"
 )
 
 // TestResolveDirectoryCLI drives resolve on a directory through the command
@@ -130,5 +131,98 @@ func TestResolveExampleWheel(t *testing.T) {
 	}
 	if out.Platform != "linux-x86_64" || out.CUDAMajor != 13 || strings.Join(comps, ",") != "libcublas,libcudss" {
 		t.Fatalf("plan: %s", stdout)
+	}
+}
+
+// TestResolveCheckCLI drives --check on a directory that lacks nothing: the
+// exit status says whether it ran (0), failed naming a library still
+// missing (3) or failed otherwise (1, with a command to rerun it).
+func TestResolveCheckCLI(t *testing.T) {
+	dir := t.TempDir()
+	if err := elftest.Write(filepath.Join(dir, "lib/libapp.so"), elftest.Spec{Soname: "libapp.so", Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	m := mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
+		Libs: map[string]elftest.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
+	prefix := filepath.Join(t.TempDir(), "prefix")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	resolve := func(extra ...string) (int, string, string) {
+		return runCLI(t, append([]string{"resolve", dir, "--yes", "--quiet", "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--ld-library-path", "", "--cuda", "13"}, extra...)...)
+	}
+
+	code, stdout, stderr := resolve("--check", `echo "ok: first"; echo "ok: second"`)
+	if code != exitOK || !strings.Contains(stdout, "Check: echo") || !strings.Contains(stdout, "→ ok (2 ok, 0 failed, 0 skipped)") {
+		t.Fatalf("passing check: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	code, stdout, stderr = resolve("--check", `echo "FAILED: my step: ValueError: bad"; exit 1`)
+	if code != exitError || !strings.Contains(stdout, "FAILED my step: ValueError: bad") || !strings.Contains(stdout, "rerun it with: sh -c ") || !strings.Contains(stdout, "Not done (the run-time check fails)") {
+		t.Fatalf("failing check: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	code, stdout, stderr = resolve("--json", "--check", `echo "OSError: libnothing.so.4: cannot open shared object file: No such file or directory" >&2; exit 1`)
+	if code != exitMissing {
+		t.Fatalf("check naming a library: exit %d\n%s%s", code, stdout, stderr)
+	}
+	var out struct {
+		OK     bool `json:"ok"`
+		Rounds []struct {
+			Missing []struct {
+				Soname   string   `json:"soname"`
+				NeededBy []string `json:"needed_by"`
+			} `json:"missing"`
+		} `json:"rounds"`
+		Verify struct {
+			OK       bool `json:"ok"`
+			ImportOK bool `json:"import_ok"`
+			Probes   []struct {
+				Name      string `json:"name"`
+				ExitCode  int    `json:"exit_code"`
+				Reproduce string `json:"reproduce"`
+				Failures  []struct {
+					Library string `json:"library"`
+					Kind    string `json:"kind"`
+				} `json:"failures"`
+			} `json:"probes"`
+		} `json:"verify"`
+		Optional []any `json:"optional"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if out.OK || len(out.Rounds) != 2 || len(out.Rounds[1].Missing) != 1 || out.Rounds[1].Missing[0].Soname != "libnothing.so.4" ||
+		!strings.HasPrefix(out.Rounds[1].Missing[0].NeededBy[0], "check: ") || out.Verify.OK || !out.Verify.ImportOK ||
+		len(out.Verify.Probes) != 1 || out.Verify.Probes[0].Failures[0].Library != "libnothing.so.4" || out.Optional == nil {
+		t.Fatalf("JSON: %s", stdout)
+	}
+
+	if code, _, stderr := resolve("--check", "true", "--no-verify"); code != exitUsage {
+		t.Fatalf("--check with --no-verify: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := resolve("--check", "true", "--check-timeout", "0s"); code != exitUsage {
+		t.Fatalf("--check-timeout 0: exit %d %s", code, stderr)
+	}
+	code, stdout, _ = resolve("--check", "sleep 30", "--check-timeout", "1s")
+	if code != exitError || !strings.Contains(stdout, "killed after 1s") {
+		t.Fatalf("timed out check: exit %d\n%s", code, stdout)
+	}
+}
+
+func TestRenderOptional(t *testing.T) {
+	var b strings.Builder
+	renderOptional(&b, []resolver.OptionalLib{
+		{Soname: "libcutensor.so.2", For: []string{"cupy_backends.cuda.libs.cutensor", "cupyx._cutensor"}, Feature: "cuTENSOR", Install: "cutensor-cu13"},
+		{Soname: "libibverbs.so.1", For: []string{"libnccl.so.2"}, RunTime: true},
+		{Soname: "libtpu.so", For: []string{"libjax_common.so"}, RunTime: true},
+	})
+	want := "\noptional: libcutensor.so.2 for cupy_backends.cuda.libs.cutensor, cupyx._cutensor (cuTENSOR); install cutensor-cu13 to enable\n" +
+		"optional, opened at run time when present: libibverbs.so.1, libtpu.so\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	renderOptional(&b, nil)
+	if b.Len() != 0 {
+		t.Errorf("nothing optional printed %q", b.String())
 	}
 }
