@@ -34,6 +34,7 @@ if [ "$MODE" = --clean ] && [ -z "${CUDADEPS_CLEAN_NS:-}" ]; then
 fi
 PYTHON=${PYTHON:-$(command -v python3)}
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 MIRROR=${MIRROR:-/tmp/cudadeps-gpu-mirror}
 WORK=$(mktemp -d)
 PREFIX=$WORK/prefix

@@ -19,6 +19,7 @@ if [ "$MODE" = --clean ] && [ -z "${CUDADEPS_CLEAN_NS:-}" ]; then
 fi
 PYTHON=${PYTHON:-$(command -v python3)}
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 WORK=$(mktemp -d)
 PREFIX=$WORK/prefix
 export XDG_CACHE_HOME=$WORK/cache PIP_CONFIG_FILE=/dev/null
