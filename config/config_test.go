@@ -82,7 +82,6 @@ func TestSystemDirsAndExplicitFile(t *testing.T) {
 	}
 }
 
-
 func TestBadFiles(t *testing.T) {
 	for _, c := range []struct{ text, want string }{
 		{"mirrors = \"x\"\n", `:1: unknown key "mirrors" (known: catalog, mirror, prefix)`},
