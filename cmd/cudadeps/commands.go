@@ -13,5 +13,6 @@ func (a *app) commands() []*cobra.Command {
 		a.fetchCommand(),
 		a.storeCommand(),
 		a.doctorCommand(),
+		a.configCommand(),
 	}
 }
