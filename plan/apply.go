@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/pyenv"
 	"github.com/cudadeps/cudadeps/platform"
+	"github.com/cudadeps/cudadeps/pyenv"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
