@@ -2,6 +2,7 @@
 package plan
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/resolver"
 )
 
 // Schema is the schema of the documents a plan is read from: the JSON of
@@ -253,4 +256,29 @@ func (p *Plan) Owners() []Owner {
 		}
 	}
 	return out
+}
+
+// Document is resolve's JSON document with the machine it ran on (Host),
+// which a plan is checked against elsewhere.
+type Document struct {
+	*resolver.Outcome
+	Host Host `json:"host"`
+}
+
+// NewDocument adds to out the description of the system under root (""
+// for this one) for its platform.
+func NewDocument(ctx context.Context, out *resolver.Outcome, root string) Document {
+	return Document{Outcome: out, Host: HostOf(ctx, root, out.Platform)}
+}
+
+// FromOutcome is the plan of a resolve made in this process.
+func FromOutcome(doc Document, name string) (*Plan, error) {
+	data, err := json.Marshal(struct {
+		Schema string `json:"schema"`
+		Document
+	}{Schema, doc})
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, name)
 }

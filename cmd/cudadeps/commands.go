@@ -14,5 +14,7 @@ func (a *app) commands() []*cobra.Command {
 		a.storeCommand(),
 		a.doctorCommand(),
 		a.configCommand(),
+		a.mirrorCommand(),
+		a.applyCommand(),
 	}
 }

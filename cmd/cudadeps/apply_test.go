@@ -1,0 +1,271 @@
+package main
+
+import (
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/mirrortest"
+)
+
+// nvidiaStandIn serves two archives from 127.0.0.1, standing in for
+// NVIDIA: cuDSS and cuTENSOR for CUDA 13.
+func nvidiaStandIn(t *testing.T) *mirrortest.Mirror {
+	return mirrortest.Serve(t, []mirrortest.Archive{
+		{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
+			Libs:  map[string]elftest.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}},
+			Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}},
+		{Component: "libcutensor", Product: "cutensor", Version: "9.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
+			Libs:  map[string]elftest.Spec{"libcutensor.so.9.9.9": {Soname: "libcutensor.so.2", Needed: []string{"libc.so.6"}}},
+			Links: map[string]string{"libcutensor.so.2": "libcutensor.so.9.9.9"}},
+	})
+}
+
+// appTree writes one node's copy of an application whose library needs
+// both, beside the libcudart it ships.
+func appTree(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := elftest.Write(filepath.Join(dir, "app/lib/libapp.so"), elftest.Spec{Soname: "libapp.so",
+		Needed: []string{"libcudss.so.0", "libcutensor.so.2", "libcudart.so.13", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := elftest.Write(filepath.Join(dir, "app/lib/libcudart.so.13"), elftest.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// nodeEnv is one machine's environment: its own cache, data and config
+// directories, and the site's catalog from CUDADEPS_CATALOG.
+func nodeEnv(t *testing.T, extra ...string) []string {
+	env := append(userEnv(t), "XDG_CONFIG_HOME="+t.TempDir(), "XDG_CONFIG_DIRS="+t.TempDir())
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "CUDADEPS_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
+}
+
+// countingServer serves dir from 127.0.0.1 and counts the requests.
+func countingServer(t *testing.T, dir string) (string, *atomic.Int64) {
+	var n atomic.Int64
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/", &n
+}
+
+// tree lists what is under dir, for comparing two machines: each file's
+// sha256, each link's target with the machine's own directories replaced
+// by names (links are compared by where they lead, relative or not). Resolve's records and the store's entry records, which hold
+// times and the machine's paths, are left out.
+func tree(t *testing.T, dir string, names map[string]string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case strings.HasSuffix(p, ".json") || d.Name() == "env.sh" || strings.HasSuffix(d.Name(), ".lock"):
+			return nil
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(filepath.Dir(p), target)
+			}
+			target = strings.Replace(target, dir, "DIR", 1)
+			for from, to := range names {
+				target = strings.ReplaceAll(target, from, to)
+			}
+			out[rel] = "-> " + target
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(data)
+			out[rel] = hex.EncodeToString(sum[:])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameTree(t *testing.T, what string, a, b map[string]string) {
+	t.Helper()
+	var diffs []string
+	for k, v := range a {
+		if b[k] != v {
+			diffs = append(diffs, k+": "+v+" / "+b[k])
+		}
+	}
+	for k, v := range b {
+		if _, ok := a[k]; !ok {
+			diffs = append(diffs, k+": (none) / "+v)
+		}
+	}
+	sort.Strings(diffs)
+	if len(diffs) > 0 {
+		t.Errorf("%s differ between the nodes:\n%s", what, strings.Join(diffs, "\n"))
+	}
+}
+
+// TestMirrorThenApplyOnAnotherNode is the cluster story: node 1 plans
+// against NVIDIA (a stand-in on 127.0.0.1), mirror fills a directory from
+// the plan, and node 2, with its own prefix and cache, applies the plan
+// from that directory served over HTTP, and node 3 from it as file://,
+// without a request to NVIDIA; all end with the same files.
+func TestMirrorThenApplyOnAnotherNode(t *testing.T) {
+	nv := nvidiaStandIn(t)
+	work := t.TempDir()
+	node1, node2, node3 := appTree(t), appTree(t), appTree(t)
+	p1, p2, p3 := filepath.Join(work, "p1"), filepath.Join(work, "p2"), filepath.Join(work, "p3")
+	env1 := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog)
+
+	r := runBinary(t, env1, "", "resolve", node1, "--dry-run", "--json", "--mirror", nv.URL, "--prefix", p1, "--ld-library-path", "")
+	if r.code != exitMissing {
+		t.Fatalf("node 1 dry run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	planFile := filepath.Join(work, "plan.json")
+	if err := os.WriteFile(planFile, []byte(r.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Host struct{ Machine, Glibc string } `json:"host"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || doc.Host.Machine == "" {
+		t.Fatalf("the plan names no host: %v\n%s", err, r.stdout)
+	}
+
+	mdir := filepath.Join(work, "mirror")
+	r = runBinary(t, env1, "", "mirror", mdir, "--plan", planFile, "--json", "--quiet")
+	if r.code != exitOK {
+		t.Fatalf("mirror: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var mres struct {
+		Schema   string `json:"schema"`
+		Archives []struct {
+			Path string `json:"path"`
+			Step struct {
+				SHA256 string `json:"sha256"`
+			} `json:"step"`
+		} `json:"archives"`
+		Manifests []string `json:"manifests"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &mres); err != nil || mres.Schema != schemaMirror || len(mres.Archives) != 2 || len(mres.Manifests) != 2 {
+		t.Fatalf("mirror result: %v\n%s", err, r.stdout)
+	}
+	// Each archive lies where --mirror fetches it, and its manifest, as
+	// NVIDIA's parser reads it, lists it there with the same sha256.
+	listed := map[string]string{}
+	for _, m := range mres.Manifests {
+		data, err := os.ReadFile(filepath.Join(mdir, m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		man, err := catalog.ParseManifest(data, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range man.Components {
+			for _, a := range c.Archives {
+				listed[a.RelativePath] = a.SHA256
+			}
+		}
+		page, err := os.ReadFile(filepath.Join(mdir, filepath.Dir(m), "index.html"))
+		if err != nil || !strings.Contains(string(page), filepath.Base(m)) {
+			t.Fatalf("%s: the redist listing does not name it: %v\n%s", m, err, page)
+		}
+	}
+	for _, a := range mres.Archives {
+		data, err := os.ReadFile(filepath.Join(mdir, a.Path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(data)
+		if hex.EncodeToString(sum[:]) != a.Step.SHA256 || listed[a.Path] != a.Step.SHA256 {
+			t.Fatalf("%s: sha256 %x, plan %s, manifest %s", a.Path, sum, a.Step.SHA256, listed[a.Path])
+		}
+	}
+
+	// Node 1 carries its plan out against NVIDIA, for reference.
+	r = runBinary(t, env1, "", "resolve", node1, "--yes", "--mirror", nv.URL, "--prefix", p1, "--ld-library-path", "", "--quiet")
+	if r.code != exitOK {
+		t.Fatalf("node 1 resolve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	toNVIDIA := nv.Total()
+
+	url, served := countingServer(t, mdir)
+	env2 := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog, "CUDADEPS_MIRROR="+url, "CUDADEPS_PREFIX="+p2)
+	r = runBinary(t, env2, "", "apply", planFile, node2, "--ld-library-path", "", "--json", "--quiet")
+	if r.code != exitOK {
+		t.Fatalf("node 2 apply: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var ares struct {
+		Schema   string `json:"schema"`
+		Mirror   string `json:"mirror"`
+		Archives []any  `json:"archives"`
+		Resolve  struct {
+			OK bool `json:"ok"`
+		} `json:"resolve"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &ares); err != nil || ares.Schema != schemaApply || ares.Mirror != url || len(ares.Archives) != 2 || !ares.Resolve.OK {
+		t.Fatalf("apply result: %v\n%s", err, r.stdout)
+	}
+	if nv.Total() != toNVIDIA {
+		t.Fatalf("node 2 sent %d requests to NVIDIA", nv.Total()-toNVIDIA)
+	}
+	if served.Load() < 2 {
+		t.Fatalf("node 2 fetched %d files from the mirror, want both archives", served.Load())
+	}
+
+	// Node 3 reads the mirror in place, named in its config file.
+	cfg := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cfg, "cudadeps"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := "mirror = \"file://" + mdir + "\"\ncatalog = [\"" + nv.Catalog + "\"]\nprefix = \"" + p3 + "\"\n"
+	if err := os.WriteFile(filepath.Join(cfg, "cudadeps", "config.toml"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runBinary(t, nodeEnv(t, "XDG_CONFIG_HOME="+cfg), "", "apply", planFile, node3, "--ld-library-path", "", "--quiet")
+	if r.code != exitOK || nv.Total() != toNVIDIA {
+		t.Fatalf("node 3 apply: exit %d, %d requests to NVIDIA\n%s%s", r.code, nv.Total()-toNVIDIA, r.stdout, r.stderr)
+	}
+
+	want := tree(t, node1, map[string]string{p1: "PREFIX"})
+	if len(want) != 4 {
+		t.Fatalf("node 1 placed too little: %v", want)
+	}
+	sameTree(t, "the placed files (nodes 1 and 2)", want, tree(t, node2, map[string]string{p2: "PREFIX"}))
+	sameTree(t, "the placed files (nodes 1 and 3)", want, tree(t, node3, map[string]string{p3: "PREFIX"}))
+	store := tree(t, p1, nil)
+	sameTree(t, "the stores (nodes 1 and 2)", store, tree(t, p2, nil))
+	sameTree(t, "the stores (nodes 1 and 3)", store, tree(t, p3, nil))
+}
