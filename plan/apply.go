@@ -22,7 +22,7 @@ func (p *Plan) Differences(ctx context.Context, t *resolver.Target, root string)
 	var out []string
 	diff := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
 	if k := string(t.Kind); k != p.Target.Kind {
-		diff("target: the plan is for a %s target (%s), this one is a %s (%s)", kindWord(p.Target.Kind), p.Target.Name, kindWord(k), t.Name)
+		diff("target: the plan's is a %s (%s), this one a %s (%s)", kindWord(p.Target.Kind), p.Target.Name, kindWord(k), t.Name)
 	} else if t.Kind == resolver.KindPython {
 		if pyenv.Normalize(t.Name) != pyenv.Normalize(p.Target.Name) {
 			diff("target: the plan is for %s, not %s", p.Target.Name, t.Name)

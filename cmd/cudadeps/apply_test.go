@@ -269,3 +269,116 @@ func TestMirrorThenApplyOnAnotherNode(t *testing.T) {
 	sameTree(t, "the stores (nodes 1 and 2)", store, tree(t, p2, nil))
 	sameTree(t, "the stores (nodes 1 and 3)", store, tree(t, p3, nil))
 }
+
+// editPlan writes a copy of the plan with edit applied to its JSON.
+func editPlan(t *testing.T, planFile string, edit func(map[string]any)) string {
+	t.Helper()
+	data, err := os.ReadFile(planFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	edit(doc)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestApplyRefusesAnotherKindOfNode: a plan whose machine, glibc,
+// platform, target or CUDA major this node does not share is refused with
+// each difference named, before anything is downloaded or placed.
+func TestApplyRefusesAnotherKindOfNode(t *testing.T) {
+	nv := nvidiaStandIn(t)
+	work := t.TempDir()
+	node1, node2 := appTree(t), appTree(t)
+	env := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog)
+	r := runBinary(t, env, "", "resolve", node1, "--dry-run", "--json", "--mirror", nv.URL, "--ld-library-path", "")
+	if r.code != exitMissing {
+		t.Fatalf("dry run: exit %d\n%s", r.code, r.stderr)
+	}
+	planFile := filepath.Join(work, "plan.json")
+	if err := os.WriteFile(planFile, []byte(r.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mdir := filepath.Join(work, "mirror")
+	if r := runBinary(t, env, "", "mirror", mdir, "--plan", planFile, "--quiet"); r.code != exitOK {
+		t.Fatalf("mirror: exit %d\n%s", r.code, r.stderr)
+	}
+	url, served := countingServer(t, mdir)
+	apply := func(plan string, args ...string) cliResult {
+		prefix := filepath.Join(t.TempDir(), "prefix")
+		return runBinary(t, nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog), "", append([]string{"apply", plan, node2, "--mirror", url, "--prefix", prefix, "--ld-library-path", ""}, args...)...)
+	}
+	stillMissing := func(what string) {
+		t.Helper()
+		if _, err := os.Lstat(filepath.Join(node2, "app/lib/libcudss.so.0")); err == nil {
+			t.Fatalf("%s: the refused apply placed libcudss.so.0", what)
+		}
+		if served.Load() != 0 {
+			t.Fatalf("%s: the refused apply fetched %d files", what, served.Load())
+		}
+	}
+
+	other := editPlan(t, planFile, func(doc map[string]any) {
+		doc["platform"] = "linux-sbsa"
+		doc["host"] = map[string]any{"machine": "aarch64", "glibc": "99.1"}
+		doc["target"] = map[string]any{"kind": "python", "name": "torch", "dist": map[string]any{"name": "torch", "version": "2.11.0"}}
+	})
+	r = apply(other, "--json")
+	if r.code != exitError {
+		t.Fatalf("apply on another kind of node: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{
+		"machine: the plan was made on aarch64, this machine is x86_64",
+		"glibc: the plan was made on glibc 99.1, this machine has the older",
+		"platform: the plan's archives are for linux-sbsa, this machine needs linux-x86_64",
+		"target: the plan's is a Python distribution (torch), this one a directory",
+	} {
+		if !strings.Contains(r.stderr, want) || !strings.Contains(r.stdout, want) {
+			t.Errorf("the refusal does not say %q\nstdout:\n%s\nstderr:\n%s", want, r.stdout, r.stderr)
+		}
+	}
+	stillMissing("another machine")
+
+	r = apply(editPlan(t, planFile, func(doc map[string]any) { doc["cuda_major"] = 12 }))
+	if r.code != exitError || !strings.Contains(r.stderr, "CUDA major: the plan is for CUDA 12, the package here needs CUDA 13") {
+		t.Fatalf("apply of a CUDA 12 plan: exit %d\n%s", r.code, r.stderr)
+	}
+	stillMissing("CUDA 12")
+
+	// A plan whose cuDSS is another build than the catalog here picks.
+	r = apply(editPlan(t, planFile, func(doc map[string]any) {
+		for _, round := range doc["rounds"].([]any) {
+			for _, s := range round.(map[string]any)["plan"].(map[string]any)["steps"].([]any) {
+				if step := s.(map[string]any); step["component"] == "libcudss" {
+					step["sha256"] = strings.Repeat("ab", 32)
+				}
+			}
+		}
+	}))
+	if r.code != exitError || !strings.Contains(r.stderr, "round 1 here takes libcudss 0.9.9.9 (linux-x86_64, cuda13) for libcudss.so.0, which the plan does not list") {
+		t.Fatalf("apply of a plan with another cuDSS: exit %d\n%s", r.code, r.stderr)
+	}
+	stillMissing("another cuDSS")
+
+	if r := runBinary(t, nodeEnv(t), "", "apply", planFile, node2); r.code != exitUsage || !strings.Contains(r.stderr, "only from a mirror") {
+		t.Fatalf("apply without a mirror: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := apply(filepath.Join(mdir, "cudss/redist/redistrib_0.9.9.9.json")); r.code != exitError || !strings.Contains(r.stderr, "redistrib_0.9.9.9.json: schema \"\" is not a plan's") {
+		t.Fatalf("apply of a manifest: exit %d\n%s", r.code, r.stderr)
+	}
+	stillMissing("bad input")
+	// The node itself is fine: the plan as made applies.
+	if r := apply(planFile); r.code != exitOK {
+		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
+	}
+}
