@@ -22,7 +22,7 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/plan"
-	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/pypi"
 )
 
 // Options configure Write.
@@ -85,7 +85,7 @@ func Write(ctx context.Context, steps []plan.Step, opts Options) (*Result, error
 	var wheels []File
 	for _, s := range steps {
 		if s.Wheel() {
-			wheels = append(wheels, File{Step: s, Path: "simple/" + pyenv.Normalize(s.Project) + "/" + s.Filename})
+			wheels = append(wheels, File{Step: s, Path: "simple/" + pypi.Normalize(s.Project) + "/" + s.Filename})
 			continue
 		}
 		loc, err := locate(opts.Catalog, s)
