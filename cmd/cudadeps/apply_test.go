@@ -382,3 +382,61 @@ func TestApplyRefusesAnotherKindOfNode(t *testing.T) {
 		t.Fatalf("apply: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestApplyPlanOfEveryRound: a dry run plans the first round only, so
+// where an installed library needs another archive, apply of a dry-run
+// plan stops at that round; the document of a resolve that ran lists
+// every round, and mirror and apply then carry all of it.
+func TestApplyPlanOfEveryRound(t *testing.T) {
+	nv := mirrortest.Serve(t, []mirrortest.Archive{
+		{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
+			Libs: map[string]elftest.Spec{"libcudss.so.0": {Soname: "libcudss.so.0", Needed: []string{"libcutensor.so.2", "libc.so.6"}}}},
+		{Component: "libcutensor", Product: "cutensor", Version: "9.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
+			Libs: map[string]elftest.Spec{"libcutensor.so.2": {Soname: "libcutensor.so.2", Needed: []string{"libc.so.6"}}}},
+	})
+	work := t.TempDir()
+	app := func() string {
+		dir := t.TempDir()
+		if err := elftest.Write(filepath.Join(dir, "lib/libapp.so"), elftest.Spec{Soname: "libapp.so", Needed: []string{"libcudss.so.0", "libcudart.so.13", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := elftest.Write(filepath.Join(dir, "lib/libcudart.so.13"), elftest.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	node1, node2 := app(), app()
+	env1 := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog, "CUDADEPS_MIRROR="+nv.URL, "CUDADEPS_PREFIX="+filepath.Join(work, "p1"))
+	write := func(name, text string) string {
+		p := filepath.Join(work, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	r := runBinary(t, env1, "", "resolve", node1, "--dry-run", "--json", "--ld-library-path", "")
+	dryPlan := write("dry.json", r.stdout)
+	r = runBinary(t, env1, "", "resolve", node1, "--yes", "--json", "--ld-library-path", "", "--quiet")
+	if r.code != exitOK {
+		t.Fatalf("node 1 resolve: exit %d\n%s", r.code, r.stderr)
+	}
+	fullPlan := write("full.json", r.stdout)
+
+	mdir := filepath.Join(work, "mirror")
+	for _, p := range []string{dryPlan, fullPlan} {
+		if r := runBinary(t, env1, "", "mirror", mdir, "--plan", p, "--quiet"); r.code != exitOK {
+			t.Fatalf("mirror %s: exit %d\n%s", p, r.code, r.stderr)
+		}
+	}
+	env2 := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog, "CUDADEPS_MIRROR=file://"+mdir, "CUDADEPS_PREFIX="+filepath.Join(work, "p2"))
+	r = runBinary(t, env2, "", "apply", dryPlan, node2, "--ld-library-path", "", "--quiet")
+	if r.code != exitError || !strings.Contains(r.stderr, "round 2 here takes libcutensor 9.9.9.9 (linux-x86_64, cuda13) for libcutensor.so.2, which the plan does not list") {
+		t.Fatalf("apply of the dry-run plan: exit %d\n%s", r.code, r.stderr)
+	}
+	toNVIDIA := nv.Total()
+	r = runBinary(t, env2, "", "apply", fullPlan, node2, "--ld-library-path", "", "--quiet")
+	if r.code != exitOK || nv.Total() != toNVIDIA {
+		t.Fatalf("apply of the full plan: exit %d, %d requests to NVIDIA\n%s%s", r.code, nv.Total()-toNVIDIA, r.stdout, r.stderr)
+	}
+	sameTree(t, "the placed files", tree(t, node1, map[string]string{filepath.Join(work, "p1"): "PREFIX"}), tree(t, node2, map[string]string{filepath.Join(work, "p2"): "PREFIX"}))
+}
