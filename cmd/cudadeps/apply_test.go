@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -439,4 +440,121 @@ func TestApplyPlanOfEveryRound(t *testing.T) {
 		t.Fatalf("apply of the full plan: exit %d, %d requests to NVIDIA\n%s%s", r.code, nv.Total()-toNVIDIA, r.stdout, r.stderr)
 	}
 	sameTree(t, "the placed files", tree(t, node1, map[string]string{filepath.Join(work, "p1"): "PREFIX"}), tree(t, node2, map[string]string{filepath.Join(work, "p2"): "PREFIX"}))
+}
+
+// site writes a site-packages directory: gpupkg 1.0, whose library finds
+// libcudss.so.0 in the nvidia-cudss-cu13 wheel's directory, and that wheel
+// at cudssVersion with its library gone (its RECORD still lists it).
+func site(t *testing.T, cudssVersion string) string {
+	t.Helper()
+	dir := t.TempDir()
+	dist := func(name, version string, requires []string, files map[string][]byte) {
+		info := strings.ReplaceAll(name, "-", "_") + "-" + version + ".dist-info"
+		meta := "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"
+		for _, r := range requires {
+			meta += "Requires-Dist: " + r + "\n"
+		}
+		files[info+"/METADATA"] = []byte(meta)
+		var record strings.Builder
+		for p, data := range files {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, p), data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(data)
+			record.WriteString(p + ",sha256=" + hex.EncodeToString(sum[:]) + "," + strconv.Itoa(len(data)) + "\n")
+		}
+		record.WriteString(info + "/RECORD,,\n")
+		if err := os.WriteFile(filepath.Join(dir, info, "RECORD"), []byte(record.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	elfFile := func(s elftest.Spec) []byte {
+		p := filepath.Join(t.TempDir(), "lib.so")
+		if err := elftest.Write(p, s); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	dist("gpupkg", "1.0", []string{"nvidia-cudss-cu13==" + cudssVersion}, map[string][]byte{
+		"gpupkg/__init__.py":         nil,
+		"gpupkg/lib/libgpupkg.so":    elfFile(elftest.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudss.so.0", "libcudart.so.13", "libc.so.6"}, RPath: elftest.Str("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN")}),
+		"gpupkg/lib/libcudart.so.13": elfFile(elftest.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}),
+	})
+	dist("nvidia-cudss-cu13", cudssVersion, nil, map[string][]byte{"nvidia/cu13/lib/libcudss.so.0": elfFile(elftest.Spec{Soname: "libcudss.so.0"})})
+	if err := os.Remove(filepath.Join(dir, "nvidia/cu13/lib/libcudss.so.0")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+
+// TestApplyChecksRequiredDistributions: for a Python distribution, the
+// plan holds where the required distribution it names has the plan's
+// version, and is refused where it has another.
+func TestApplyChecksRequiredDistributions(t *testing.T) {
+	nv := nvidiaStandIn(t)
+	work := t.TempDir()
+	site1, same, older := site(t, "0.9.9.9"), site(t, "0.9.9.9"), site(t, "0.9.9.8")
+	env1 := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog, "CUDADEPS_MIRROR="+nv.URL)
+	r := runBinary(t, env1, "", "resolve", "gpupkg", "--site-packages", site1, "--dry-run", "--json", "--ld-library-path", "")
+	if r.code != exitMissing || !strings.Contains(r.stdout, `"distribution": "nvidia-cudss-cu13"`) {
+		t.Fatalf("dry run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	planFile := filepath.Join(work, "plan.json")
+	if err := os.WriteFile(planFile, []byte(r.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mdir := filepath.Join(work, "mirror")
+	if r := runBinary(t, env1, "", "mirror", mdir, "--plan", planFile, "--quiet"); r.code != exitOK {
+		t.Fatalf("mirror: exit %d\n%s", r.code, r.stderr)
+	}
+	env2 := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog, "CUDADEPS_MIRROR=file://"+mdir, "CUDADEPS_PREFIX="+filepath.Join(work, "p2"))
+	r = runBinary(t, env2, "", "apply", planFile, "--site-packages", older, "--ld-library-path", "")
+	if r.code != exitError || !strings.Contains(r.stderr, "nvidia-cudss-cu13: the plan was made with version 0.9.9.9, this machine has 0.9.9.8") {
+		t.Fatalf("apply with another nvidia-cudss-cu13: exit %d\n%s", r.code, r.stderr)
+	}
+	toNVIDIA := nv.Total()
+	r = runBinary(t, env2, "", "apply", planFile, "--site-packages", same, "--ld-library-path", "", "--quiet")
+	if r.code != exitOK || nv.Total() != toNVIDIA {
+		t.Fatalf("apply: exit %d, %d requests to NVIDIA\n%s%s", r.code, nv.Total()-toNVIDIA, r.stdout, r.stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(same, "nvidia/cu13/lib/libcudss.so.0")); err != nil {
+		t.Fatalf("libcudss.so.0 is not back where the RECORD puts it: %v", err)
+	}
+}
+
+// TestMirrorTarget: mirror makes the plan itself; both archives land where
+// --mirror looks, and a second run downloads nothing.
+func TestMirrorTarget(t *testing.T) {
+	nv := nvidiaStandIn(t)
+	env := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog, "CUDADEPS_MIRROR="+nv.URL)
+	mdir := filepath.Join(t.TempDir(), "mirror")
+	r := runBinary(t, env, "", "mirror", mdir, "--target", appTree(t), "--ld-library-path", "")
+	if r.code != exitOK || !strings.Contains(r.stdout, "2 archive(s), 0 wheel(s)") {
+		t.Fatalf("mirror --target: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, rel := range []string{"libcudss/linux-x86_64/libcudss-linux-x86_64-0.9.9.9_cuda13-archive.tar.xz", "libcutensor/linux-x86_64/libcutensor-linux-x86_64-9.9.9.9_cuda13-archive.tar.xz"} {
+		want, err := os.ReadFile(filepath.Join(nv.Dir, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(filepath.Join(mdir, rel)); err != nil || string(got) != string(want) {
+			t.Fatalf("%s: not the served archive (%v)", rel, err)
+		}
+	}
+	hits := nv.Total()
+	r = runBinary(t, env, "", "mirror", mdir, "--target", appTree(t), "--ld-library-path", "")
+	if r.code != exitOK || nv.Total() != hits || strings.Count(r.stdout, "present, verified") != 2 {
+		t.Fatalf("second mirror: exit %d, %d downloads\n%s", r.code, nv.Total()-hits, r.stdout)
+	}
+	if r := runBinary(t, env, "", "mirror", mdir); r.code != exitUsage || !strings.Contains(r.stderr, "one of --plan FILE and --target TARGET") {
+		t.Fatalf("mirror without a plan: exit %d\n%s", r.code, r.stderr)
+	}
 }
