@@ -494,7 +494,6 @@ func site(t *testing.T, cudssVersion string) string {
 	return dir
 }
 
-
 // TestApplyChecksRequiredDistributions: for a Python distribution, the
 // plan holds where the required distribution it names has the plan's
 // version, and is refused where it has another.
