@@ -41,7 +41,7 @@ func writeManifests(dir string, archives []located) ([]string, error) {
 		rel := path.Join(k.product, "redist", "redistrib_"+k.label+".json")
 		p := filepath.Join(dir, filepath.FromSlash(rel))
 		doc := map[string]any{}
-		if old, err := os.ReadFile(p); err == nil {
+		if old, err := catalog.ReadFile(p); err == nil {
 			if err := json.Unmarshal(old, &doc); err != nil {
 				return nil, fmt.Errorf("%s: %w (remove it to write it anew)", p, err)
 			}

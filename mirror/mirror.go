@@ -95,10 +95,13 @@ func Write(ctx context.Context, steps []plan.Step, opts Options) (*Result, error
 		archives = append(archives, loc)
 	}
 	for _, a := range archives {
-		from := a.step.URL
-		if opts.Catalog.Mirror() != "" {
-			from = opts.Catalog.Mirror() + a.rel
+		// The mirror in force first (a mirror of a mirror), then where the
+		// plan says; never the file being replaced.
+		var from []string
+		if m := opts.Catalog.Mirror(); m != "" && m+a.rel != a.step.URL {
+			from = append(from, m+a.rel)
 		}
+		from = append(from, a.step.URL)
 		f, n, err := bring(ctx, opts.Client, dir, File{Step: a.step, Path: a.rel}, from)
 		if err != nil {
 			return nil, err
@@ -108,7 +111,7 @@ func Write(ctx context.Context, steps []plan.Step, opts Options) (*Result, error
 		res.Bytes += n
 	}
 	for _, w := range wheels {
-		f, n, err := bring(ctx, opts.Client, dir, w, w.Step.URL)
+		f, n, err := bring(ctx, opts.Client, dir, w, []string{w.Step.URL})
 		if err != nil {
 			return nil, err
 		}
@@ -169,13 +172,14 @@ func locate(c *catalog.Catalog, s plan.Step) (located, error) {
 	return located{}, fmt.Errorf("%s: no catalog here lists this archive, so its place in NVIDIA's layout is unknown: add the catalog the plan was made with (--catalog or CUDADEPS_CATALOG)", s)
 }
 
-// bring puts f into dir from the URL from unless it is there, verified. It
-// returns the bytes downloaded.
-func bring(ctx context.Context, client *fetch.Client, dir string, f File, from string) (File, int64, error) {
+// bring puts f into dir from the first of the URLs from that has it,
+// unless it is there, verified. It returns the bytes downloaded.
+func bring(ctx context.Context, client *fetch.Client, dir string, f File, from []string) (File, int64, error) {
 	dst := filepath.Join(dir, filepath.FromSlash(f.Path))
+	self := (&url.URL{Scheme: "file", Path: dst}).String()
 	req := fetch.Request{Name: f.Step.String(), SHA256: f.Step.SHA256, Size: f.Step.Size}
 	if st, err := os.Stat(dst); err == nil && st.Mode().IsRegular() && st.Size() == f.Step.Size {
-		req.URL = (&url.URL{Scheme: "file", Path: dst}).String()
+		req.URL = self
 		if _, err := client.Download(ctx, req); err == nil {
 			f.Present = true
 			return f, 0, nil
@@ -183,16 +187,30 @@ func bring(ctx context.Context, client *fetch.Client, dir string, f File, from s
 			return f, 0, ctx.Err()
 		}
 	}
-	req.URL = from
-	src, err := client.Download(ctx, req)
-	if err != nil {
-		return f, 0, fmt.Errorf("mirror %s: %w", f.Step, err)
+	var errs []error
+	for _, u := range from {
+		if u == self {
+			continue
+		}
+		req.URL = u
+		src, err := client.Download(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return f, 0, ctx.Err()
+			}
+			errs = append(errs, err)
+			continue
+		}
+		if err := copyFile(src, dst); err != nil {
+			return f, 0, fmt.Errorf("mirror %s: %w", f.Step, err)
+		}
+		f.From = fetchURL(u)
+		return f, f.Step.Size, nil
 	}
-	if err := copyFile(src, dst); err != nil {
-		return f, 0, fmt.Errorf("mirror %s: %w", f.Step, err)
+	if len(errs) == 0 {
+		return f, 0, fmt.Errorf("mirror %s: its only source is the mirror being filled: give the source with --mirror URL", f.Step)
 	}
-	f.From = fetchURL(from)
-	return f, f.Step.Size, nil
+	return f, 0, fmt.Errorf("mirror %s: %w", f.Step, errors.Join(errs...))
 }
 
 // fetchURL is u without credentials, for the report.

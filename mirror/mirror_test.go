@@ -157,3 +157,45 @@ func TestWriteArchivesAndWheels(t *testing.T) {
 		t.Fatalf("unknown archive: %v", err)
 	}
 }
+
+// TestSources: a mirror in force that lacks an archive gives way to the
+// plan's URL; a plan that points into the mirror being filled is refused
+// with the way out.
+func TestSources(t *testing.T) {
+	ctx := context.Background()
+	nv := mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
+		Libs: map[string]elftest.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
+	plain, err := catalog.Load(ctx, catalog.LoadOptions{Extra: []string{nv.Catalog}, Mirror: nv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := plain.Which("libcudss.so.0", catalog.Query{Platform: "linux-x86_64", CUDAMajor: 13})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := plan.Step{Component: m.Component, Version: m.Version, Platform: m.Platform, CUDAVariant: m.CUDAVariant, URL: m.URL, SHA256: m.SHA256, Size: m.Size}
+	empty, emptyHits := serveDir(t, t.TempDir())
+	viaEmpty, err := catalog.Load(ctx, catalog.LoadOptions{Extra: []string{nv.Catalog}, Mirror: empty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := fetch.NewClient(fetch.Options{CacheDir: t.TempDir(), Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	res, err := Write(ctx, []plan.Step{step}, Options{Dir: dir, Catalog: viaEmpty, Client: client})
+	if err != nil || res.Archives[0].From != m.URL || emptyHits.Load() == 0 {
+		t.Fatalf("fallback to the plan's URL: %+v %v (%d requests to the empty mirror)", res, err, emptyHits.Load())
+	}
+	self := step
+	self.URL = "file://" + filepath.Join(dir, "other", filepath.FromSlash(res.Archives[0].Path))
+	selfCat, err := catalog.Load(ctx, catalog.LoadOptions{Extra: []string{nv.Catalog}, Mirror: "file://" + filepath.Join(dir, "other") + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Write(ctx, []plan.Step{self}, Options{Dir: filepath.Join(dir, "other"), Catalog: selfCat, Client: client})
+	if err == nil || !strings.Contains(err.Error(), "only source is the mirror being filled") {
+		t.Fatalf("a plan into the mirror itself: %v", err)
+	}
+}

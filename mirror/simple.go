@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/internal/atomicfile"
 )
 
@@ -34,7 +35,7 @@ func writeSimpleIndex(dir string, wheels []File) ([]string, error) {
 		rel := "simple/" + p + "/index.html"
 		file := filepath.Join(dir, filepath.FromSlash(rel))
 		hashes := map[string]string{}
-		if old, err := os.ReadFile(file); err == nil {
+		if old, err := catalog.ReadFile(file); err == nil {
 			for _, m := range linkRE.FindAllStringSubmatch(string(old), -1) {
 				if st, err := os.Stat(filepath.Join(filepath.Dir(file), m[1])); err == nil && st.Mode().IsRegular() {
 					hashes[m[1]] = m[2]

@@ -46,7 +46,13 @@ func (p *Plan) Differences(ctx context.Context, t *resolver.Target, root string)
 	if t.Kind == resolver.KindWheel {
 		diff("target: %s is a wheel, which is only planned, never applied", t.Name)
 	}
-	here := HostOf(ctx, root, "")
+	// This host's machine, or under a root the plan's (the root's own is
+	// not known without scanning it; its glibc is).
+	herePlat := ""
+	if root != "" {
+		herePlat = p.Platform
+	}
+	here := HostOf(ctx, root, herePlat)
 	if p.Host != nil {
 		if p.Host.Machine != "" && p.Host.Machine != here.Machine {
 			diff("machine: the plan was made on %s, this machine is %s", p.Host.Machine, here.Machine)

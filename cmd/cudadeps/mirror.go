@@ -42,8 +42,8 @@ or mirror makes it itself (--target TARGET). Files already in DIR are
 verified, not downloaded again; running mirror for several plans into one
 DIR merges them. Other machines then run 'cudadeps apply PLAN --mirror URL'.
 
-Archives come from the plan's URLs, or from --mirror when given (a mirror of
-a mirror). Exit status: 0 done, 1 error, 2 usage.`,
+Archives come from the mirror in force (--mirror, CUDADEPS_MIRROR, the config
+file) when it has them, else from the plan's URLs. Exit status: 0 done, 1 error, 2 usage.`,
 		Example: `  cudadeps resolve torch --dry-run --json > plan.json
   cudadeps mirror /srv/cudadeps-mirror --plan plan.json
   cudadeps mirror /srv/cudadeps-mirror --target torch --json`,
