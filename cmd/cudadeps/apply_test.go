@@ -557,3 +557,33 @@ func TestMirrorTarget(t *testing.T) {
 		t.Fatalf("mirror without a plan: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestCatalogUpdateFromAMirror: the manifests mirror writes are what
+// catalog update reads from a mirror; the layer it writes then lists the
+// mirrored releases.
+func TestCatalogUpdateFromAMirror(t *testing.T) {
+	nv := nvidiaStandIn(t)
+	env := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog, "CUDADEPS_MIRROR="+nv.URL)
+	mdir := filepath.Join(t.TempDir(), "mirror")
+	if r := runBinary(t, env, "", "mirror", mdir, "--target", appTree(t), "--ld-library-path", "", "--quiet"); r.code != exitOK {
+		t.Fatalf("mirror: exit %d\n%s", r.code, r.stderr)
+	}
+	url, _ := countingServer(t, mdir)
+	node := nodeEnv(t, "CUDADEPS_MIRROR="+url)
+	r := runBinary(t, node, "", "catalog", "update", "--json", "--quiet")
+	if r.code != exitOK {
+		t.Fatalf("catalog update: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var res struct {
+		Manifests []string `json:"manifests"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || strings.Join(res.Manifests, " ") != "cudss/redistrib_0.9.9.9.json cutensor/redistrib_9.9.9.9.json" {
+		t.Fatalf("catalog update read %v (%v)\n%s", res.Manifests, err, r.stdout)
+	}
+	// The node now knows the mirrored release without the site's catalog,
+	// and fetches it from the mirror.
+	r = runBinary(t, node, "", "catalog", "which", "libcudss.so.0", "--platform", "linux-x86_64", "--cuda", "13", "--json")
+	if r.code != exitOK || !strings.Contains(r.stdout, `"version": "0.9.9.9"`) || !strings.Contains(r.stdout, `"url": "`+url+"libcudss/linux-x86_64/") {
+		t.Fatalf("which after the update: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
