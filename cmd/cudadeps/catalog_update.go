@@ -39,6 +39,9 @@ manifests are listed at URL/<product>/redist/, and archives come from there.`,
   cudadeps catalog update --mirror https://mirror.example.org/compute/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("mirror") {
+				mirror = string(a.opts.mirror) // CUDADEPS_MIRROR or the config file
+			}
 			if mirror != "" {
 				if _, err := catalog.NormalizeMirror(mirror); err != nil {
 					return usageError("--mirror: %v", err)

@@ -13,5 +13,8 @@ func (a *app) commands() []*cobra.Command {
 		a.fetchCommand(),
 		a.storeCommand(),
 		a.doctorCommand(),
+		a.configCommand(),
+		a.mirrorCommand(),
+		a.applyCommand(),
 	}
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/cudadeps/cudadeps/config"
 )
 
 // Exit codes shared by every command.
@@ -119,6 +121,9 @@ type app struct {
 	stdout, stderr io.Writer
 	opts           globalOptions
 	logger         *slog.Logger
+	// settings are the defaults from the environment and the config file
+	// (nil for commands that use none).
+	settings *config.Settings
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
@@ -145,8 +150,10 @@ loader find it.
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			a.logger, err = newLogger(a.stderr, a.opts)
-			return err
+			if a.logger, err = newLogger(a.stderr, a.opts); err != nil {
+				return err
+			}
+			return a.applySettings(cmd)
 		},
 	}
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/humansize"
 	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/plan"
 	"github.com/cudadeps/cudadeps/pypi"
 	"github.com/cudadeps/cudadeps/resolver"
 	"github.com/cudadeps/cudadeps/scan"
@@ -226,7 +227,7 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		return err
 	}
 	logRounds(a, out)
-	if err := a.printResolve(out); err != nil {
+	if err := a.printResolve(ctx, out); err != nil {
 		return err
 	}
 	switch {
@@ -283,9 +284,11 @@ func (a *app) packageIndex(f resolveFlags, t *resolver.Target) (*pypi.Client, er
 // stoppedNotConfirmed is the resolver's Stopped when the plan was declined.
 const stoppedNotConfirmed = "not confirmed"
 
-func (a *app) printResolve(out *resolver.Outcome) error {
+func (a *app) printResolve(ctx context.Context, out *resolver.Outcome) error {
 	if a.opts.json {
-		return writeJSON(a.stdout, schemaResolve, out)
+		// With the machine it ran on, the document is a plan that
+		// 'cudadeps apply' can check another machine against.
+		return writeJSON(a.stdout, schemaResolve, plan.NewDocument(ctx, out, a.opts.root))
 	}
 	renderResolve(a.stdout, out, a.commandLine)
 	return nil

@@ -1,0 +1,80 @@
+package plan
+
+import (
+	"context"
+	"debug/elf"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/platform"
+)
+
+// Host is what a plan's archives need of the machine beyond the platform:
+// its machine and its C library.
+type Host struct {
+	// Machine is the machine as uname names it: x86_64, aarch64.
+	Machine string `json:"machine"`
+	// Glibc is the glibc version of the system ("2.41"), "" when unknown.
+	Glibc string `json:"glibc,omitempty"`
+}
+
+// HostOf describes the system under root ("" for this one) for archives of
+// plat: the platform's machine (this host's when plat is ""), and the
+// glibc version that system's libc.so.6 defines.
+func HostOf(ctx context.Context, root, plat string) Host {
+	m := machineOf(plat)
+	h := Host{Machine: machineName(m)}
+	l, err := ldso.New(ctx, ldso.Options{Root: root, NoProbe: true, NoPreloadFile: true, PreloadSet: true,
+		LookupEnv: func(string) (string, bool) { return "", false }})
+	if err == nil && m != elf.EM_NONE {
+		h.Glibc = l.Arch(ctx, m, elf.ELFCLASS64, 0).GlibcVersion
+		l.Close()
+	}
+	return h
+}
+
+func machineOf(plat string) elf.Machine {
+	switch plat {
+	case platform.LinuxX86_64:
+		return elf.EM_X86_64
+	case platform.LinuxSBSA, platform.LinuxAarch64:
+		return elf.EM_AARCH64
+	}
+	switch runtime.GOARCH {
+	case "amd64":
+		return elf.EM_X86_64
+	case "arm64":
+		return elf.EM_AARCH64
+	}
+	return elf.EM_NONE
+}
+
+func machineName(m elf.Machine) string {
+	switch m {
+	case elf.EM_X86_64:
+		return "x86_64"
+	case elf.EM_AARCH64:
+		return "aarch64"
+	}
+	return runtime.GOARCH
+}
+
+// olderVersion reports whether dotted version a is older than b.
+func olderVersion(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) || i < len(bs); i++ {
+		var x, y int
+		if i < len(as) {
+			x, _ = strconv.Atoi(as[i])
+		}
+		if i < len(bs) {
+			y, _ = strconv.Atoi(bs[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
