@@ -9,6 +9,7 @@ import (
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/pypi"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
@@ -131,6 +132,40 @@ type ApplyOptions struct {
 	Resolve resolver.Options
 	// Root is the system scanned ("" for this one), as in Resolve.Loader.
 	Root string
+	// AllowHTTP lets the mirror's simple index be plain http beyond
+	// loopback, as the mirror itself may be.
+	AllowHTTP bool
+}
+
+// sources makes the resolve take what the plan took from where the mirror
+// holds it: archives from the mirror, wheels from the simple index the
+// mirror writes beside them (DIR/simple/). A plan of wheels only was made
+// with --source pypi, one of archives only may have been made without an
+// index: the same source reproduces its choices, which Admit then checks.
+func (p *Plan) sources(ro *resolver.Options, allowHTTP bool) error {
+	steps := p.Steps()
+	wheels := 0
+	for _, s := range steps {
+		if s.Wheel() {
+			wheels++
+		}
+	}
+	switch {
+	case wheels == 0:
+		ro.Source, ro.Index = resolver.SourceNVIDIA, nil
+		return nil
+	case wheels == len(steps):
+		ro.Source = resolver.SourcePyPI
+	default:
+		ro.Source = resolver.SourceAuto
+	}
+	index := strings.TrimSuffix(ro.Catalog.Mirror(), "/") + "/simple/"
+	c, err := pypi.NewClient(pypi.Options{Indexes: []string{index}, AllowHTTP: allowHTTP, Logger: ro.Logger})
+	if err != nil {
+		return fmt.Errorf("the plan's wheels come from the mirror's simple index: %w", err)
+	}
+	ro.Index = c
+	return nil
 }
 
 // Applied is what Apply did.
@@ -158,16 +193,14 @@ func (p *Plan) Apply(ctx context.Context, t *resolver.Target, opts ApplyOptions)
 		return nil, errors.New("apply needs a mirror (--mirror or CUDADEPS_MIRROR) to download from")
 	}
 	res := &Applied{Plan: p.File, Mirror: ro.Catalog.Mirror(), Differences: []string{}, Archives: []fetch.Key{}, Unused: []string{}}
-	for _, s := range p.Steps() {
-		if s.Wheel() {
-			res.Differences = append(res.Differences, fmt.Sprintf("%s: wheels from a package index are not applied by this cudadeps", s))
-		}
-	}
 	res.Differences = append(res.Differences, p.Differences(ctx, t, opts.Root)...)
 	if len(res.Differences) > 0 {
 		return res, &RefusedError{File: p.File, Differences: res.Differences}
 	}
 	ro.Platform, ro.CUDAMajor = p.Platform, p.CUDAMajor
+	if err := p.sources(&ro, opts.AllowHTTP); err != nil {
+		return res, err
+	}
 	confirm := ro.Confirm
 	round := 0
 	var refused *RefusedError

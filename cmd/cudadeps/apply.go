@@ -104,7 +104,7 @@ func (a *app) runApply(cmd *cobra.Command, args []string, f resolveFlags) error 
 	}
 	opts := resolver.Options{Loader: a.loaderOptions(cmd), Catalog: cat, Prefix: prefix, Store: store, Client: client,
 		Copy: f.copy, Verify: !f.noVerify, MaxRounds: f.maxRounds, Logger: a.logger, Confirm: a.confirmPlan(store, true)}
-	res, err := p.Apply(ctx, target, plan.ApplyOptions{Resolve: opts, Root: a.opts.root})
+	res, err := p.Apply(ctx, target, plan.ApplyOptions{Resolve: opts, Root: a.opts.root, AllowHTTP: f.allowHTTP})
 	var refused *plan.RefusedError
 	if errors.As(err, &refused) {
 		if a.opts.json {

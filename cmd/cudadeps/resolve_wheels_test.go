@@ -150,3 +150,44 @@ func TestResolveWheelsFromPipIndexURL(t *testing.T) {
 		t.Fatalf("scan after resolve: exit %d\n%s", code, stdout)
 	}
 }
+
+// TestMirrorAndApplyAWheelPlan: a plan that takes a wheel (--source pypi)
+// is mirrored, wheel and simple index, and applied with another prefix
+// while the original index is gone: the wheel comes from the mirror's
+// simple index alone and the library is placed where the loader searches.
+func TestMirrorAndApplyAWheelPlan(t *testing.T) {
+	dir, m, ix, wheel := wheelTarget(t)
+	work := t.TempDir()
+	t.Setenv("PIP_INDEX_URL", ix.URL)
+	code, stdout, stderr := runCLI(t, "resolve", dir, "--source", "pypi", "--dry-run", "--json", "--catalog", m.Catalog, "--mirror", m.URL,
+		"--prefix", filepath.Join(work, "p1"), "--ld-library-path", "", "--quiet")
+	if code != exitMissing {
+		t.Fatalf("plan: exit %d\n%s%s", code, stdout, stderr)
+	}
+	planFile := filepath.Join(work, "plan.json")
+	if err := os.WriteFile(planFile, []byte(stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mdir := filepath.Join(work, "mirror")
+	if code, stdout, stderr := runCLI(t, "mirror", mdir, "--plan", planFile, "--catalog", m.Catalog, "--quiet"); code != exitOK {
+		t.Fatalf("mirror: exit %d\n%s%s", code, stdout, stderr)
+	}
+	indexed := ix.Requests()
+	url, served := countingServer(t, mdir)
+	t.Setenv("PIP_INDEX_URL", "http://127.0.0.1:1/simple/") // the original index is out of reach now
+	p2 := filepath.Join(work, "p2")
+	code, stdout, stderr = runCLI(t, "apply", planFile, dir, "--catalog", m.Catalog, "--mirror", url, "--prefix", p2, "--ld-library-path", "", "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("apply: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if ix.Requests() != indexed || served.Load() == 0 {
+		t.Fatalf("the original index answered %d more request(s), the mirror %d", ix.Requests()-indexed, served.Load())
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "app/lib/libcudss.so.0"))
+	if err != nil || !bytes.Equal(got, wheel.Files["nvidia/cu13/lib/libcudss.so.0"]) {
+		t.Fatalf("libcudss.so.0 after apply: %v (the wheel's bytes: %v)", err, bytes.Equal(got, wheel.Files["nvidia/cu13/lib/libcudss.so.0"]))
+	}
+	if code, stdout, stderr := runCLI(t, "scan", dir, "--ld-library-path", "", "--symbols=false"); code != exitOK {
+		t.Fatalf("scan after apply: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
