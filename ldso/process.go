@@ -44,6 +44,10 @@ const (
 	AsExecuted
 )
 
+// ErrStaticallyLinked is returned by Start for a main program without a
+// dynamic section: nothing is loaded for it, so it has no link map.
+var ErrStaticallyLinked = errors.New("statically linked")
+
 // Closure loads the object at path as `ld.so --list path` would and returns
 // every object in load order, the misses and the version errors.
 func (l *Loader) Closure(ctx context.Context, file string) (*Result, error) {
@@ -67,7 +71,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	}
 	in := fi.info
 	if !in.Dynamic {
-		return nil, fmt.Errorf("%s: not a dynamic object (no PT_DYNAMIC): statically linked", file)
+		return nil, fmt.Errorf("%s: not a dynamic object (no PT_DYNAMIC): %w", file, ErrStaticallyLinked)
 	}
 	if in.Type != 3 && in.Type != 2 { // ET_DYN, ET_EXEC
 		return nil, fmt.Errorf("%s: %s cannot be loaded (only shared objects and executables)", file, in.Type)
