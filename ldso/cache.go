@@ -8,6 +8,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/regfile"
 )
 
 // The binary format of /etc/ld.so.cache as glibc's ldconfig writes it
@@ -94,7 +96,7 @@ const MaxCacheSize = 64 << 20
 // an error: the loader then simply has no cache (nil, nil). Anything but a
 // regular file of at most MaxCacheSize bytes is refused.
 func ReadCache(path string) (*Cache, error) {
-	data, err := readRegular(path, MaxCacheSize)
+	data, err := regfile.Read(path, MaxCacheSize)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil

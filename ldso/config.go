@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/regfile"
 )
 
 // ArchConfig is what a loader of one architecture searches, beyond the
@@ -315,7 +316,7 @@ func (c *cpuInfo) intel() bool { return c != nil && c.vendor == "GenuineIntel" }
 // readCPU reads this CPU's vendor and feature flags from /proc/cpuinfo; nil
 // when unreadable.
 func readCPU() *cpuInfo {
-	data, err := readRegular("/proc/cpuinfo", 16<<20)
+	data, err := regfile.Read("/proc/cpuinfo", 16<<20)
 	if err != nil {
 		return nil
 	}
