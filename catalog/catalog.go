@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps"
+	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/platform"
 )
 
@@ -450,7 +451,7 @@ func (comp *Component) CUDAMajors() []int {
 }
 
 func sortReleases(rs []*Release) {
-	slices.SortStableFunc(rs, func(a, b *Release) int { return CompareVersions(b.Version, a.Version) })
+	slices.SortStableFunc(rs, func(a, b *Release) int { return dotted.Compare(b.Version, a.Version) })
 }
 
 func sortArchives(as []*Archive) {
@@ -468,30 +469,4 @@ func sortedUnique(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return slices.Compact(s)
-}
-
-// CompareVersions orders dotted versions field by field, numerically where
-// both fields are numbers ("12.10" > "12.9"), and returns -1, 0 or +1.
-func CompareVersions(a, b string) int {
-	fa, fb := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(fa) || i < len(fb); i++ {
-		if i >= len(fa) {
-			return -1
-		}
-		if i >= len(fb) {
-			return 1
-		}
-		na, ea := strconv.ParseUint(fa[i], 10, 64)
-		nb, eb := strconv.ParseUint(fb[i], 10, 64)
-		var c int
-		if ea == nil && eb == nil {
-			c = cmp.Compare(na, nb)
-		} else {
-			c = strings.Compare(fa[i], fb[i])
-		}
-		if c != 0 {
-			return c
-		}
-	}
-	return 0
 }

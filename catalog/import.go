@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 // BaseURL is where NVIDIA publishes the archives of a product.
@@ -105,7 +106,7 @@ func Import(ctx context.Context, manifests []*Manifest, opts ImportOptions) (*Ca
 		if c := strings.Compare(a.Product, b.Product); c != 0 {
 			return c
 		}
-		return CompareVersions(a.Label, b.Label)
+		return dotted.Compare(a.Label, b.Label)
 	})
 	newest := map[string]string{} // component → version whose title and license it carries
 	for _, m := range ordered {
@@ -182,7 +183,7 @@ func Import(ctx context.Context, manifests []*Manifest, opts ImportOptions) (*Ca
 			if err := addRelease(comp, rel); err != nil {
 				return nil, fmt.Errorf("%s: %w", m.Name, err)
 			}
-			if v, seen := newest[mc.Key]; !seen || CompareVersions(mc.Version, v) >= 0 {
+			if v, seen := newest[mc.Key]; !seen || dotted.Compare(mc.Version, v) >= 0 {
 				newest[mc.Key] = mc.Version
 				comp.Title, comp.License = mc.Title, mc.License
 			}
@@ -239,7 +240,7 @@ func addRelease(comp *Component, rel *Release) error {
 	}
 	sortArchives(old.Archives)
 	// The later release label names the newer manifest that still ships it.
-	if CompareVersions(rel.Label, old.Label) > 0 {
+	if dotted.Compare(rel.Label, old.Label) > 0 {
 		old.Label, old.Date = rel.Label, rel.Date
 	}
 	return nil

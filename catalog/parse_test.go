@@ -135,23 +135,6 @@ func TestEncodeRoundTrip(t *testing.T) {
 	}
 }
 
-func TestCompareVersions(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{
-		{"12.10", "12.9", 1}, {"0.10.0", "0.4.0", 1}, {"12.9.1", "12.9", 1}, {"12.9", "12.9", 0},
-		{"2025.3.0.19", "2025.10", -1}, {"1.a", "1.b", -1},
-	} {
-		if got := CompareVersions(tc.a, tc.b); got != tc.want {
-			t.Errorf("CompareVersions(%s, %s) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-		if got := CompareVersions(tc.b, tc.a); got != -tc.want {
-			t.Errorf("CompareVersions(%s, %s) = %d, want %d", tc.b, tc.a, got, -tc.want)
-		}
-	}
-}
-
 const layerText = `format: 1
 products:
   nvpl:

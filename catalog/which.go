@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 // Query says for which host an archive is wanted.
@@ -217,7 +219,7 @@ func better(a, b candidate, major int) int {
 		}
 		return strings.Compare(b.comp.Name, a.comp.Name)
 	}
-	if c := CompareVersions(a.rel.Version, b.rel.Version); c != 0 {
+	if c := dotted.Compare(a.rel.Version, b.rel.Version); c != 0 {
 		return c
 	}
 	exact := func(x candidate) int {
@@ -363,7 +365,7 @@ func (c *Catalog) generationLacks(product string, major int, platform string) ([
 			}
 		}
 	}
-	slices.SortFunc(labels, CompareVersions)
+	slices.SortFunc(labels, dotted.Compare)
 	return labels, len(labels) > 0
 }
 

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 // whichCatalog adds, to testCatalog, a component built per CUDA variant and
@@ -215,7 +217,7 @@ func newestRawArchive(t *testing.T, glob, component, platform, variant string) r
 		if err := json.Unmarshal(entry, &a); err != nil {
 			t.Fatal(err)
 		}
-		if best.Version == "" || CompareVersions(version, best.Version) > 0 {
+		if best.Version == "" || dotted.Compare(version, best.Version) > 0 {
 			best = rawArchive{version, a.RelativePath, a.SHA256, a.Size}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 // Process is the loader's list of loaded objects for one program: the main
@@ -135,7 +136,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 // before, only when some object needs it (libc.so.6 does).
 func (p *Process) listLoader() {
 	v := p.arch.GlibcVersion
-	if p.rtld == nil || p.rtld == p.main || v == "" || versionLess(v, "2.41") || p.contains(p.rtld) {
+	if p.rtld == nil || p.rtld == p.main || v == "" || dotted.Less(v, "2.41") || p.contains(p.rtld) {
 		return
 	}
 	p.objs = append(p.objs, p.rtld)
