@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -298,12 +299,7 @@ type cacheArch struct {
 }
 
 func (a cacheArch) accepts(flags int32) bool {
-	for _, f := range a.accept {
-		if f == flags {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(a.accept, flags)
 }
 
 // cacheArchFor returns glibc's _dl_cache_check_flags for a machine and class.

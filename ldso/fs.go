@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,12 +75,9 @@ func (f *rootFS) addTree(hostPath string) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, t := range f.trees {
-		if t == hostPath {
-			return
-		}
+	if !slices.Contains(f.trees, hostPath) {
+		f.trees = append(f.trees, hostPath)
 	}
-	f.trees = append(f.trees, hostPath)
 }
 
 // guestPath converts a host path given on the command line to the path the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cudadeps/cudadeps/elfscan"
@@ -284,24 +285,11 @@ func (o *Object) answers(name string) bool {
 }
 
 func (o *Object) matches(name string) bool {
-	if o.lname != "" && o.lname == name {
-		return true
-	}
-	for _, n := range o.Names {
-		if n == name {
-			return true
-		}
-	}
-	return false
+	return o.lname != "" && o.lname == name || slices.Contains(o.Names, name)
 }
 
 func (p *Process) contains(o *Object) bool {
-	for _, x := range p.objs {
-		if x == o {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(p.objs, o)
 }
 
 // mapObject is _dl_map_object: name is already loaded, or is searched for
@@ -409,12 +397,9 @@ func (p *Process) loadDeps(start []*Object) {
 }
 
 func (o *Object) addNeededBy(by *Object) {
-	for _, x := range o.NeededBy {
-		if x == by {
-			return
-		}
+	if !slices.Contains(o.NeededBy, by) {
+		o.NeededBy = append(o.NeededBy, by)
 	}
-	o.NeededBy = append(o.NeededBy, by)
 }
 
 // checkVersions is _dl_check_map_versions for each object: every version an
@@ -516,10 +501,8 @@ func (p *Process) Result() *Result {
 }
 
 func appendUnique(list []*Object, o *Object) []*Object {
-	for _, x := range list {
-		if x == o {
-			return list
-		}
+	if slices.Contains(list, o) {
+		return list
 	}
 	return append(list, o)
 }
