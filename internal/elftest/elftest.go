@@ -74,6 +74,11 @@ func Str(s string) *string { return &s }
 // Write builds the object and writes it to path, creating directories.
 func Write(path string, spec Spec) error {
 	b, err := Build(spec)
+	return writeBuilt(path, b, err)
+}
+
+// writeBuilt writes what a builder made, creating directories.
+func writeBuilt(path string, b []byte, err error) error {
 	if err != nil {
 		return err
 	}
