@@ -21,21 +21,6 @@ import (
 // FormatVersion is the schema version this package reads and writes.
 const FormatVersion = 1
 
-// The platforms a catalog may name (package platform owns them).
-const (
-	LinuxX86_64  = platform.LinuxX86_64
-	LinuxSBSA    = platform.LinuxSBSA
-	LinuxAarch64 = platform.LinuxAarch64
-)
-
-// Platforms lists the platforms a catalog may name, in display order.
-func Platforms() []string { return platform.All() }
-
-// ValidPlatform reports whether p is a platform a catalog may name.
-func ValidPlatform(p string) bool { return platform.Valid(p) }
-
-func platformRank(p string) int { return platform.Rank(p) }
-
 // Pos says where an entry was defined, for messages.
 type Pos struct {
 	File string
@@ -431,7 +416,7 @@ func (comp *Component) Platforms() []string {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return cmp.Compare(platformRank(a), platformRank(b)) })
+	slices.SortFunc(out, func(a, b string) int { return cmp.Compare(platform.Rank(a), platform.Rank(b)) })
 	return out
 }
 
@@ -456,7 +441,7 @@ func sortReleases(rs []*Release) {
 
 func sortArchives(as []*Archive) {
 	slices.SortStableFunc(as, func(a, b *Archive) int {
-		if c := cmp.Compare(platformRank(a.Platform), platformRank(b.Platform)); c != 0 {
+		if c := cmp.Compare(platform.Rank(a.Platform), platform.Rank(b.Platform)); c != 0 {
 			return c
 		}
 		ma, _ := variantMajor(a.CUDAVariant)

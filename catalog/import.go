@@ -18,6 +18,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // BaseURL is where NVIDIA publishes the archives of a product.
@@ -73,8 +74,8 @@ func Import(ctx context.Context, manifests []*Manifest, opts ImportOptions) (*Ca
 		}
 	}
 	for _, p := range opts.Platforms {
-		if !ValidPlatform(p) {
-			return nil, fmt.Errorf("unknown platform %q (want one of %s)", p, strings.Join(Platforms(), ", "))
+		if !platform.Valid(p) {
+			return nil, fmt.Errorf("unknown platform %q (want one of %s)", p, strings.Join(platform.All(), ", "))
 		}
 	}
 	mirror := ""
@@ -271,12 +272,12 @@ func scanArchive(ctx context.Context, opts ImportOptions, log *slog.Logger, ref 
 // toolkit's stub libcuda.so) are not libraries anyone should load, so they
 // are skipped, as are symbolic links (their targets are scanned), files
 // that are not ELF, and objects built for another machine.
-func ScanDir(dir, platform string, log *slog.Logger) ([]string, error) {
+func ScanDir(dir, plat string, log *slog.Logger) ([]string, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	want := elf.EM_X86_64
-	if platform != LinuxX86_64 {
+	if plat != platform.LinuxX86_64 {
 		want = elf.EM_AARCH64
 	}
 	var out []string
@@ -306,7 +307,7 @@ func ScanDir(dir, platform string, log *slog.Logger) ([]string, error) {
 			return nil
 		}
 		if info.Machine != want {
-			log.Warn("ELF file for another machine skipped", "file", rel, "machine", info.Machine, "platform", platform)
+			log.Warn("ELF file for another machine skipped", "file", rel, "machine", info.Machine, "platform", plat)
 			return nil
 		}
 		out = append(out, info.Soname)

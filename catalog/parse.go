@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // ParseError is a problem in a catalog file, at a line.
@@ -469,8 +471,8 @@ func (p *parser) archive(what string, r *Release, n *yaml.Node, d *archiveDoc) (
 	if d == nil {
 		return nil, p.errf(n, "%s: empty archive", what)
 	}
-	if !ValidPlatform(d.Platform) {
-		return nil, p.errf(lineOf(n, "platform"), "%s: unknown platform %q (want one of %s)", what, d.Platform, strings.Join(Platforms(), ", "))
+	if !platform.Valid(d.Platform) {
+		return nil, p.errf(lineOf(n, "platform"), "%s: unknown platform %q (want one of %s)", what, d.Platform, strings.Join(platform.All(), ", "))
 	}
 	if d.CUDAVariant != "" {
 		if !variantRE.MatchString(d.CUDAVariant) {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // lineIn is the 1-based line of the first occurrence of marker in text.
@@ -102,7 +104,7 @@ func TestParseReadsEverything(t *testing.T) {
 		t.Errorf("releases not newest first: %s, %s", foo.Releases[0].Version, foo.Releases[1].Version)
 	}
 	a := foo.Releases[1].Archives[1]
-	if a.Platform != LinuxAarch64 || a.Size != 200 || a.SHA256 != sha2 || a.CUDAMajor(foo.Releases[1]) != 12 {
+	if a.Platform != platform.LinuxAarch64 || a.Size != 200 || a.SHA256 != sha2 || a.CUDAMajor(foo.Releases[1]) != 12 {
 		t.Errorf("archive: %+v", a)
 	}
 	bar, _ := c.Component("nvpl_bar")
@@ -182,7 +184,7 @@ func TestLayerLaterWins(t *testing.T) {
 	if a := bar.Releases[1].Archives[0]; a.SHA256 != sha3 || a.Size != 21 {
 		t.Errorf("release 0.10.0 not replaced by the layer: %+v", a)
 	}
-	m, err := out.Which("libnvpl_bar_extra.so.0", Query{Platform: LinuxSBSA})
+	m, err := out.Which("libnvpl_bar_extra.so.0", Query{Platform: platform.LinuxSBSA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +267,7 @@ components:
 		t.Fatal(err)
 	}
 	c := loadDefault(t, LoadOptions{Extra: []string{extra}, Mirror: "file:///srv/nvidia"})
-	m, err := c.Which("libcudss.so.0", Query{Platform: LinuxSBSA, CUDAMajor: 13})
+	m, err := c.Which("libcudss.so.0", Query{Platform: platform.LinuxSBSA, CUDAMajor: 13})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +278,7 @@ components:
 		t.Errorf("mirror not applied: %s", m.URL)
 	}
 	// The default's own archives are still there for CUDA 12.
-	if m12, err := c.Which("libcudss.so.0", Query{Platform: LinuxSBSA, CUDAMajor: 12}); err != nil || m12.Version == "99.0.0.1" {
+	if m12, err := c.Which("libcudss.so.0", Query{Platform: platform.LinuxSBSA, CUDAMajor: 12}); err != nil || m12.Version == "99.0.0.1" {
 		t.Errorf("CUDA 12 cuDSS: %+v, %v", m12, err)
 	}
 

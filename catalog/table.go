@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 //go:embed sonames.yaml
@@ -153,7 +154,7 @@ func (p *parser) checkRule(comp string, at *yaml.Node, r tableRule) error {
 		}
 	}
 	for _, pl := range r.Platforms {
-		if !ValidPlatform(pl) {
+		if !platform.Valid(pl) {
 			return p.errf(at, "component %s: unknown platform %q", comp, pl)
 		}
 	}
