@@ -75,11 +75,8 @@ func validateLayer(base *catalog.Catalog, path string) catalogCheck {
 	if err != nil {
 		return withProblems(c, err)
 	}
-	layer, err := catalog.ParseLayer(data, path)
+	layer, err := catalog.ValidateLayer(base, data, path)
 	if err != nil {
-		return withProblems(c, err)
-	}
-	if _, err := catalog.Layer(base, layer); err != nil {
 		return withProblems(c, err)
 	}
 	c.OK = true
