@@ -203,18 +203,6 @@ func Parse(data []byte, name string) (*Catalog, error) {
 	return c, nil
 }
 
-// ParseLayer reads a catalog file meant to be layered over others: it is
-// checked as Parse does, except that the products it names may be defined
-// by a lower layer. Check the layered result with Layer, or use
-// ValidateLayer for both at once.
-func ParseLayer(data []byte, name string) (*Catalog, error) {
-	c, err := parseUnchecked(data, name)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
 // ValidateLayer reads a catalog file meant to be layered over base and
 // returns it with every problem it has: those of the file alone, and those
 // that base with the file's sound entries on top shows. The catalog is nil

@@ -166,7 +166,7 @@ components:
 
 func TestLayerLaterWins(t *testing.T) {
 	base := mustParse(t, testCatalog, "base.yaml")
-	layer, err := ParseLayer([]byte(layerText), "layer.yaml")
+	layer, err := parseUnchecked([]byte(layerText), "layer.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,14 +213,19 @@ components:
     product: nowhere
     sonames: [libnew.so.1]
 `
-	l, err := ParseLayer([]byte(layer), "l.yaml")
+	l, err := parseUnchecked([]byte(layer), "l.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Layer(mustParse(t, testCatalog, "base.yaml"), l)
+	base := mustParse(t, testCatalog, "base.yaml")
+	_, err = Layer(base, l)
 	var pe *ParseError
 	if !errors.As(err, &pe) || pe.Pos.File != "l.yaml" || pe.Pos.Line != 3 {
-		t.Fatalf("want l.yaml:3 error, got %v", err)
+		t.Fatalf("Layer: want l.yaml:3 error, got %v", err)
+	}
+	c, err := ValidateLayer(base, []byte(layer), "l.yaml")
+	if c != nil || !errors.As(err, &pe) || pe.Pos.File != "l.yaml" || pe.Pos.Line != 3 {
+		t.Fatalf("ValidateLayer: want l.yaml:3 error and no catalog, got %v, %v", c, err)
 	}
 }
 

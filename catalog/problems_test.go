@@ -61,10 +61,6 @@ components:
 	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, want[0]) || !strings.HasSuffix(msg, "(and 6 more problems)") {
 		t.Errorf("message %q, want the first problem and the count of the others on one line", msg)
 	}
-
-	if c, err := ParseLayer([]byte(text), "x.yaml"); c != nil || err == nil {
-		t.Errorf("ParseLayer: %v, %v; want no catalog and the problems", c, err)
-	}
 }
 
 func problemTexts(ps Problems) []string {

@@ -5,12 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
-
-	"github.com/cudadeps/cudadeps/internal/regfile"
 )
 
 // The binary format of /etc/ld.so.cache as glibc's ldconfig writes it
@@ -92,25 +89,6 @@ type Cache struct {
 // MaxCacheSize bounds the ld.so.cache read: the caches of large systems
 // are a few hundred kilobytes, and a root may be an untrusted image.
 const MaxCacheSize = 64 << 20
-
-// ReadCache reads and parses the cache file at path. A missing file is not
-// an error: the loader then simply has no cache (nil, nil). Anything but a
-// regular file of at most MaxCacheSize bytes is refused.
-func ReadCache(path string) (*Cache, error) {
-	data, err := regfile.Read(path, MaxCacheSize)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	c, err := ParseCache(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	c.Path = path
-	return c, nil
-}
 
 // ParseCache parses the binary contents of an ld.so.cache. Like ld.so, it
 // accepts the new format alone or embedded after the old one, and rejects a

@@ -614,34 +614,6 @@ func (p *Process) searchedDirs(loader *Object) []SearchDir {
 	return out
 }
 
-// Register counts the object at file as loaded, without loading what it
-// needs: a library of a distribution imported earlier, whose own
-// dependencies were the business of that import.
-func (p *Process) Register(ctx context.Context, file string) (*Object, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	guest, host := p.l.locate(file)
-	fi := p.l.open(host)
-	if fi.err != nil {
-		return nil, mainError(file, fi.err)
-	}
-	if fi.info.Class != p.want.class || fi.info.Machine != p.want.machine {
-		return nil, fmt.Errorf("%s: %s %s cannot be loaded into this process", file, fi.info.Class, machineName(fi.info.Machine))
-	}
-	if o := p.lookupLoaded(guest); o != nil {
-		return o, nil
-	}
-	for _, o := range p.objs {
-		if !o.faked && fi.id != (fileID{}) && o.id == fi.id {
-			return o, nil
-		}
-	}
-	o := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaLoaded, From: "already imported", Info: fi.info, id: fi.id, lname: guest, origin: originOf(guest), depsDone: true}
-	p.objs = append(p.objs, o)
-	return o, nil
-}
-
 // Reach is the part of the process that o brings in: o and everything its
 // NEEDED entries reach, in load order, with the misses and version errors
 // among them. It is the result of dlopen'ing o.

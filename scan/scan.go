@@ -390,12 +390,6 @@ type closureResult struct {
 	err    error
 }
 
-// Closures computes the closure of each root with a bounded pool of workers,
-// keeping the order of roots.
-func Closures(ctx context.Context, l *ldso.Loader, roots []string, parallel int) []closureResult {
-	return closures(ctx, l, roots, parallel, nil)
-}
-
 // closures computes each root's closure and report form and, with a
 // resolver, its run-time opens (in the same process, after the closure).
 func closures(ctx context.Context, l *ldso.Loader, roots []string, parallel int, rt *runtimeopen.Resolver) []closureResult {
