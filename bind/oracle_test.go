@@ -2,15 +2,12 @@ package bind
 
 import (
 	"context"
-	"io/fs"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/ldso"
 )
@@ -43,28 +40,6 @@ func joinUndefined(list []lddtest.Undefined) string {
 		b.WriteString("\n\t" + u.String())
 	}
 	return b.String()
-}
-
-// sharedObjects lists the dynamic shared objects (no executables) under
-// dir, each file once.
-func sharedObjects(dir string) []string {
-	var files []string
-	seen := map[string]bool{}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return nil
-		}
-		in, err := elfscan.ReadFile(p)
-		if err != nil || in.Type != 3 || !in.Dynamic || in.Interp != "" {
-			return nil
-		}
-		if real, err := filepath.EvalSymlinks(p); err == nil && !seen[real] {
-			seen[real] = true
-			files = append(files, p)
-		}
-		return nil
-	})
-	return files
 }
 
 // agreement counts what an oracle comparison covered.
@@ -131,7 +106,7 @@ func TestHostLibrariesBindAsLoader(t *testing.T) {
 	ldsoPath, ok := lddtest.HostLoader()
 	lddtest.Need(t, ok, "no x86_64 ld.so on this host")
 	dir := "/usr/lib/x86_64-linux-gnu"
-	files := sharedObjects(dir)
+	files := lddtest.SharedObjects(dir)
 	if len(files) < 50 {
 		lddtest.Need(t, false, "only %d shared objects under %s", len(files), dir)
 	}
@@ -144,39 +119,26 @@ func TestHostLibrariesBindAsLoader(t *testing.T) {
 	b := New()
 	env := append([]string{"LC_ALL=C"}, lddtest.BindEnv...)
 	var agree agreement
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range work {
-				want, err := lddtest.List(ctx, ldsoPath, f, env)
-				if err != nil || want.Fatal != "" {
-					agree.mu.Lock()
-					agree.oracleRefused++
-					agree.mu.Unlock()
-					continue
-				}
-				r, err := l.Closure(ctx, f)
-				if err != nil {
-					t.Errorf("%s: %v", f, err)
-					continue
-				}
-				got, err := b.Closure(ctx, r)
-				if err != nil {
-					t.Errorf("%s: %v", f, err)
-					continue
-				}
-				agree.add(t, f, asOracle(got, func(o *ldso.Object) string { return o.Path }), want.UndefinedSymbols(), len(r.Objects))
-			}
-		}()
-	}
-	for _, f := range files {
-		work <- f
-	}
-	close(work)
-	wg.Wait()
+	lddtest.Parallel(files, 4, func(f string) {
+		want, err := lddtest.List(ctx, ldsoPath, f, env)
+		if err != nil || want.Fatal != "" {
+			agree.mu.Lock()
+			agree.oracleRefused++
+			agree.mu.Unlock()
+			return
+		}
+		r, err := l.Closure(ctx, f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			return
+		}
+		got, err := b.Closure(ctx, r)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			return
+		}
+		agree.add(t, f, asOracle(got, func(o *ldso.Object) string { return o.Path }), want.UndefinedSymbols(), len(r.Objects))
+	})
 	agree.report(t, dir)
 	if agree.files < 50 {
 		t.Fatalf("only %d objects compared", agree.files)
@@ -195,7 +157,7 @@ func TestArmSysrootBindsAsLoader(t *testing.T) {
 	}
 	b := New()
 	var agree agreement
-	for _, p := range sharedObjects(sr.Root) {
+	for _, p := range lddtest.SharedObjects(sr.Root) {
 		// Named by its path inside the root, the file has the same $ORIGIN
 		// for qemu's loader as for the model.
 		want, err := sr.List(ctx, strings.TrimPrefix(p, sr.Root), lddtest.BindEnv)

@@ -14,26 +14,12 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps"
+	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/platform"
 )
 
 // FormatVersion is the schema version this package reads and writes.
 const FormatVersion = 1
-
-// The platforms a catalog may name (package platform owns them).
-const (
-	LinuxX86_64  = platform.LinuxX86_64
-	LinuxSBSA    = platform.LinuxSBSA
-	LinuxAarch64 = platform.LinuxAarch64
-)
-
-// Platforms lists the platforms a catalog may name, in display order.
-func Platforms() []string { return platform.All() }
-
-// ValidPlatform reports whether p is a platform a catalog may name.
-func ValidPlatform(p string) bool { return platform.Valid(p) }
-
-func platformRank(p string) int { return platform.Rank(p) }
 
 // Pos says where an entry was defined, for messages.
 type Pos struct {
@@ -204,23 +190,71 @@ func Load(ctx context.Context, opts LoadOptions) (*Catalog, error) {
 
 // Parse reads one catalog file strictly: unknown keys, wrong types, bad
 // sha256 or sizes, unknown platforms, duplicates and dangling product names
-// are errors that carry name and line.
+// are errors that carry name and line. The error is a Problems: every
+// problem of the file.
 func Parse(data []byte, name string) (*Catalog, error) {
 	c, err := parseUnchecked(data, name)
-	if err != nil {
+	if c == nil {
 		return nil, err
 	}
-	if err := c.check(); err != nil {
+	if err := joinProblems(name, err, c.check()); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// ParseLayer reads a catalog file meant to be layered over others: it is
-// checked as Parse does, except that the products it names may be defined
-// by a lower layer. Check the layered result with Layer.
-func ParseLayer(data []byte, name string) (*Catalog, error) {
-	return parseUnchecked(data, name)
+// ValidateLayer reads a catalog file meant to be layered over base and
+// returns it with every problem it has: those of the file alone, and those
+// that base with the file's sound entries on top shows. The catalog is nil
+// when there is any problem; the error is then a Problems.
+func ValidateLayer(base *Catalog, data []byte, name string) (*Catalog, error) {
+	layer, err := parseUnchecked(data, name)
+	if layer == nil {
+		return nil, err
+	}
+	out := base.clone()
+	out.merge(layer.clone())
+	if err := joinProblems(name, err, out.check()); err != nil {
+		return nil, err
+	}
+	return layer, nil
+}
+
+// joinProblems puts the problems of several errors (each nil, a Problems,
+// or one problem) into one Problems, those of file first, by line; nil
+// when there are none.
+func joinProblems(file string, errs ...error) error {
+	var all Problems
+	for _, err := range errs {
+		var ps Problems
+		switch {
+		case err == nil:
+		case errors.As(err, &ps):
+			all = append(all, ps...)
+		default:
+			all = append(all, err)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b error) int {
+		pa, pb := problemPos(a, file), problemPos(b, file)
+		if (pa.File == file) != (pb.File == file) {
+			if pa.File == file {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(pa.Line, pb.Line)
+	})
+	return all.orNil()
+}
+
+// problemPos is where a problem is; a problem without a line sorts first.
+func problemPos(err error, file string) Pos {
+	var pe *ParseError
+	if errors.As(err, &pe) {
+		return pe.Pos
+	}
+	return Pos{File: file}
 }
 
 // Layer returns base with each layer merged on top, in order, and checks
@@ -314,25 +348,29 @@ func (c *Catalog) clone() *Catalog {
 // names a known product, every product with archives has a base URL, and
 // no driver library is offered as a download.
 func (c *Catalog) check() error {
+	var problems Problems
 	for _, comp := range c.sortedComponents() {
 		p, ok := c.products[comp.Product]
 		if !ok {
-			return &ParseError{Pos: comp.Pos, Msg: fmt.Sprintf("component %s: product %q is not defined in any catalog", comp.Name, comp.Product)}
+			problems = append(problems, &ParseError{Pos: comp.Pos, Msg: fmt.Sprintf("component %s: product %q is not defined in any catalog", comp.Name, comp.Product)})
+			continue
 		}
+		noBase := p.BaseURL == "" // said once per component, at its first archive
 		for _, r := range comp.Releases {
 			for _, a := range r.Archives {
-				if p.BaseURL == "" {
-					return &ParseError{Pos: a.Pos, Msg: fmt.Sprintf("component %s has archives but product %s has no base_url", comp.Name, p.Name)}
+				if noBase {
+					problems = append(problems, &ParseError{Pos: a.Pos, Msg: fmt.Sprintf("component %s has archives but product %s has no base_url", comp.Name, p.Name)})
+					noBase = false
 				}
 				for _, s := range a.Sonames {
 					if d, ok := c.drivers[s]; ok {
-						return &ParseError{Pos: a.Pos, Msg: fmt.Sprintf("%s is a driver library (%s) and cannot come from archive %s", s, d.Pos, a.RelativePath)}
+						problems = append(problems, &ParseError{Pos: a.Pos, Msg: fmt.Sprintf("%s is a driver library (%s) and cannot come from archive %s", s, d.Pos, a.RelativePath)})
 					}
 				}
 			}
 		}
 	}
-	return nil
+	return problems.orNil()
 }
 
 // NormalizeMirror checks a mirror URL and makes it end in "/".
@@ -430,7 +468,7 @@ func (comp *Component) Platforms() []string {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return cmp.Compare(platformRank(a), platformRank(b)) })
+	slices.SortFunc(out, func(a, b string) int { return cmp.Compare(platform.Rank(a), platform.Rank(b)) })
 	return out
 }
 
@@ -450,12 +488,12 @@ func (comp *Component) CUDAMajors() []int {
 }
 
 func sortReleases(rs []*Release) {
-	slices.SortStableFunc(rs, func(a, b *Release) int { return CompareVersions(b.Version, a.Version) })
+	slices.SortStableFunc(rs, func(a, b *Release) int { return dotted.Compare(b.Version, a.Version) })
 }
 
 func sortArchives(as []*Archive) {
 	slices.SortStableFunc(as, func(a, b *Archive) int {
-		if c := cmp.Compare(platformRank(a.Platform), platformRank(b.Platform)); c != 0 {
+		if c := cmp.Compare(platform.Rank(a.Platform), platform.Rank(b.Platform)); c != 0 {
 			return c
 		}
 		ma, _ := variantMajor(a.CUDAVariant)
@@ -468,30 +506,4 @@ func sortedUnique(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return slices.Compact(s)
-}
-
-// CompareVersions orders dotted versions field by field, numerically where
-// both fields are numbers ("12.10" > "12.9"), and returns -1, 0 or +1.
-func CompareVersions(a, b string) int {
-	fa, fb := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(fa) || i < len(fb); i++ {
-		if i >= len(fa) {
-			return -1
-		}
-		if i >= len(fb) {
-			return 1
-		}
-		na, ea := strconv.ParseUint(fa[i], 10, 64)
-		nb, eb := strconv.ParseUint(fb[i], 10, 64)
-		var c int
-		if ea == nil && eb == nil {
-			c = cmp.Compare(na, nb)
-		} else {
-			c = strings.Compare(fa[i], fb[i])
-		}
-		if c != 0 {
-			return c
-		}
-	}
-	return 0
 }

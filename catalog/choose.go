@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // Fits reports whether archive a of release r runs on platform ("" for
@@ -71,7 +73,7 @@ func (c *Catalog) chooseErr(comp *Component, reason string) *NotFoundError {
 }
 
 // noArchiveReason says what the releases do have when none fits.
-func noArchiveReason(comp *Component, releases []*Release, version, platform string, cuda int) string {
+func noArchiveReason(comp *Component, releases []*Release, version, plat string, cuda int) string {
 	what := comp.Name
 	if version != "" {
 		what += " " + version
@@ -83,7 +85,7 @@ func noArchiveReason(comp *Component, releases []*Release, version, platform str
 			if !slices.Contains(plats, a.Platform) {
 				plats = append(plats, a.Platform)
 			}
-			if m := a.CUDAMajor(r); a.Platform == platform && m != 0 && !slices.Contains(majors, m) {
+			if m := a.CUDAMajor(r); a.Platform == plat && m != 0 && !slices.Contains(majors, m) {
 				majors = append(majors, m)
 			}
 		}
@@ -91,12 +93,12 @@ func noArchiveReason(comp *Component, releases []*Release, version, platform str
 	switch {
 	case len(plats) == 0:
 		return fmt.Sprintf("%s has no archive in the catalog", what)
-	case !slices.Contains(plats, platform):
-		slices.SortFunc(plats, func(x, y string) int { return platformRank(x) - platformRank(y) })
-		return fmt.Sprintf("%s has no archive for %s (it has: %s)", what, platform, strings.Join(plats, ", "))
+	case !slices.Contains(plats, plat):
+		slices.SortFunc(plats, func(x, y string) int { return platform.Rank(x) - platform.Rank(y) })
+		return fmt.Sprintf("%s has no archive for %s (it has: %s)", what, plat, strings.Join(plats, ", "))
 	default:
 		slices.Sort(majors)
-		return fmt.Sprintf("%s has no archive for %s and CUDA %d (its %s archives are for %s)", what, platform, cuda, platform, joinMajors(majors, "and"))
+		return fmt.Sprintf("%s has no archive for %s and CUDA %d (its %s archives are for %s)", what, plat, cuda, plat, joinMajors(majors, "and"))
 	}
 }
 

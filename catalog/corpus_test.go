@@ -19,6 +19,7 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // nvidiaName matches sonames of NVIDIA's CUDA libraries by name; objects
@@ -143,7 +144,7 @@ func TestDebianCorpusSonamesMap(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"libcuda.so.1", "libnvidia-ml.so.1"} {
-		if m, err := c.Which(s, Query{Platform: LinuxX86_64}); err != nil || !m.Driver {
+		if m, err := c.Which(s, Query{Platform: platform.LinuxX86_64}); err != nil || !m.Driver {
 			t.Errorf("%s is a driver library: %+v %v", s, m, err)
 		}
 	}

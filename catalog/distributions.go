@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 //go:embed distributions.yaml
@@ -40,9 +42,9 @@ const (
 func (d *Distribution) MatchesVersion(wheel, component string) bool {
 	switch d.VersionRule {
 	case VersionExact:
-		return CompareVersions(wheel, component) == 0
+		return dotted.Compare(wheel, component) == 0
 	case VersionPrefix:
-		return CompareVersions(wheel, component) == 0 || strings.HasPrefix(component, wheel+".")
+		return dotted.Compare(wheel, component) == 0 || strings.HasPrefix(component, wheel+".")
 	}
 	return false
 }

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 // untarDistInfo unpacks the corpus's dist-info directories into a
@@ -209,7 +211,7 @@ func TestDistributionsAgreeWithRealRecords(t *testing.T) {
 		i := slices.IndexFunc(comp.Releases, func(r *Release) bool { return d.MatchesVersion(m[2], r.Version) })
 		if i < 0 {
 			t.Errorf("cuda-toolkit %s pins %s %s: no %s release has that version", toolkit.version, want, m[2], comp.Name)
-		} else if label := comp.Releases[i].Label; CompareVersions(label, toolkit.version) < 0 {
+		} else if label := comp.Releases[i].Label; dotted.Compare(label, toolkit.version) < 0 {
 			t.Errorf("%s %s comes from CUDA %s, older than cuda-toolkit %s", comp.Name, m[2], label, toolkit.version)
 		}
 	}

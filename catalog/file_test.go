@@ -27,9 +27,9 @@ func TestLoadRefusesHostileFiles(t *testing.T) {
 	f.Close()
 	for _, tc := range []struct{ path, want string }{
 		{"/dev/zero", "not a regular file (a character device)"},
-		{fifo, "not a regular file (a named pipe)"},
+		{fifo, "not a regular file (a FIFO)"},
 		{dir, "not a regular file (a directory)"},
-		{sparse, "is more than a catalog or manifest file may hold"},
+		{sparse, "4294967296 bytes, more than the 16777216 this file may hold"},
 	} {
 		_, err := Load(t.Context(), LoadOptions{Extra: []string{tc.path}})
 		if err == nil {

@@ -17,6 +17,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // BaseURL is where NVIDIA publishes the archives of a product.
@@ -72,8 +74,8 @@ func Import(ctx context.Context, manifests []*Manifest, opts ImportOptions) (*Ca
 		}
 	}
 	for _, p := range opts.Platforms {
-		if !ValidPlatform(p) {
-			return nil, fmt.Errorf("unknown platform %q (want one of %s)", p, strings.Join(Platforms(), ", "))
+		if !platform.Valid(p) {
+			return nil, fmt.Errorf("unknown platform %q (want one of %s)", p, strings.Join(platform.All(), ", "))
 		}
 	}
 	mirror := ""
@@ -105,7 +107,7 @@ func Import(ctx context.Context, manifests []*Manifest, opts ImportOptions) (*Ca
 		if c := strings.Compare(a.Product, b.Product); c != 0 {
 			return c
 		}
-		return CompareVersions(a.Label, b.Label)
+		return dotted.Compare(a.Label, b.Label)
 	})
 	newest := map[string]string{} // component → version whose title and license it carries
 	for _, m := range ordered {
@@ -182,7 +184,7 @@ func Import(ctx context.Context, manifests []*Manifest, opts ImportOptions) (*Ca
 			if err := addRelease(comp, rel); err != nil {
 				return nil, fmt.Errorf("%s: %w", m.Name, err)
 			}
-			if v, seen := newest[mc.Key]; !seen || CompareVersions(mc.Version, v) >= 0 {
+			if v, seen := newest[mc.Key]; !seen || dotted.Compare(mc.Version, v) >= 0 {
 				newest[mc.Key] = mc.Version
 				comp.Title, comp.License = mc.Title, mc.License
 			}
@@ -239,7 +241,7 @@ func addRelease(comp *Component, rel *Release) error {
 	}
 	sortArchives(old.Archives)
 	// The later release label names the newer manifest that still ships it.
-	if CompareVersions(rel.Label, old.Label) > 0 {
+	if dotted.Compare(rel.Label, old.Label) > 0 {
 		old.Label, old.Date = rel.Label, rel.Date
 	}
 	return nil
@@ -270,12 +272,12 @@ func scanArchive(ctx context.Context, opts ImportOptions, log *slog.Logger, ref 
 // toolkit's stub libcuda.so) are not libraries anyone should load, so they
 // are skipped, as are symbolic links (their targets are scanned), files
 // that are not ELF, and objects built for another machine.
-func ScanDir(dir, platform string, log *slog.Logger) ([]string, error) {
+func ScanDir(dir, plat string, log *slog.Logger) ([]string, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	want := elf.EM_X86_64
-	if platform != LinuxX86_64 {
+	if plat != platform.LinuxX86_64 {
 		want = elf.EM_AARCH64
 	}
 	var out []string
@@ -305,7 +307,7 @@ func ScanDir(dir, platform string, log *slog.Logger) ([]string, error) {
 			return nil
 		}
 		if info.Machine != want {
-			log.Warn("ELF file for another machine skipped", "file", rel, "machine", info.Machine, "platform", platform)
+			log.Warn("ELF file for another machine skipped", "file", rel, "machine", info.Machine, "platform", plat)
 			return nil
 		}
 		out = append(out, info.Soname)

@@ -20,6 +20,7 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 func TestEmbeddedTable(t *testing.T) {
@@ -44,17 +45,17 @@ func TestEmbeddedTable(t *testing.T) {
 		}
 	}
 	nvrtc := tab.Components["cuda_nvrtc"]
-	if got := strings.Join(nvrtc.Sonames("13.0.48", 13, LinuxX86_64), " "); got != "libnvrtc-builtins.alt.so.13.0 libnvrtc-builtins.so.13.0 libnvrtc.alt.so.13 libnvrtc.so.13" {
+	if got := strings.Join(nvrtc.Sonames("13.0.48", 13, platform.LinuxX86_64), " "); got != "libnvrtc-builtins.alt.so.13.0 libnvrtc-builtins.so.13.0 libnvrtc.alt.so.13 libnvrtc.so.13" {
 		t.Errorf("nvrtc 13.0.48: %s", got)
 	}
-	if got := strings.Join(nvrtc.Sonames("12.2.140", 12, LinuxX86_64), " "); got != "libnvrtc-builtins.so.12.2 libnvrtc.so.12" {
+	if got := strings.Join(nvrtc.Sonames("12.2.140", 12, platform.LinuxX86_64), " "); got != "libnvrtc-builtins.so.12.2 libnvrtc.so.12" {
 		t.Errorf("nvrtc 12.2.140: %s", got)
 	}
 	nvtx := tab.Components["cuda_nvtx"]
-	if got := nvtx.Sonames("12.8.90", 12, LinuxSBSA); !slices.Equal(got, []string{"libnvToolsExt.so.1"}) {
+	if got := nvtx.Sonames("12.8.90", 12, platform.LinuxSBSA); !slices.Equal(got, []string{"libnvToolsExt.so.1"}) {
 		t.Errorf("nvtx 12.8: %v", got)
 	}
-	if got := nvtx.Sonames("12.9.79", 12, LinuxSBSA); !slices.Equal(got, []string{"libnvtx3interop.so.1"}) {
+	if got := nvtx.Sonames("12.9.79", 12, platform.LinuxSBSA); !slices.Equal(got, []string{"libnvtx3interop.so.1"}) {
 		t.Errorf("nvtx 12.9: %v", got)
 	}
 }
@@ -177,7 +178,7 @@ func TestImportFromTable(t *testing.T) {
 	if got := strings.Join(r13.Archives[1].Sonames, " "); got != "libfoo-extra.so.13.0 libfoo.so.13 libfoo_sbsa.so.1" {
 		t.Errorf("sbsa sonames %q", got)
 	}
-	if r12 := foo.Releases[1]; r12.CUDA != 12 || r12.Archives[0].Platform != LinuxAarch64 || !slices.Equal(r12.Archives[0].Sonames, []string{"libfoo.so.12"}) {
+	if r12 := foo.Releases[1]; r12.CUDA != 12 || r12.Archives[0].Platform != platform.LinuxAarch64 || !slices.Equal(r12.Archives[0].Sonames, []string{"libfoo.so.12"}) {
 		t.Errorf("release 12: %+v %+v", r12, r12.Archives[0])
 	}
 	// Known sonames include the generation without archives.
@@ -217,7 +218,7 @@ func TestImportFromTable(t *testing.T) {
 	}
 
 	// Platform and component filters.
-	c, err = Import(t.Context(), []*Manifest{m13, m12}, ImportOptions{Table: tab, Platforms: []string{LinuxSBSA}, Components: []string{"libfoo"}})
+	c, err = Import(t.Context(), []*Manifest{m13, m12}, ImportOptions{Table: tab, Platforms: []string{platform.LinuxSBSA}, Components: []string{"libfoo"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestImportFromTable(t *testing.T) {
 		t.Errorf("%d components with --component libfoo", names)
 	}
 	foo, _ = c.Component("libfoo")
-	if len(foo.Releases) != 1 || foo.Releases[0].Archives[0].Platform != LinuxSBSA {
+	if len(foo.Releases) != 1 || foo.Releases[0].Archives[0].Platform != platform.LinuxSBSA {
 		t.Errorf("platform filter: %+v", foo.Releases)
 	}
 }
@@ -415,10 +416,10 @@ func TestImportScanRecordsSonamesInside(t *testing.T) {
 	if len(as) != 2 {
 		t.Fatalf("%d archives", len(as))
 	}
-	if got := strings.Join(as[0].Sonames, " "); as[0].Platform != LinuxX86_64 || got != "libfoo.so.13 libfooLt.so.13" {
+	if got := strings.Join(as[0].Sonames, " "); as[0].Platform != platform.LinuxX86_64 || got != "libfoo.so.13 libfooLt.so.13" {
 		t.Errorf("x86_64 archive records %q", got)
 	}
-	if got := strings.Join(as[1].Sonames, " "); as[1].Platform != LinuxSBSA || got != "libfoo.so.13" {
+	if got := strings.Join(as[1].Sonames, " "); as[1].Platform != platform.LinuxSBSA || got != "libfoo.so.13" {
 		t.Errorf("sbsa archive records %q", got)
 	}
 	if len(fetched) != 2 || !strings.HasPrefix(fetched[0], srv.URL+"/mirror/libfoo/") {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // Manifest is one of NVIDIA's redistrib_<version>.json files, reduced to
@@ -111,7 +113,7 @@ func parseManifestComponent(file, key string, raw json.RawMessage) (*ManifestCom
 	}
 	plats := make([]string, 0, len(fields))
 	for f := range fields {
-		if !slices.Contains(manifestComponentFields, f) && ValidPlatform(f) {
+		if !slices.Contains(manifestComponentFields, f) && platform.Valid(f) {
 			plats = append(plats, f)
 		}
 	}
@@ -179,7 +181,7 @@ func parseManifestArchive(file, key, plat, variant string, raw json.RawMessage) 
 
 func sortManifestArchives(as []*ManifestArchive) {
 	slices.SortStableFunc(as, func(a, b *ManifestArchive) int {
-		if c := platformRank(a.Platform) - platformRank(b.Platform); c != 0 {
+		if c := platform.Rank(a.Platform) - platform.Rank(b.Platform); c != 0 {
 			return c
 		}
 		return strings.Compare(a.CUDAVariant, b.CUDAVariant)

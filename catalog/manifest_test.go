@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 func TestParseManifestShapes(t *testing.T) {
@@ -46,7 +48,7 @@ func TestParseManifestShapes(t *testing.T) {
 	if foo.Title != "Foo" || foo.License != "CUDA Toolkit" || foo.Version != "13.0.1.2" || len(foo.Archives) != 1 {
 		t.Fatalf("libfoo %+v", foo)
 	}
-	if a := foo.Archives[0]; a.Platform != LinuxX86_64 || a.Size != 1487372 || a.CUDAVariant != "" {
+	if a := foo.Archives[0]; a.Platform != platform.LinuxX86_64 || a.Size != 1487372 || a.CUDAVariant != "" {
 		t.Errorf("libfoo archive %+v", a)
 	}
 	v := byKey["libvar"]
@@ -131,7 +133,7 @@ func TestParseManifestRealFiles(t *testing.T) {
 				return
 			}
 			for k, child := range obj {
-				walk(child, linux || ValidPlatform(k))
+				walk(child, linux || platform.Valid(k))
 			}
 		}
 		walk(raw, false)
@@ -169,7 +171,7 @@ func TestParseManifestNewerShapes(t *testing.T) {
 	for _, c := range m.Components {
 		byKey[c.Key] = c
 	}
-	if c := byKey["cudnn"]; len(c.Archives) != 1 || c.Archives[0].Platform != LinuxX86_64 || c.Archives[0].CUDAVariant != "cuda13" {
+	if c := byKey["cudnn"]; len(c.Archives) != 1 || c.Archives[0].Platform != platform.LinuxX86_64 || c.Archives[0].CUDAVariant != "cuda13" {
 		t.Errorf("cudnn: windows-arm64 must be ignored: %+v", c.Archives)
 	}
 	compat := byKey["cuda_compat"]

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // ParseError is a problem in a catalog file, at a line.
@@ -84,6 +86,11 @@ func ValidSoname(s string) bool { return sonameRE.MatchString(s) }
 // decoding the components mapping whole would compare every key with
 // every other (the YAML library's duplicate check), quadratic in their
 // number; duplicates are found here with a map instead.
+//
+// Every problem is reported, not the first alone: the error is a Problems.
+// The catalog returned beside it holds the entries without problems (nil
+// when the file is no catalog at all), so that the checks across files can
+// still be made.
 func parseUnchecked(data []byte, name string) (*Catalog, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
@@ -108,55 +115,48 @@ func parseUnchecked(data []byte, name string) (*Catalog, error) {
 		return nil, &ParseError{Pos: Pos{File: name, Line: top.Line}, Msg: "a catalog is a mapping with format, products, drivers and components"}
 	}
 	p := &parser{file: name}
-	if err := p.knownKeys(top, reflect.TypeFor[fileDoc]()); err != nil {
-		return nil, err
-	}
-	return p.catalog(top)
+	p.knownKeys(top, reflect.TypeFor[fileDoc]())
+	c := p.catalog(top)
+	return c, p.problems.orNil()
 }
 
-// knownKeys refuses a key that the doc struct t (or a struct below it)
+// knownKeys reports each key that the doc struct t (or a struct below it)
 // does not name, as the decoder's KnownFields would, walking the nodes once.
-func (p *parser) knownKeys(n *yaml.Node, t reflect.Type) error {
+func (p *parser) knownKeys(n *yaml.Node, t reflect.Type) {
 	n = resolve(n)
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if n == nil {
-		return nil
+		return
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			return nil // the decoder reports the type mismatch
+			return // the decoder reports the type mismatch
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
 			f, ok := fieldByTag(t, k.Value)
 			if !ok {
-				return p.errf(k, "unknown key %q", k.Value)
+				p.report(p.errf(k, "unknown key %q", k.Value))
+				continue
 			}
-			if err := p.knownKeys(n.Content[i+1], f.Type); err != nil {
-				return err
-			}
+			p.knownKeys(n.Content[i+1], f.Type)
 		}
 	case reflect.Slice:
 		if n.Kind == yaml.SequenceNode {
 			for _, e := range n.Content {
-				if err := p.knownKeys(e, t.Elem()); err != nil {
-					return err
-				}
+				p.knownKeys(e, t.Elem())
 			}
 		}
 	case reflect.Map:
 		if n.Kind == yaml.MappingNode {
 			for i := 1; i < len(n.Content); i += 2 {
-				if err := p.knownKeys(n.Content[i], t.Elem()); err != nil {
-					return err
-				}
+				p.knownKeys(n.Content[i], t.Elem())
 			}
 		}
 	}
-	return nil
 }
 
 func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
@@ -202,7 +202,38 @@ func lineError(name, msg string) error {
 }
 
 type parser struct {
-	file string
+	file     string
+	problems Problems
+}
+
+// report records a problem and lets the parse go on.
+func (p *parser) report(err error) { p.problems = append(p.problems, p.fixFile(err)) }
+
+// Problems is every problem found in a catalog. Its message is the first
+// problem with a count of the others, to stay one line; Unwrap gives each.
+type Problems []error
+
+func (ps Problems) Error() string {
+	switch len(ps) {
+	case 0:
+		return "no problems"
+	case 1:
+		return ps[0].Error()
+	case 2:
+		return ps[0].Error() + " (and 1 more problem)"
+	}
+	return fmt.Sprintf("%s (and %d more problems)", ps[0], len(ps)-1)
+}
+
+// Unwrap returns every problem.
+func (ps Problems) Unwrap() []error { return ps }
+
+// orNil returns nil for no problems, so that a nil error means none.
+func (ps Problems) orNil() error {
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps
 }
 
 func (p *parser) at(n *yaml.Node) Pos {
@@ -275,6 +306,28 @@ func pairs(m *yaml.Node, f func(k, v *yaml.Node) error) error {
 	return nil
 }
 
+// entries walks a mapping's key/value nodes in document order as pairs
+// does, but reports a duplicate key, or the problem f returns, and goes on
+// with the next entry.
+func (p *parser) entries(m *yaml.Node, f func(k, v *yaml.Node) error) {
+	m = resolve(m)
+	if m == nil || m.Kind != yaml.MappingNode {
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := m.Content[i]
+		if first, dup := seen[k.Value]; dup {
+			p.report(p.errf(k, "%s is already defined (line %d)", k.Value, first))
+			continue
+		}
+		seen[k.Value] = k.Line
+		if err := f(k, m.Content[i+1]); err != nil {
+			p.report(err)
+		}
+	}
+}
+
 func (p *parser) fixFile(err error) error {
 	var pe *ParseError
 	if errors.As(err, &pe) && pe.Pos.File == "" {
@@ -283,7 +336,9 @@ func (p *parser) fixFile(err error) error {
 	return err
 }
 
-func (p *parser) catalog(top *yaml.Node) (*Catalog, error) {
+// catalog reads the entries of a catalog file, reporting every problem;
+// an entry with a problem is left out.
+func (p *parser) catalog(top *yaml.Node) *Catalog {
 	c := &Catalog{
 		products:   map[string]*Product{},
 		drivers:    map[string]*Driver{},
@@ -292,32 +347,28 @@ func (p *parser) catalog(top *yaml.Node) (*Catalog, error) {
 	format := 0
 	if n := value(top, "format"); n != nil {
 		if err := p.decode(n, &format); err != nil {
-			return nil, err
+			p.report(err)
 		}
 	}
 	if format != FormatVersion {
-		return nil, p.errf(lineOf(top, "format"), "format must be %d (got %d)", FormatVersion, format)
+		p.report(p.errf(lineOf(top, "format"), "format must be %d (got %d)", FormatVersion, format))
 	}
 	for _, key := range []string{"products", "drivers", "components"} {
 		if n := resolve(value(top, key)); n != nil && n.Kind != yaml.MappingNode && n.Tag != "!!null" {
-			return nil, p.errf(n, "%s must be a mapping", key)
+			p.report(p.errf(n, "%s must be a mapping", key))
 		}
 	}
-	err := pairs(value(top, "products"), func(k, v *yaml.Node) error {
+	p.entries(value(top, "products"), func(k, v *yaml.Node) error {
 		var d *productDoc
 		if err := p.decode(v, &d); err != nil {
 			return err
 		}
-		prod, err := p.product(k, v, d)
-		if err == nil {
-			c.products[prod.Name] = prod
-		}
-		return err
+		// A product with a problem is kept, so that the components naming
+		// it do not add problems of their own.
+		c.products[k.Value] = p.product(k, v, d)
+		return nil
 	})
-	if err != nil {
-		return nil, p.fixFile(err)
-	}
-	err = pairs(value(top, "drivers"), func(k, v *yaml.Node) error {
+	p.entries(value(top, "drivers"), func(k, v *yaml.Node) error {
 		var d *driverDoc
 		if err := p.decode(v, &d); err != nil {
 			return err
@@ -331,29 +382,22 @@ func (p *parser) catalog(top *yaml.Node) (*Catalog, error) {
 		c.drivers[k.Value] = &Driver{Soname: k.Value, Advice: d.Advice, Pos: p.at(k)}
 		return nil
 	})
-	if err != nil {
-		return nil, p.fixFile(err)
-	}
-	err = pairs(value(top, "components"), func(k, v *yaml.Node) error {
+	p.entries(value(top, "components"), func(k, v *yaml.Node) error {
 		var d *componentDoc
 		if err := p.decode(v, &d); err != nil {
 			return err
 		}
-		comp, err := p.component(k, v, d)
-		if err == nil {
+		if comp := p.component(k, v, d); comp != nil {
 			c.components[comp.Name] = comp
 		}
-		return err
+		return nil
 	})
-	if err != nil {
-		return nil, p.fixFile(err)
-	}
-	return c, nil
+	return c
 }
 
-func (p *parser) product(k, v *yaml.Node, d *productDoc) (*Product, error) {
+func (p *parser) product(k, v *yaml.Node, d *productDoc) *Product {
 	if !nameRE.MatchString(k.Value) {
-		return nil, p.errf(k, "product name %q: use lower-case letters, digits and _", k.Value)
+		p.report(p.errf(k, "product name %q: use lower-case letters, digits and _", k.Value))
 	}
 	if d == nil {
 		d = &productDoc{}
@@ -361,44 +405,51 @@ func (p *parser) product(k, v *yaml.Node, d *productDoc) (*Product, error) {
 	prod := &Product{Name: k.Value, Title: d.Title, BaseURL: d.BaseURL, Pos: p.at(k)}
 	if d.BaseURL != "" {
 		if !strings.HasSuffix(d.BaseURL, "/") {
-			return nil, p.errf(lineOf(v, "base_url"), "product %s: base_url must end in /", k.Value)
-		}
-		if _, err := NormalizeMirror(d.BaseURL); err != nil {
-			return nil, p.errf(lineOf(v, "base_url"), "product %s: base_url %q: must be an https://, http:// or file:/// URL", k.Value, d.BaseURL)
+			p.report(p.errf(lineOf(v, "base_url"), "product %s: base_url must end in /", k.Value))
+		} else if _, err := NormalizeMirror(d.BaseURL); err != nil {
+			p.report(p.errf(lineOf(v, "base_url"), "product %s: base_url %q: must be an https://, http:// or file:/// URL", k.Value, d.BaseURL))
 		}
 	}
-	return prod, nil
+	return prod
 }
 
-func (p *parser) sonames(n *yaml.Node, list []string, what string) error {
+// sonames reports each bad or repeated soname of list; ok is false if any.
+func (p *parser) sonames(n *yaml.Node, list []string, what string) (ok bool) {
+	ok = true
 	seen := map[string]bool{}
 	for i, s := range list {
 		at := elem(n, i)
-		if !ValidSoname(s) {
-			return p.errf(at, "%s: %q is not a soname", what, s)
-		}
-		if seen[s] {
-			return p.errf(at, "%s: %s is listed twice", what, s)
+		switch {
+		case !ValidSoname(s):
+			p.report(p.errf(at, "%s: %q is not a soname", what, s))
+			ok = false
+		case seen[s]:
+			p.report(p.errf(at, "%s: %s is listed twice", what, s))
+			ok = false
 		}
 		seen[s] = true
 	}
-	return nil
+	return ok
 }
 
-func (p *parser) component(k, v *yaml.Node, d *componentDoc) (*Component, error) {
+// component reads one component entry, reporting every problem of it, its
+// releases and their archives. What it returns holds the sound releases
+// alone, for the checks across the catalog; it is nil when the entry names
+// no product, which those checks need.
+func (p *parser) component(k, v *yaml.Node, d *componentDoc) *Component {
 	name := k.Value
 	if !nameRE.MatchString(name) {
-		return nil, p.errf(k, "component name %q: use lower-case letters, digits and _", name)
+		p.report(p.errf(k, "component name %q: use lower-case letters, digits and _", name))
 	}
 	if d == nil {
-		return nil, p.errf(k, "component %s is empty", name)
+		p.report(p.errf(k, "component %s is empty", name))
+		return nil
 	}
 	if d.Product == "" {
-		return nil, p.errf(k, "component %s: product is missing", name)
+		p.report(p.errf(k, "component %s: product is missing", name))
+		return nil
 	}
-	if err := p.sonames(value(v, "sonames"), d.Sonames, "component "+name+" sonames"); err != nil {
-		return nil, err
-	}
+	p.sonames(value(v, "sonames"), d.Sonames, "component "+name+" sonames")
 	comp := &Component{
 		Name: name, Product: d.Product, Title: d.Title, License: d.License,
 		Sonames: sortedUnique(d.Sonames), Pos: p.at(k),
@@ -407,12 +458,13 @@ func (p *parser) component(k, v *yaml.Node, d *componentDoc) (*Component, error)
 	versions := map[string]int{}
 	for i, rd := range d.Releases {
 		rn := elem(relNodes, i)
-		r, err := p.release(name, rn, rd)
-		if err != nil {
-			return nil, err
+		r := p.release(name, rn, rd)
+		if r == nil {
+			continue
 		}
 		if first, dup := versions[r.Version]; dup {
-			return nil, p.errf(rn, "component %s: release %s is listed twice (first at line %d)", name, r.Version, first)
+			p.report(p.errf(rn, "component %s: release %s is listed twice (first at line %d)", name, r.Version, first))
+			continue
 		}
 		versions[r.Version] = rn.Line
 		comp.Releases = append(comp.Releases, r)
@@ -422,83 +474,93 @@ func (p *parser) component(k, v *yaml.Node, d *componentDoc) (*Component, error)
 	}
 	comp.Sonames = sortedUnique(comp.Sonames)
 	sortReleases(comp.Releases)
-	return comp, nil
+	return comp
 }
 
-func (p *parser) release(comp string, n *yaml.Node, d *releaseDoc) (*Release, error) {
+// release reads one release, reporting every problem of it and its
+// archives. What it returns holds the sound archives alone; it is nil when
+// the release has no version to be known by.
+func (p *parser) release(comp string, n *yaml.Node, d *releaseDoc) *Release {
 	if d == nil {
-		return nil, p.errf(n, "component %s: empty release", comp)
+		p.report(p.errf(n, "component %s: empty release", comp))
+		return nil
 	}
 	if !versionRE.MatchString(d.Version) {
-		return nil, p.errf(lineOf(n, "version"), "component %s: version %q is missing or not a version", comp, d.Version)
+		p.report(p.errf(lineOf(n, "version"), "component %s: version %q is missing or not a version", comp, d.Version))
+		return nil
 	}
 	what := comp + " " + d.Version
 	if d.Release != "" && !versionRE.MatchString(d.Release) {
-		return nil, p.errf(lineOf(n, "release"), "%s: release %q is not a version", what, d.Release)
+		p.report(p.errf(lineOf(n, "release"), "%s: release %q is not a version", what, d.Release))
 	}
 	if d.Date != "" && !dateRE.MatchString(d.Date) {
-		return nil, p.errf(lineOf(n, "date"), "%s: date %q is not YYYY-MM-DD", what, d.Date)
+		p.report(p.errf(lineOf(n, "date"), "%s: date %q is not YYYY-MM-DD", what, d.Date))
 	}
 	if d.CUDA < 0 {
-		return nil, p.errf(lineOf(n, "cuda"), "%s: cuda %d is not a CUDA major", what, d.CUDA)
+		p.report(p.errf(lineOf(n, "cuda"), "%s: cuda %d is not a CUDA major", what, d.CUDA))
 	}
 	if len(d.Archives) == 0 {
-		return nil, p.errf(n, "%s: no archives", what)
+		p.report(p.errf(n, "%s: no archives", what))
 	}
 	r := &Release{Version: d.Version, Label: d.Release, Date: d.Date, CUDA: d.CUDA, Pos: p.at(n)}
 	arcNodes := value(n, "archives")
 	seen := map[string]int{}
 	for i, ad := range d.Archives {
 		an := elem(arcNodes, i)
-		a, err := p.archive(what, r, an, ad)
-		if err != nil {
-			return nil, err
+		a := p.archive(what, r, an, ad)
+		if a == nil {
+			continue
 		}
 		key := a.Platform + "/" + a.CUDAVariant
 		if first, dup := seen[key]; dup {
-			return nil, p.errf(an, "%s: two archives for %s %s (first at line %d)", what, a.Platform, a.CUDAVariant, first)
+			p.report(p.errf(an, "%s: two archives for %s %s (first at line %d)", what, a.Platform, a.CUDAVariant, first))
+			continue
 		}
 		seen[key] = an.Line
 		r.Archives = append(r.Archives, a)
 	}
 	sortArchives(r.Archives)
-	return r, nil
+	return r
 }
 
-func (p *parser) archive(what string, r *Release, n *yaml.Node, d *archiveDoc) (*Archive, error) {
+// archive reads one archive, reporting every problem of it; it is nil when
+// there was any.
+func (p *parser) archive(what string, r *Release, n *yaml.Node, d *archiveDoc) *Archive {
 	if d == nil {
-		return nil, p.errf(n, "%s: empty archive", what)
+		p.report(p.errf(n, "%s: empty archive", what))
+		return nil
 	}
-	if !ValidPlatform(d.Platform) {
-		return nil, p.errf(lineOf(n, "platform"), "%s: unknown platform %q (want one of %s)", what, d.Platform, strings.Join(Platforms(), ", "))
+	start := len(p.problems)
+	if !platform.Valid(d.Platform) {
+		p.report(p.errf(lineOf(n, "platform"), "%s: unknown platform %q (want one of %s)", what, d.Platform, strings.Join(platform.All(), ", ")))
 	}
 	if d.CUDAVariant != "" {
 		if !variantRE.MatchString(d.CUDAVariant) {
-			return nil, p.errf(lineOf(n, "cuda_variant"), "%s: cuda_variant %q is not cudaN or cudaN.M", what, d.CUDAVariant)
-		}
-		if m, _ := variantMajor(d.CUDAVariant); r.CUDA != 0 && m != r.CUDA {
-			return nil, p.errf(lineOf(n, "cuda_variant"), "%s: cuda_variant %s contradicts the release's cuda %d", what, d.CUDAVariant, r.CUDA)
+			p.report(p.errf(lineOf(n, "cuda_variant"), "%s: cuda_variant %q is not cudaN or cudaN.M", what, d.CUDAVariant))
+		} else if m, _ := variantMajor(d.CUDAVariant); r.CUDA != 0 && m != r.CUDA {
+			p.report(p.errf(lineOf(n, "cuda_variant"), "%s: cuda_variant %s contradicts the release's cuda %d", what, d.CUDAVariant, r.CUDA))
 		}
 	}
 	if !pathRE.MatchString(d.Path) || hasDotSegment(d.Path) {
-		return nil, p.errf(lineOf(n, "path"), "%s: path %q must be a relative path such as libfoo/linux-x86_64/libfoo-…-archive.tar.xz", what, d.Path)
+		p.report(p.errf(lineOf(n, "path"), "%s: path %q must be a relative path such as libfoo/linux-x86_64/libfoo-…-archive.tar.xz", what, d.Path))
 	}
 	if !sha256RE.MatchString(d.SHA256) {
-		return nil, p.errf(lineOf(n, "sha256"), "%s: sha256 %q is not 64 lower-case hex digits", what, d.SHA256)
+		p.report(p.errf(lineOf(n, "sha256"), "%s: sha256 %q is not 64 lower-case hex digits", what, d.SHA256))
 	}
 	if d.Size <= 0 || d.Size > MaxArchiveSize {
-		return nil, p.errf(lineOf(n, "size"), "%s: size %d must be a positive number of bytes, at most %d", what, d.Size, int64(MaxArchiveSize))
+		p.report(p.errf(lineOf(n, "size"), "%s: size %d must be a positive number of bytes, at most %d", what, d.Size, int64(MaxArchiveSize)))
 	}
 	if len(d.Sonames) == 0 {
-		return nil, p.errf(lineOf(n, "sonames"), "%s: archive %s lists no sonames", what, d.Path)
+		p.report(p.errf(lineOf(n, "sonames"), "%s: archive %s lists no sonames", what, d.Path))
 	}
-	if err := p.sonames(value(n, "sonames"), d.Sonames, what+" "+d.Platform); err != nil {
-		return nil, err
+	p.sonames(value(n, "sonames"), d.Sonames, what+" "+d.Platform)
+	if len(p.problems) > start {
+		return nil
 	}
 	return &Archive{
 		Platform: d.Platform, CUDAVariant: d.CUDAVariant, RelativePath: d.Path,
 		SHA256: d.SHA256, Size: d.Size, Sonames: sortedUnique(d.Sonames), Pos: p.at(n),
-	}, nil
+	}
 }
 
 func hasDotSegment(path string) bool {

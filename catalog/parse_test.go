@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // lineIn is the 1-based line of the first occurrence of marker in text.
@@ -102,7 +104,7 @@ func TestParseReadsEverything(t *testing.T) {
 		t.Errorf("releases not newest first: %s, %s", foo.Releases[0].Version, foo.Releases[1].Version)
 	}
 	a := foo.Releases[1].Archives[1]
-	if a.Platform != LinuxAarch64 || a.Size != 200 || a.SHA256 != sha2 || a.CUDAMajor(foo.Releases[1]) != 12 {
+	if a.Platform != platform.LinuxAarch64 || a.Size != 200 || a.SHA256 != sha2 || a.CUDAMajor(foo.Releases[1]) != 12 {
 		t.Errorf("archive: %+v", a)
 	}
 	bar, _ := c.Component("nvpl_bar")
@@ -135,23 +137,6 @@ func TestEncodeRoundTrip(t *testing.T) {
 	}
 }
 
-func TestCompareVersions(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{
-		{"12.10", "12.9", 1}, {"0.10.0", "0.4.0", 1}, {"12.9.1", "12.9", 1}, {"12.9", "12.9", 0},
-		{"2025.3.0.19", "2025.10", -1}, {"1.a", "1.b", -1},
-	} {
-		if got := CompareVersions(tc.a, tc.b); got != tc.want {
-			t.Errorf("CompareVersions(%s, %s) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-		if got := CompareVersions(tc.b, tc.a); got != -tc.want {
-			t.Errorf("CompareVersions(%s, %s) = %d, want %d", tc.b, tc.a, got, -tc.want)
-		}
-	}
-}
-
 const layerText = `format: 1
 products:
   nvpl:
@@ -181,7 +166,7 @@ components:
 
 func TestLayerLaterWins(t *testing.T) {
 	base := mustParse(t, testCatalog, "base.yaml")
-	layer, err := ParseLayer([]byte(layerText), "layer.yaml")
+	layer, err := parseUnchecked([]byte(layerText), "layer.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +184,7 @@ func TestLayerLaterWins(t *testing.T) {
 	if a := bar.Releases[1].Archives[0]; a.SHA256 != sha3 || a.Size != 21 {
 		t.Errorf("release 0.10.0 not replaced by the layer: %+v", a)
 	}
-	m, err := out.Which("libnvpl_bar_extra.so.0", Query{Platform: LinuxSBSA})
+	m, err := out.Which("libnvpl_bar_extra.so.0", Query{Platform: platform.LinuxSBSA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,14 +213,19 @@ components:
     product: nowhere
     sonames: [libnew.so.1]
 `
-	l, err := ParseLayer([]byte(layer), "l.yaml")
+	l, err := parseUnchecked([]byte(layer), "l.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Layer(mustParse(t, testCatalog, "base.yaml"), l)
+	base := mustParse(t, testCatalog, "base.yaml")
+	_, err = Layer(base, l)
 	var pe *ParseError
 	if !errors.As(err, &pe) || pe.Pos.File != "l.yaml" || pe.Pos.Line != 3 {
-		t.Fatalf("want l.yaml:3 error, got %v", err)
+		t.Fatalf("Layer: want l.yaml:3 error, got %v", err)
+	}
+	c, err := ValidateLayer(base, []byte(layer), "l.yaml")
+	if c != nil || !errors.As(err, &pe) || pe.Pos.File != "l.yaml" || pe.Pos.Line != 3 {
+		t.Fatalf("ValidateLayer: want l.yaml:3 error and no catalog, got %v, %v", c, err)
 	}
 }
 
@@ -282,7 +272,7 @@ components:
 		t.Fatal(err)
 	}
 	c := loadDefault(t, LoadOptions{Extra: []string{extra}, Mirror: "file:///srv/nvidia"})
-	m, err := c.Which("libcudss.so.0", Query{Platform: LinuxSBSA, CUDAMajor: 13})
+	m, err := c.Which("libcudss.so.0", Query{Platform: platform.LinuxSBSA, CUDAMajor: 13})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +283,7 @@ components:
 		t.Errorf("mirror not applied: %s", m.URL)
 	}
 	// The default's own archives are still there for CUDA 12.
-	if m12, err := c.Which("libcudss.so.0", Query{Platform: LinuxSBSA, CUDAMajor: 12}); err != nil || m12.Version == "99.0.0.1" {
+	if m12, err := c.Which("libcudss.so.0", Query{Platform: platform.LinuxSBSA, CUDAMajor: 12}); err != nil || m12.Version == "99.0.0.1" {
 		t.Errorf("CUDA 12 cuDSS: %+v, %v", m12, err)
 	}
 

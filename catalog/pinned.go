@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 // Pin asks for the version of a library that a Python distribution pins:
@@ -68,7 +70,7 @@ func (c *Catalog) WhichPinned(soname string, q Query, pin Pin) (*Match, error) {
 		return m, nil
 	}
 	newer := filter(fits, func(x candidate) bool {
-		return majorOf(x.rel.Version) == majorOf(pin.Version) && CompareVersions(x.rel.Version, pin.Version) > 0
+		return majorOf(x.rel.Version) == majorOf(pin.Version) && dotted.Compare(x.rel.Version, pin.Version) > 0
 	})
 	if len(newer) == 0 {
 		e := &PinError{Soname: soname, Component: fits[0].comp.Name, Pin: pin, Query: q}
@@ -77,13 +79,13 @@ func (c *Catalog) WhichPinned(soname string, q Query, pin Pin) (*Match, error) {
 				e.Available = append(e.Available, x.rel.Version)
 			}
 		}
-		slices.SortFunc(e.Available, func(a, b string) int { return CompareVersions(b, a) })
+		slices.SortFunc(e.Available, func(a, b string) int { return dotted.Compare(b, a) })
 		return nil, e
 	}
 	// The oldest newer release is the closest to what the package was built
 	// and tested with.
 	best := slices.MinFunc(newer, func(a, b candidate) int {
-		if c := CompareVersions(a.rel.Version, b.rel.Version); c != 0 {
+		if c := dotted.Compare(a.rel.Version, b.rel.Version); c != 0 {
 			return c
 		}
 		return -better(a, b, q.CUDAMajor)
@@ -101,7 +103,7 @@ func pinMatches(version, pin string) bool {
 		return false
 	}
 	for i := range p {
-		if CompareVersions(v[i], p[i]) != 0 {
+		if dotted.Compare(v[i], p[i]) != 0 {
 			return false
 		}
 	}

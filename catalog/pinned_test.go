@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // pinCatalog has cuDNN at the given versions for linux-x86_64, CUDA 13.
@@ -31,7 +33,7 @@ func pinCatalog(t *testing.T, versions ...string) *Catalog {
 }
 
 func TestWhichPinned(t *testing.T) {
-	q := Query{Platform: LinuxX86_64, CUDAMajor: 13}
+	q := Query{Platform: platform.LinuxX86_64, CUDAMajor: 13}
 	pin := Pin{Version: "9.19.0.56", By: "nvidia-cudnn-cu13 9.19.0.56"}
 	cases := []struct {
 		name     string
@@ -73,7 +75,7 @@ func TestWhichPinned(t *testing.T) {
 
 func TestPinPrefix(t *testing.T) {
 	c := pinCatalog(t, "0.7.1.0", "0.8.0.4", "0.8.1.1")
-	m, err := c.WhichPinned("libcudnn.so.9", Query{Platform: LinuxX86_64, CUDAMajor: 13}, Pin{Version: "0.8.0", By: "x"})
+	m, err := c.WhichPinned("libcudnn.so.9", Query{Platform: platform.LinuxX86_64, CUDAMajor: 13}, Pin{Version: "0.8.0", By: "x"})
 	if err != nil || m.Version != "0.8.0.4" {
 		t.Fatalf("a shortened pin takes the release it prefixes: %v %v", m, err)
 	}

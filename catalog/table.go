@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 //go:embed sonames.yaml
@@ -151,7 +154,7 @@ func (p *parser) checkRule(comp string, at *yaml.Node, r tableRule) error {
 		}
 	}
 	for _, pl := range r.Platforms {
-		if !ValidPlatform(pl) {
+		if !platform.Valid(pl) {
 			return p.errf(at, "component %s: unknown platform %q", comp, pl)
 		}
 	}
@@ -172,10 +175,10 @@ func (r TableRule) matches(version string, cuda int, platform string) bool {
 	if r.CUDA != 0 && r.CUDA != cuda {
 		return false
 	}
-	if r.Since != "" && CompareVersions(version, r.Since) < 0 {
+	if r.Since != "" && dotted.Compare(version, r.Since) < 0 {
 		return false
 	}
-	if r.Before != "" && CompareVersions(version, r.Before) >= 0 {
+	if r.Before != "" && dotted.Compare(version, r.Before) >= 0 {
 		return false
 	}
 	return len(r.Platforms) == 0 || slices.Contains(r.Platforms, platform)

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // Query says for which host an archive is wanted.
@@ -116,7 +119,7 @@ func (c *Catalog) Providers(soname string) []Provider {
 			}
 		}
 		if known {
-			slices.SortFunc(p.Platforms, func(a, b string) int { return cmp.Compare(platformRank(a), platformRank(b)) })
+			slices.SortFunc(p.Platforms, func(a, b string) int { return cmp.Compare(platform.Rank(a), platform.Rank(b)) })
 			slices.Sort(p.CUDAMajors)
 			out = append(out, p)
 		}
@@ -140,8 +143,8 @@ func (c *Catalog) Which(soname string, q Query) (*Match, error) {
 	if d, ok := c.drivers[soname]; ok {
 		return &Match{Soname: soname, Driver: true, Advice: d.Advice}, nil
 	}
-	if !ValidPlatform(q.Platform) {
-		return nil, fmt.Errorf("unknown platform %q (want one of %s)", q.Platform, strings.Join(Platforms(), ", "))
+	if !platform.Valid(q.Platform) {
+		return nil, fmt.Errorf("unknown platform %q (want one of %s)", q.Platform, strings.Join(platform.All(), ", "))
 	}
 	if q.CUDAMajor < 0 {
 		return nil, fmt.Errorf("CUDA major %d is not valid", q.CUDAMajor)
@@ -217,7 +220,7 @@ func better(a, b candidate, major int) int {
 		}
 		return strings.Compare(b.comp.Name, a.comp.Name)
 	}
-	if c := CompareVersions(a.rel.Version, b.rel.Version); c != 0 {
+	if c := dotted.Compare(a.rel.Version, b.rel.Version); c != 0 {
 		return c
 	}
 	exact := func(x candidate) int {
@@ -317,8 +320,8 @@ func (c *Catalog) noFit(soname string, q Query, all, onPlatform []candidate) err
 	if major != 0 && tied {
 		if labels, missing := c.generationLacks(comp.Product, major, q.Platform); missing {
 			e.Reason = prefix + fmt.Sprintf("%s %s has no %s archives", title, labelSpan(labels), q.Platform)
-			if q.Platform == LinuxAarch64 && major >= 13 {
-				e.Reason += " (from CUDA 13 on, Jetson Thor uses " + LinuxSBSA + ")"
+			if q.Platform == platform.LinuxAarch64 && major >= 13 {
+				e.Reason += " (from CUDA 13 on, Jetson Thor uses " + platform.LinuxSBSA + ")"
 			}
 			return e
 		}
@@ -363,7 +366,7 @@ func (c *Catalog) generationLacks(product string, major int, platform string) ([
 			}
 		}
 	}
-	slices.SortFunc(labels, CompareVersions)
+	slices.SortFunc(labels, dotted.Compare)
 	return labels, len(labels) > 0
 }
 
@@ -388,7 +391,7 @@ func (c *Catalog) productPlatforms(product string) []string {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return cmp.Compare(platformRank(a), platformRank(b)) })
+	slices.SortFunc(out, func(a, b string) int { return cmp.Compare(platform.Rank(a), platform.Rank(b)) })
 	return out
 }
 
@@ -399,6 +402,6 @@ func platformsOf(xs []candidate) []string {
 			out = append(out, x.arc.Platform)
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return cmp.Compare(platformRank(a), platformRank(b)) })
+	slices.SortFunc(out, func(a, b string) int { return cmp.Compare(platform.Rank(a), platform.Rank(b)) })
 	return out
 }

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // whichCatalog adds, to testCatalog, a component built per CUDA variant and
@@ -75,16 +78,16 @@ func TestWhichChoosesNewestThatFits(t *testing.T) {
 		q        Query
 		wantSize int64
 	}{
-		{"libfoo.so.12", Query{LinuxX86_64, 12}, 100},
-		{"libfoo.so.12", Query{LinuxX86_64, 0}, 100},
-		{"libfoo.so.12", Query{LinuxAarch64, 12}, 200},
-		{"libfoo.so.13", Query{LinuxX86_64, 13}, 300},
-		{"libnvpl_bar.so.0", Query{LinuxSBSA, 13}, 20}, // 0.10.0 beats 0.4.0; not tied to CUDA
-		{"libnvpl_bar.so.0", Query{LinuxSBSA, 0}, 20},
-		{"libvar.so.1", Query{LinuxX86_64, 12}, 4},  // 1.1.0, not tied to CUDA, is newer than 1.0.0 for cuda12
-		{"libvar.so.1", Query{LinuxAarch64, 12}, 3}, // only 1.0.0 on aarch64
-		{"libany.so.2", Query{LinuxX86_64, 12}, 6},  // same version: the exact CUDA build beats the generic one
-		{"libany.so.2", Query{LinuxX86_64, 13}, 7},  // no cuda13 build: the generic one
+		{"libfoo.so.12", Query{platform.LinuxX86_64, 12}, 100},
+		{"libfoo.so.12", Query{platform.LinuxX86_64, 0}, 100},
+		{"libfoo.so.12", Query{platform.LinuxAarch64, 12}, 200},
+		{"libfoo.so.13", Query{platform.LinuxX86_64, 13}, 300},
+		{"libnvpl_bar.so.0", Query{platform.LinuxSBSA, 13}, 20}, // 0.10.0 beats 0.4.0; not tied to CUDA
+		{"libnvpl_bar.so.0", Query{platform.LinuxSBSA, 0}, 20},
+		{"libvar.so.1", Query{platform.LinuxX86_64, 12}, 4},  // 1.1.0, not tied to CUDA, is newer than 1.0.0 for cuda12
+		{"libvar.so.1", Query{platform.LinuxAarch64, 12}, 3}, // only 1.0.0 on aarch64
+		{"libany.so.2", Query{platform.LinuxX86_64, 12}, 6},  // same version: the exact CUDA build beats the generic one
+		{"libany.so.2", Query{platform.LinuxX86_64, 13}, 7},  // no cuda13 build: the generic one
 	} {
 		m, err := c.Which(tc.soname, tc.q)
 		if err != nil {
@@ -111,17 +114,17 @@ func TestWhichExplainsMisses(t *testing.T) {
 		component string
 		reason    string
 	}{
-		{"libnope.so.1", Query{LinuxX86_64, 12}, "", "no catalog knows libnope.so.1"},
-		{"libfoo.so.11", Query{LinuxX86_64, 12}, "libfoo", "libfoo.so.11 is part of libfoo (CUDA), but no catalog has an archive that provides it"},
-		{"libnvpl_bar.so.0", Query{LinuxX86_64, 0}, "nvpl_bar", "NVPL is published for linux-sbsa only"},
-		{"libfoo.so.13", Query{LinuxAarch64, 13}, "libfoo", "CUDA 13.0.0 has no linux-aarch64 archives"},
-		{"libfoo.so.13", Query{LinuxAarch64, 0}, "libfoo", "CUDA 13.0.0 has no linux-aarch64 archives"},
-		{"libfoo.so.12", Query{LinuxX86_64, 13}, "libfoo", "built for CUDA 12 only, not CUDA 13"},
-		{"libfoo.so.12", Query{LinuxSBSA, 12}, "libfoo", "CUDA 12.9.1 has no linux-sbsa archives"},
-		{"libany.so.2", Query{LinuxAarch64, 12}, "libany", "no linux-aarch64 archive provides it; archives that do are for linux-x86_64"},
-		{"libany.so.2", Query{LinuxSBSA, 12}, "libany", "CUDA is published for linux-x86_64 and linux-aarch64 only"},
-		{"libvar.so.1", Query{LinuxAarch64, 13}, "libvar", "its linux-aarch64 archives are built for CUDA 12 only, not CUDA 13"},
-		{"libvar.so.1", Query{LinuxX86_64, 0}, "libvar", "libvar.so.1 has linux-x86_64 archives for CUDA 12 and 13: say which CUDA major"},
+		{"libnope.so.1", Query{platform.LinuxX86_64, 12}, "", "no catalog knows libnope.so.1"},
+		{"libfoo.so.11", Query{platform.LinuxX86_64, 12}, "libfoo", "libfoo.so.11 is part of libfoo (CUDA), but no catalog has an archive that provides it"},
+		{"libnvpl_bar.so.0", Query{platform.LinuxX86_64, 0}, "nvpl_bar", "NVPL is published for linux-sbsa only"},
+		{"libfoo.so.13", Query{platform.LinuxAarch64, 13}, "libfoo", "CUDA 13.0.0 has no linux-aarch64 archives"},
+		{"libfoo.so.13", Query{platform.LinuxAarch64, 0}, "libfoo", "CUDA 13.0.0 has no linux-aarch64 archives"},
+		{"libfoo.so.12", Query{platform.LinuxX86_64, 13}, "libfoo", "built for CUDA 12 only, not CUDA 13"},
+		{"libfoo.so.12", Query{platform.LinuxSBSA, 12}, "libfoo", "CUDA 12.9.1 has no linux-sbsa archives"},
+		{"libany.so.2", Query{platform.LinuxAarch64, 12}, "libany", "no linux-aarch64 archive provides it; archives that do are for linux-x86_64"},
+		{"libany.so.2", Query{platform.LinuxSBSA, 12}, "libany", "CUDA is published for linux-x86_64 and linux-aarch64 only"},
+		{"libvar.so.1", Query{platform.LinuxAarch64, 13}, "libvar", "its linux-aarch64 archives are built for CUDA 12 only, not CUDA 13"},
+		{"libvar.so.1", Query{platform.LinuxX86_64, 0}, "libvar", "libvar.so.1 has linux-x86_64 archives for CUDA 12 and 13: say which CUDA major"},
 	} {
 		_, err := c.Which(tc.soname, tc.q)
 		nf := asNotFound(t, err)
@@ -215,7 +218,7 @@ func newestRawArchive(t *testing.T, glob, component, platform, variant string) r
 		if err := json.Unmarshal(entry, &a); err != nil {
 			t.Fatal(err)
 		}
-		if best.Version == "" || CompareVersions(version, best.Version) > 0 {
+		if best.Version == "" || dotted.Compare(version, best.Version) > 0 {
 			best = rawArchive{version, a.RelativePath, a.SHA256, a.Size}
 		}
 	}
@@ -227,8 +230,8 @@ func newestRawArchive(t *testing.T, glob, component, platform, variant string) r
 
 func TestDefaultCuDSSForThor(t *testing.T) {
 	c := loadDefault(t, LoadOptions{})
-	want := newestRawArchive(t, "cudss_*.json", "libcudss", LinuxSBSA, "cuda13")
-	m, err := c.Which("libcudss.so.0", Query{Platform: LinuxSBSA, CUDAMajor: 13})
+	want := newestRawArchive(t, "cudss_*.json", "libcudss", platform.LinuxSBSA, "cuda13")
+	m, err := c.Which("libcudss.so.0", Query{Platform: platform.LinuxSBSA, CUDAMajor: 13})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,8 +245,8 @@ func TestDefaultCuDSSForThor(t *testing.T) {
 		t.Errorf("URL %s", m.URL)
 	}
 	// On CUDA 12 the CUDA 12 build of the same release.
-	want12 := newestRawArchive(t, "cudss_*.json", "libcudss", LinuxSBSA, "cuda12")
-	if m, err := c.Which("libcudss.so.0", Query{Platform: LinuxSBSA, CUDAMajor: 12}); err != nil || m.SHA256 != want12.SHA256 {
+	want12 := newestRawArchive(t, "cudss_*.json", "libcudss", platform.LinuxSBSA, "cuda12")
+	if m, err := c.Which("libcudss.so.0", Query{Platform: platform.LinuxSBSA, CUDAMajor: 12}); err != nil || m.SHA256 != want12.SHA256 {
 		t.Errorf("CUDA 12: %+v %v, want sha256 %s", m, err, want12.SHA256)
 	}
 }
@@ -252,15 +255,15 @@ func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestDefaultNVPL(t *testing.T) {
 	c := loadDefault(t, LoadOptions{})
-	want := newestRawArchive(t, "nvpl_*.json", "nvpl_lapack", LinuxSBSA, "")
-	m, err := c.Which("libnvpl_lapack_lp64_gomp.so.0", Query{Platform: LinuxSBSA})
+	want := newestRawArchive(t, "nvpl_*.json", "nvpl_lapack", platform.LinuxSBSA, "")
+	m, err := c.Which("libnvpl_lapack_lp64_gomp.so.0", Query{Platform: platform.LinuxSBSA})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Component != "nvpl_lapack" || m.Version != want.Version || m.SHA256 != want.SHA256 {
 		t.Errorf("got %s %s %s, want nvpl_lapack %s %s", m.Component, m.Version, m.SHA256, want.Version, want.SHA256)
 	}
-	_, err = c.Which("libnvpl_lapack_lp64_gomp.so.0", Query{Platform: LinuxX86_64, CUDAMajor: 12})
+	_, err = c.Which("libnvpl_lapack_lp64_gomp.so.0", Query{Platform: platform.LinuxX86_64, CUDAMajor: 12})
 	nf := asNotFound(t, err)
 	if nf.Component != "nvpl_lapack" || nf.Product != "nvpl" {
 		t.Errorf("component %q product %q", nf.Component, nf.Product)
@@ -271,19 +274,19 @@ func TestDefaultNVPL(t *testing.T) {
 func TestDefaultJetson(t *testing.T) {
 	c := loadDefault(t, LoadOptions{})
 	// Jetson Orin on CUDA 12: the linux-aarch64 archives.
-	m, err := c.Which("libcublas.so.12", Query{Platform: LinuxAarch64, CUDAMajor: 12})
+	m, err := c.Which("libcublas.so.12", Query{Platform: platform.LinuxAarch64, CUDAMajor: 12})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := newestRawArchive(t, "cuda_12.*.json", "libcublas", LinuxAarch64, "")
+	want := newestRawArchive(t, "cuda_12.*.json", "libcublas", platform.LinuxAarch64, "")
 	if m.SHA256 != want.SHA256 || m.Version != want.Version {
 		t.Errorf("got %s %s, want %s %s", m.Version, m.SHA256, want.Version, want.SHA256)
 	}
-	if m, err := c.Which("libcudla.so.1", Query{Platform: LinuxAarch64, CUDAMajor: 12}); err != nil || m.Component != "libcudla" {
+	if m, err := c.Which("libcudla.so.1", Query{Platform: platform.LinuxAarch64, CUDAMajor: 12}); err != nil || m.Component != "libcudla" {
 		t.Errorf("cuDLA: %+v %v", m, err)
 	}
 	// CUDA 13 publishes nothing for linux-aarch64.
-	_, err = c.Which("libcublas.so.13", Query{Platform: LinuxAarch64, CUDAMajor: 13})
+	_, err = c.Which("libcublas.so.13", Query{Platform: platform.LinuxAarch64, CUDAMajor: 13})
 	reason := asNotFound(t, err).Reason
 	wantContains(t, reason, "CUDA 13.0.0 to ")
 	wantContains(t, reason, " has no linux-aarch64 archives")

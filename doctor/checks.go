@@ -195,7 +195,7 @@ func (d *diag) checkLibcuda() Check {
 // unless TRITON_LIBCUDA_PATH names the directory, and stops with
 // "libcuda.so cannot found!" when neither lists it.
 func (d *diag) tritonFinding(lc *lib) (finding, bool) {
-	if v, _ := d.env.LookupEnv("TRITON_LIBCUDA_PATH"); v != "" {
+	if v, _ := d.sys.LookupEnv("TRITON_LIBCUDA_PATH"); v != "" {
 		return finding{}, false
 	}
 	cache, _ := d.model.loader.Cache()
@@ -206,12 +206,12 @@ func (d *diag) tritonFinding(lc *lib) (finding, bool) {
 			}
 		}
 	}
-	llp, _ := d.env.LookupEnv("LD_LIBRARY_PATH")
+	llp, _ := d.sys.LookupEnv("LD_LIBRARY_PATH")
 	if d.opts.LDLibraryPath != nil {
 		llp = *d.opts.LDLibraryPath
 	}
 	for _, dir := range strings.Split(llp, ":") {
-		if dir != "" && d.env.exists(path.Join(dir, "libcuda.so.1")) {
+		if dir != "" && d.sys.exists(path.Join(dir, "libcuda.so.1")) {
 			return finding{}, false
 		}
 	}
@@ -298,7 +298,7 @@ func (h *hostFacts) gpuCount() int {
 }
 
 func (d *diag) checkVisible() Check {
-	look := func(k string) (string, bool) { return d.env.LookupEnv(k) }
+	look := func(k string) (string, bool) { return d.sys.LookupEnv(k) }
 	var fs []finding
 	if v, set := look("CUDA_VISIBLE_DEVICES"); !set {
 		fs = append(fs, finding{OK, "CUDA_VISIBLE_DEVICES unset: every GPU is visible", ""})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 // version is a dotted numeric NVIDIA driver version ("580.95.05").
@@ -41,22 +43,8 @@ func (v version) major() int {
 	return v.parts[0]
 }
 
-// less compares numerically, missing parts counting as zero.
-func (v version) less(o version) bool {
-	for i := 0; i < len(v.parts) || i < len(o.parts); i++ {
-		var a, b int
-		if i < len(v.parts) {
-			a = v.parts[i]
-		}
-		if i < len(o.parts) {
-			b = o.parts[i]
-		}
-		if a != b {
-			return a < b
-		}
-	}
-	return false
-}
+// less orders driver versions as dotted version numbers.
+func (v version) less(o version) bool { return dotted.Less(v.s, o.s) }
 
 func (v version) equal(o version) bool { return !v.less(o) && !o.less(v) }
 

@@ -86,9 +86,10 @@ type Summary struct {
 	Probe *ProbeResult `json:"probe,omitempty"`
 }
 
-// Env is everything doctor reads about the host, so that tests can build
-// any host in a directory.
-type Env struct {
+// System is the machine doctor examines, as it reads it: a root for its
+// files and the means to read its environment, check access and run the
+// probe, so that tests can build any machine in a directory.
+type System struct {
 	// Root stands for "/": /proc, /dev, /etc, /run, /.dockerenv and the
 	// loader's files are read under it. Empty means this host.
 	Root string
@@ -103,7 +104,7 @@ type Env struct {
 
 // Options configure Run.
 type Options struct {
-	Env Env
+	System System
 	// Target is an ELF file or a directory of them (an installed package)
 	// whose CUDA needs are checked; empty for none.
 	Target string
@@ -120,7 +121,7 @@ type Options struct {
 	Preload    []string
 	PreloadSet bool
 	// Probe runs ProbeCommand, which loads libcuda.so.1 and calls cuInit.
-	// It examines the machine doctor runs on, whatever Env.Root says.
+	// It examines the machine doctor runs on, whatever System.Root says.
 	Probe bool
 	// ProbeCommand is the probe's command line (see ProbeScript and
 	// ProbeChild); nil when this build has no way to load libcuda.
@@ -139,18 +140,18 @@ const DefaultProbeTimeout = 60 * time.Second
 // probe only with Options.Probe. An error is returned only for a target
 // that cannot be examined; everything else is a finding.
 func Run(ctx context.Context, opts Options) (*Report, error) {
-	d := &diag{opts: opts, env: opts.Env, log: opts.Logger}
+	d := &diag{opts: opts, sys: opts.System, log: opts.Logger}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
-	if d.env.LookupEnv == nil {
-		d.env.LookupEnv = os.LookupEnv
+	if d.sys.LookupEnv == nil {
+		d.sys.LookupEnv = os.LookupEnv
 	}
-	if d.env.Access == nil {
-		d.env.Access = syscall.Access
+	if d.sys.Access == nil {
+		d.sys.Access = syscall.Access
 	}
-	if d.env.Exec == nil {
-		d.env.Exec = RunCommand(nil)
+	if d.sys.Exec == nil {
+		d.sys.Exec = RunCommand(nil)
 	}
 	switch {
 	case len(opts.TargetFiles) > 0:
@@ -166,7 +167,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		d.target = t
 	}
-	d.host = gatherHost(d.env)
+	d.host = gatherHost(d.sys)
 	d.model = buildModel(ctx, d)
 	if opts.Probe {
 		d.probe = d.runProbe(ctx)
@@ -211,7 +212,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 // diag holds what one Run has learnt.
 type diag struct {
 	opts   Options
-	env    Env
+	sys    System
 	log    *slog.Logger
 	host   *hostFacts
 	model  *model

@@ -34,10 +34,10 @@ type hostFacts struct {
 	container containerInfo
 }
 
-func (e Env) path(p string) string { return platform.Under(e.Root, p) }
+func (s System) path(p string) string { return platform.Under(s.Root, p) }
 
-func (e Env) exists(p string) bool {
-	_, err := os.Lstat(e.path(p))
+func (s System) exists(p string) bool {
+	_, err := os.Lstat(s.path(p))
 	return err == nil
 }
 
@@ -46,9 +46,9 @@ var (
 	gpuNodeRE      = regexp.MustCompile(`^nvidia(\d+)$`)
 )
 
-func gatherHost(env Env) *hostFacts {
+func gatherHost(sys System) *hostFacts {
 	h := &hostFacts{}
-	data, err := os.ReadFile(env.path("/proc/driver/nvidia/version"))
+	data, err := os.ReadFile(sys.path("/proc/driver/nvidia/version"))
 	switch {
 	case err == nil:
 		if m := kernelModuleRE.FindSubmatch(data); m != nil {
@@ -62,17 +62,17 @@ func gatherHost(env Env) *hostFacts {
 	default:
 		h.kernelErr = fmt.Sprintf("cannot read /proc/driver/nvidia/version: %v", errText(err))
 	}
-	h.tegra = platform.TegraRelease(env.Root)
-	h.wsl = env.exists("/dev/dxg")
-	if ents, err := os.ReadDir(env.path("/proc/driver/nvidia/gpus")); err == nil {
+	h.tegra = platform.TegraRelease(sys.Root)
+	h.wsl = sys.exists("/dev/dxg")
+	if ents, err := os.ReadDir(sys.path("/proc/driver/nvidia/gpus")); err == nil {
 		for _, e := range ents {
 			h.procGPUs = append(h.procGPUs, e.Name())
 		}
 	}
 
-	h.ctl = env.exists("/dev/nvidiactl")
-	h.uvm = env.exists("/dev/nvidia-uvm")
-	if ents, err := os.ReadDir(env.path("/dev")); err == nil {
+	h.ctl = sys.exists("/dev/nvidiactl")
+	h.uvm = sys.exists("/dev/nvidia-uvm")
+	if ents, err := os.ReadDir(sys.path("/dev")); err == nil {
 		for _, e := range ents {
 			if m := gpuNodeRE.FindStringSubmatch(e.Name()); m != nil {
 				n, _ := strconv.Atoi(m[1])
@@ -82,7 +82,7 @@ func gatherHost(env Env) *hostFacts {
 	}
 	sort.Ints(h.gpuNodes)
 	for _, n := range []string{"/dev/nvhost-ctrl-gpu", "/dev/nvgpu/igpu0/ctrl"} {
-		if env.exists(n) {
+		if sys.exists(n) {
 			h.nvgpu = n
 			break
 		}
@@ -98,24 +98,24 @@ func gatherHost(env Env) *hostFacts {
 		nodes = append(nodes, "/dev/nvidia-uvm")
 	}
 	for _, n := range nodes {
-		if err := env.Access(env.path(n), 4|2); err != nil {
-			h.denied = append(h.denied, n+" ("+deviceOwner(env, n)+")")
+		if err := sys.Access(sys.path(n), 4|2); err != nil {
+			h.denied = append(h.denied, n+" ("+deviceOwner(sys, n)+")")
 		}
 	}
-	h.container = detectContainer(env)
+	h.container = detectContainer(sys)
 	return h
 }
 
 // deviceOwner describes a device node's mode and group, for advice.
-func deviceOwner(env Env, n string) string {
-	st, err := os.Stat(env.path(n))
+func deviceOwner(sys System, n string) string {
+	st, err := os.Stat(sys.path(n))
 	if err != nil {
 		return errText(err)
 	}
 	desc := st.Mode().Perm().String()
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		group := strconv.Itoa(int(sys.Gid))
-		if name := groupName(env, sys.Gid); name != "" {
+	if stat, ok := st.Sys().(*syscall.Stat_t); ok {
+		group := strconv.Itoa(int(stat.Gid))
+		if name := groupName(sys, stat.Gid); name != "" {
 			group = name
 		}
 		desc += ", group " + group
@@ -124,8 +124,8 @@ func deviceOwner(env Env, n string) string {
 }
 
 // groupName reads /etc/group of the root for a gid.
-func groupName(env Env, gid uint32) string {
-	data, err := os.ReadFile(env.path("/etc/group"))
+func groupName(sys System, gid uint32) string {
+	data, err := os.ReadFile(sys.path("/etc/group"))
 	if err != nil {
 		return ""
 	}
@@ -154,24 +154,24 @@ type containerInfo struct {
 	evidence string
 }
 
-func detectContainer(env Env) containerInfo {
-	look := func(k string) string { v, _ := env.LookupEnv(k); return v }
+func detectContainer(sys System) containerInfo {
+	look := func(k string) string { v, _ := sys.LookupEnv(k); return v }
 	switch {
 	case look("APPTAINER_CONTAINER") != "" || look("SINGULARITY_CONTAINER") != "":
 		return containerInfo{"apptainer", "$APPTAINER_CONTAINER"}
-	case env.exists("/.singularity.d"):
+	case sys.exists("/.singularity.d"):
 		return containerInfo{"apptainer", "/.singularity.d"}
 	case look("KUBERNETES_SERVICE_HOST") != "":
 		return containerInfo{"kubernetes", "$KUBERNETES_SERVICE_HOST"}
-	case env.exists("/run/.containerenv"):
+	case sys.exists("/run/.containerenv"):
 		return containerInfo{"podman", "/run/.containerenv"}
-	case env.exists("/.dockerenv"):
+	case sys.exists("/.dockerenv"):
 		return containerInfo{"docker", "/.dockerenv"}
 	}
 	if v := look("container"); v != "" {
 		return containerInfo{v, "$container=" + v}
 	}
-	if data, err := os.ReadFile(env.path("/proc/1/cgroup")); err == nil {
+	if data, err := os.ReadFile(sys.path("/proc/1/cgroup")); err == nil {
 		s := string(data)
 		for _, c := range []struct{ needle, kind string }{
 			{"kubepods", "kubernetes"}, {"libpod", "podman"}, {"docker", "docker"},

@@ -19,7 +19,7 @@ import (
 )
 
 // fakeHost is a machine built in a directory: the files doctor reads under
-// Env.Root, an environment, an access table and a probe.
+// System.Root, an environment, an access table and a probe.
 type fakeHost struct {
 	t      *testing.T
 	root   string
@@ -183,7 +183,7 @@ func (h *fakeHost) access(p string, mode uint32) error {
 }
 
 func (h *fakeHost) options() Options {
-	return Options{Env: Env{Root: h.root, LookupEnv: h.lookup, Access: h.access, Exec: h.exec}}
+	return Options{System: System{Root: h.root, LookupEnv: h.lookup, Access: h.access, Exec: h.exec}}
 }
 
 func (h *fakeHost) run(opts Options) *Report {

@@ -83,11 +83,11 @@ func (l *lib) shown() string {
 func buildModel(ctx context.Context, d *diag) *model {
 	m := &model{}
 	opts := ldso.Options{
-		Root:          d.env.Root,
+		Root:          d.sys.Root,
 		LDLibraryPath: d.opts.LDLibraryPath,
 		Preload:       d.opts.Preload,
 		PreloadSet:    d.opts.PreloadSet,
-		LookupEnv:     d.env.LookupEnv,
+		LookupEnv:     d.sys.LookupEnv,
 	}
 	l, err := ldso.New(ctx, opts)
 	if err != nil {
@@ -132,7 +132,7 @@ func buildModel(ctx context.Context, d *diag) *model {
 		p = l.StartEmpty(ctx, hostLike())
 	}
 	m.proc = p
-	d.log.Debug("loader model", "program", m.from, "root", d.env.Root)
+	d.log.Debug("loader model", "program", m.from, "root", d.sys.Root)
 	if d.target != nil {
 		for _, o := range d.target.objects {
 			if o == mainIsTarget || isProgram(o.info) {
@@ -188,15 +188,15 @@ func (d *diag) programCandidates() []string {
 		return []string{d.opts.From}
 	}
 	var out []string
-	if pathEnv, ok := d.env.LookupEnv("PATH"); ok {
+	if pathEnv, ok := d.sys.LookupEnv("PATH"); ok {
 		for _, dir := range filepath.SplitList(pathEnv) {
 			if dir != "" && filepath.IsAbs(dir) {
-				out = append(out, d.env.path(filepath.Join(dir, "python3")))
+				out = append(out, d.sys.path(filepath.Join(dir, "python3")))
 			}
 		}
 	}
 	for _, p := range []string{"/usr/bin/python3", "/bin/sh", "/usr/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env"} {
-		out = append(out, d.env.path(p))
+		out = append(out, d.sys.path(p))
 	}
 	return out
 }

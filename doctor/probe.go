@@ -205,7 +205,7 @@ func (d *diag) runProbe(ctx context.Context) *ProbeResult {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	d.log.Debug("running the probe", "argv0", d.opts.ProbeCommand[0], "timeout", timeout)
-	res, err := d.env.Exec(pctx, d.opts.ProbeCommand)
+	res, err := d.sys.Exec(pctx, d.opts.ProbeCommand)
 	if err != nil {
 		return &ProbeResult{Skipped: fmt.Sprintf("cannot start %s: %v", d.opts.ProbeCommand[0], err)}
 	}
@@ -251,7 +251,7 @@ func (d *diag) cuResult(code int) cuResult {
 	case 46:
 		return cuResult{"CUDA_ERROR_DEVICE_UNAVAILABLE", "the GPUs are busy in exclusive-process mode or prohibited: nvidia-smi -q -d COMPUTE shows the mode"}
 	case 100:
-		if v, set := d.env.LookupEnv("CUDA_VISIBLE_DEVICES"); set {
+		if v, set := d.sys.LookupEnv("CUDA_VISIBLE_DEVICES"); set {
 			return cuResult{"CUDA_ERROR_NO_DEVICE", fmt.Sprintf("CUDA_VISIBLE_DEVICES=%q hides the GPUs: unset it or list the GPUs to use", v)}
 		}
 		if d.inContainer() {

@@ -24,7 +24,7 @@ func runChild(t *testing.T, dir string, extra ...string) *ProbeResult {
 	h := newGPUHost(t)
 	opts := h.options()
 	env := append(os.Environ(), "CUDADEPS_TEST_PROBE_CHILD=1", "LD_LIBRARY_PATH="+dir)
-	opts.Env.Exec = RunCommand(append(env, extra...))
+	opts.System.Exec = RunCommand(append(env, extra...))
 	opts.Probe, opts.ProbeCommand = true, []string{os.Args[0]}
 	return h.run(opts).Summary.Probe
 }

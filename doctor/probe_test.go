@@ -92,7 +92,7 @@ func TestProbeNotRun(t *testing.T) {
 	t.Run("no-command", func(t *testing.T) {
 		h := newGPUHost(t)
 		opts := h.options()
-		opts.Env.Exec = func(ctx context.Context, argv []string) (ExecResult, error) {
+		opts.System.Exec = func(ctx context.Context, argv []string) (ExecResult, error) {
 			t.Error("probe ran without a command")
 			return ExecResult{}, nil
 		}
@@ -103,7 +103,7 @@ func TestProbeNotRun(t *testing.T) {
 	t.Run("cannot-start", func(t *testing.T) {
 		h := newGPUHost(t)
 		opts := h.options()
-		opts.Env.Exec = RunCommand(nil)
+		opts.System.Exec = RunCommand(nil)
 		opts.Probe, opts.ProbeCommand = true, []string{filepath.Join(t.TempDir(), "no-such-python")}
 		r := h.run(opts)
 		expect(t, r, CheckProbe, Warn, []string{"not run: cannot start", "no-such-python"})
@@ -186,7 +186,7 @@ func TestProbeScriptReal(t *testing.T) {
 		env := append(os.Environ(), "LD_LIBRARY_PATH="+dir)
 		h := newGPUHost(t)
 		opts := h.options()
-		opts.Env.Exec = RunCommand(env)
+		opts.System.Exec = RunCommand(env)
 		opts.Probe, opts.ProbeCommand = true, []string{python, "-c", ProbeScript}
 		r := h.run(opts)
 		return r.Summary.Probe, dir
@@ -276,7 +276,7 @@ func TestProbeScriptDriverCalls(t *testing.T) {
 	for _, code := range []string{"0", "999"} {
 		h := newGPUHost(t)
 		opts := h.options()
-		opts.Env.Exec = RunCommand(append(os.Environ(), "LD_LIBRARY_PATH="+dir, "FAKE_CUINIT="+code))
+		opts.System.Exec = RunCommand(append(os.Environ(), "LD_LIBRARY_PATH="+dir, "FAKE_CUINIT="+code))
 		opts.Probe, opts.ProbeCommand = true, []string{python, "-c", ProbeScript}
 		r := h.run(opts)
 		p := r.Summary.Probe

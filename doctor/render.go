@@ -1,18 +1,10 @@
 package doctor
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 )
-
-// WriteJSON writes the report as one JSON document.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
 
 // WriteText writes the report for a terminal: one line per check, the
 // advice under it when there is something to do, and a closing count.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -50,10 +51,8 @@ type hooks struct {
 
 func (h *hooks) has(names ...string) bool {
 	for _, s := range h.syms {
-		for _, n := range names {
-			if s.Name == n {
-				return true
-			}
+		if slices.Contains(names, s.Name) {
+			return true
 		}
 	}
 	return false

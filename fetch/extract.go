@@ -20,6 +20,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
+
+	"github.com/cudadeps/cudadeps/internal/humansize"
 )
 
 // Layouts of an extracted archive, recorded in Entry.Layout.
@@ -794,7 +796,7 @@ func (t *tree) writeFile(full string, e archiveEntry, body io.Reader) error {
 		return t.lim.capError(-1, t.compressed)
 	}
 	if ok, free := t.room.take(e.size); !ok {
-		return &SpaceError{Dir: t.dir, What: fmt.Sprintf("after %s written, the next file needs", sizeText(t.bytes)), Need: e.size, Free: free}
+		return &SpaceError{Dir: t.dir, What: fmt.Sprintf("after %s written, the next file needs", humansize.Bytes(t.bytes)), Need: e.size, Free: free}
 	}
 	// Perm drops setuid, setgid and sticky; the owner may always read and
 	// write what cudadeps installed.
@@ -824,7 +826,7 @@ func (t *tree) writeFile(full string, e archiveEntry, body io.Reader) error {
 	}
 	if isNoSpace(err) {
 		free, _ := freeSpace(t.dir)
-		return &SpaceError{Dir: t.dir, What: fmt.Sprintf("after %s written, the next file needs", sizeText(t.bytes)), Need: e.size, Free: free}
+		return &SpaceError{Dir: t.dir, What: fmt.Sprintf("after %s written, the next file needs", humansize.Bytes(t.bytes)), Need: e.size, Free: free}
 	}
 	if err != nil {
 		return err

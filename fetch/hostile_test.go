@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/ulikunitz/xz"
+
+	"github.com/cudadeps/cudadeps/internal/humansize"
 )
 
 // Bounds the hostile archives below must stay within.
@@ -58,7 +60,7 @@ func watch(dir string, maxDisk int64, maxHeap uint64, cancel func()) *guard {
 			g.peakHeap = max(g.peakHeap, ms.HeapAlloc)
 			g.peakDisk = max(g.peakDisk, disk)
 			if g.tripped == "" && (ms.HeapAlloc > maxHeap || disk > maxDisk) {
-				g.tripped = fmt.Sprintf("heap %s, written %s", sizeText(int64(ms.HeapAlloc)), sizeText(disk))
+				g.tripped = fmt.Sprintf("heap %s, written %s", humansize.Bytes(int64(ms.HeapAlloc)), humansize.Bytes(disk))
 				cancel()
 			}
 			g.mu.Unlock()
@@ -77,7 +79,7 @@ func (g *guard) done(t *testing.T, maxDisk int64, maxHeap uint64) {
 	t.Helper()
 	close(g.stop)
 	g.wg.Wait()
-	t.Logf("peak heap %s, peak written %s", sizeText(int64(g.peakHeap)), sizeText(g.peakDisk))
+	t.Logf("peak heap %s, peak written %s", humansize.Bytes(int64(g.peakHeap)), humansize.Bytes(g.peakDisk))
 	if g.tripped != "" {
 		t.Fatalf("a bound was passed (%s); the extraction was stopped by the test", g.tripped)
 	}
@@ -136,7 +138,7 @@ func zipBomb(t *testing.T) []byte {
 // whether it is extracted or installed.
 func TestHostileWheelBomb(t *testing.T) {
 	data := zipBomb(t)
-	t.Logf("wheel of %s declaring 1 GiB", sizeText(int64(len(data))))
+	t.Logf("wheel of %s declaring 1 GiB", humansize.Bytes(int64(len(data))))
 	p := writeFile(t, t.TempDir(), "bomb-1.0-py3-none-manylinux_2_28_x86_64.whl", data)
 	t.Run("extract", func(t *testing.T) {
 		dest := filepath.Join(t.TempDir(), "out")
@@ -202,7 +204,7 @@ func xzBomb(t *testing.T) []byte {
 // does.
 func TestHostileXZBomb(t *testing.T) {
 	data := xzBomb(t)
-	t.Logf(".tar.xz of %s expanding to 16 GiB", sizeText(int64(len(data))))
+	t.Logf(".tar.xz of %s expanding to 16 GiB", humansize.Bytes(int64(len(data))))
 	if d, ok := xzDeclaredSize(bytes.NewReader(data), int64(len(data))); !ok || d != 16<<30+16*512+1024 {
 		t.Errorf("declared size %d, %v", d, ok)
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"syscall"
 	"unicode/utf8"
+
+	"github.com/cudadeps/cudadeps/internal/humansize"
 )
 
 // Limits bound the work one archive may cause: bytes written, entries
@@ -72,10 +74,10 @@ func (l Limits) byteCap(compressed int64) int64 {
 func (l Limits) capError(size, compressed int64) error {
 	what := "expands to more than"
 	if size >= 0 {
-		what = fmt.Sprintf("expands to %s (%d bytes), more than", sizeText(size), size)
+		what = fmt.Sprintf("expands to %s (%d bytes), more than", humansize.Bytes(size), size)
 	}
 	if c := l.byteCap(compressed); c < l.MaxBytes {
-		return fmt.Errorf("the archive %s %s: %d times its %s (the limit of the expansion ratio)", what, sizeText(c), l.MaxRatio, sizeText(compressed))
+		return fmt.Errorf("the archive %s %s: %d times its %s (the limit of the expansion ratio)", what, humansize.Bytes(c), l.MaxRatio, humansize.Bytes(compressed))
 	}
 	return fmt.Errorf("the archive %s the limit of %d bytes", what, l.MaxBytes)
 }
@@ -92,9 +94,9 @@ type SpaceError struct {
 func (e *SpaceError) Error() string {
 	free := "free space unknown"
 	if e.Free >= 0 {
-		free = sizeText(e.Free) + " free"
+		free = humansize.Bytes(e.Free) + " free"
 	}
-	return fmt.Sprintf("not enough space in %s: %s %s (%d bytes), %s", clip(e.Dir), e.What, sizeText(e.Need), e.Need, free)
+	return fmt.Sprintf("not enough space in %s: %s %s (%d bytes), %s", clip(e.Dir), e.What, humansize.Bytes(e.Need), e.Need, free)
 }
 
 func (e *SpaceError) Unwrap() error { return syscall.ENOSPC }
@@ -146,19 +148,6 @@ func (r *room) take(n int64) (ok bool, free int64) {
 	}
 	r.free -= n
 	return true, r.free
-}
-
-// sizeText writes n bytes in binary units, for messages.
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // maxShown is how much of a name or path a message quotes: a hostile

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cudadeps/cudadeps/internal/regfile"
 )
 
 // Key names one installed component: the same component, version, platform
@@ -228,7 +230,7 @@ func (s *Store) Lookup(k Key) (Entry, bool, error) {
 // readRecord reads an entry's record, without its file list.
 func readRecord(dir string) (Entry, error) {
 	p := filepath.Join(dir, recordName)
-	b, err := readSmallFile(p, maxRecord)
+	b, err := regfile.Read(p, maxRecord)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -252,26 +254,6 @@ func readRecord(dir string) (Entry, error) {
 	return r.Entry, nil
 }
 
-// readSmallFile reads a regular file of at most limit bytes.
-func readSmallFile(p string, limit int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", p)
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d this file may have", p, fi.Size(), limit)
-	}
-	return io.ReadAll(io.LimitReader(f, limit+1))
-}
-
 // ReadFiles returns the files the entry owns (Entry.Files), reading its
 // list from the store when the entry came from List. The list must match
 // the record's count and digest.
@@ -282,7 +264,7 @@ func (e Entry) ReadFiles() ([]string, error) {
 	p := filepath.Join(e.Dir, filesName)
 	// Each file costs its name and a newline, and the names are bounded
 	// when the archive is extracted; this bounds a damaged list too.
-	b, err := readSmallFile(p, 2*DefaultMaxNameBytes+int64(e.FileCount))
+	b, err := regfile.Read(p, 2*DefaultMaxNameBytes+int64(e.FileCount))
 	if err != nil {
 		return nil, fmt.Errorf("store file list: %w", err)
 	}

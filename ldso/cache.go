@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -89,25 +89,6 @@ type Cache struct {
 // MaxCacheSize bounds the ld.so.cache read: the caches of large systems
 // are a few hundred kilobytes, and a root may be an untrusted image.
 const MaxCacheSize = 64 << 20
-
-// ReadCache reads and parses the cache file at path. A missing file is not
-// an error: the loader then simply has no cache (nil, nil). Anything but a
-// regular file of at most MaxCacheSize bytes is refused.
-func ReadCache(path string) (*Cache, error) {
-	data, err := readRegular(path, MaxCacheSize)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	c, err := ParseCache(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	c.Path = path
-	return c, nil
-}
 
 // ParseCache parses the binary contents of an ld.so.cache. Like ld.so, it
 // accepts the new format alone or embedded after the old one, and rejects a
@@ -296,12 +277,7 @@ type cacheArch struct {
 }
 
 func (a cacheArch) accepts(flags int32) bool {
-	for _, f := range a.accept {
-		if f == flags {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(a.accept, flags)
 }
 
 // cacheArchFor returns glibc's _dl_cache_check_flags for a machine and class.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/internal/regfile"
 )
 
 // ArchConfig is what a loader of one architecture searches, beyond the
@@ -180,11 +182,11 @@ func archFromLayout(fsys *rootFS, m elf.Machine, c elf.Class, flags uint32) *Arc
 	if x86 {
 		a.Platform = x86Platform(a.GlibcVersion, cpu)
 	}
-	if x86 && (a.GlibcVersion == "" || !versionLess(a.GlibcVersion, "2.33")) {
+	if x86 && (a.GlibcVersion == "" || !dotted.Less(a.GlibcVersion, "2.33")) {
 		// glibc-hwcaps subdirectories exist since 2.33.
 		a.HWCaps = x86HWCaps(cpu.flagSet())
 	}
-	if a.GlibcVersion != "" && versionLess(a.GlibcVersion, "2.37") {
+	if a.GlibcVersion != "" && dotted.Less(a.GlibcVersion, "2.37") {
 		// Before 2.37 the loader also tries the legacy hwcaps subdirectories:
 		// "tls", the platform, then the CPU's important hwcaps.
 		comps := []string{"tls"}
@@ -256,8 +258,8 @@ func glibcVersion(fsys *rootFS, a *ArchConfig) string {
 		}
 		best := ""
 		for _, d := range info.VersionDefs {
-			if v, ok := strings.CutPrefix(d.Name, "GLIBC_"); ok && isVersion(v) {
-				if best == "" || versionLess(best, v) {
+			if v, ok := strings.CutPrefix(d.Name, "GLIBC_"); ok && dotted.Numeric(v) {
+				if best == "" || dotted.Less(best, v) {
 					best = v
 				}
 			}
@@ -267,33 +269,6 @@ func glibcVersion(fsys *rootFS, a *ArchConfig) string {
 		}
 	}
 	return ""
-}
-
-func isVersion(v string) bool {
-	for _, p := range strings.Split(v, ".") {
-		if _, err := strconv.Atoi(p); err != nil {
-			return false
-		}
-	}
-	return v != ""
-}
-
-// versionLess compares dotted numeric versions.
-func versionLess(a, b string) bool {
-	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(pa) || i < len(pb); i++ {
-		var x, y int
-		if i < len(pa) {
-			x, _ = strconv.Atoi(pa[i])
-		}
-		if i < len(pb) {
-			y, _ = strconv.Atoi(pb[i])
-		}
-		if x != y {
-			return x < y
-		}
-	}
-	return false
 }
 
 // cpuInfo is what the loader's choices depend on of this machine's CPU.
@@ -315,7 +290,7 @@ func (c *cpuInfo) intel() bool { return c != nil && c.vendor == "GenuineIntel" }
 // readCPU reads this CPU's vendor and feature flags from /proc/cpuinfo; nil
 // when unreadable.
 func readCPU() *cpuInfo {
-	data, err := readRegular("/proc/cpuinfo", 16<<20)
+	data, err := regfile.Read("/proc/cpuinfo", 16<<20)
 	if err != nil {
 		return nil
 	}
@@ -354,7 +329,7 @@ func readCPU() *cpuInfo {
 // value in `ld.so --help` in 2.37; `ld.so --list-diagnostics` prints it as
 // dl_platform from 2.33 on, which is what probeLoader reads on the host.
 func x86Platform(glibc string, cpu *cpuInfo) string {
-	if glibc != "" && versionLess(glibc, "2.26") {
+	if glibc != "" && dotted.Less(glibc, "2.26") {
 		return "x86_64"
 	}
 	platform := ""

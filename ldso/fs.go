@@ -2,15 +2,16 @@ package ldso
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/cudadeps/cudadeps/internal/regfile"
 )
 
 // rootFS maps the paths the loader sees (guest paths) to files on this
@@ -74,12 +75,9 @@ func (f *rootFS) addTree(hostPath string) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, t := range f.trees {
-		if t == hostPath {
-			return
-		}
+	if !slices.Contains(f.trees, hostPath) {
+		f.trees = append(f.trees, hostPath)
 	}
-	f.trees = append(f.trees, hostPath)
 }
 
 // guestPath converts a host path given on the command line to the path the
@@ -348,56 +346,7 @@ func (f *rootFS) readFile(guest string, limit int64) ([]byte, error) {
 	if !ok {
 		return nil, &fs.PathError{Op: "open", Path: guest, Err: fs.ErrNotExist}
 	}
-	return readRegular(host, limit)
-}
-
-// readRegular reads a regular file of at most limit bytes. It opens without
-// blocking (O_NONBLOCK) so that a FIFO is refused instead of waited on.
-func readRegular(host string, limit int64) ([]byte, error) {
-	fd, err := retryEINTR(func() (int, error) {
-		return syscall.Open(host, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	})
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: host, Err: err}
-	}
-	file := os.NewFile(uintptr(fd), host)
-	defer file.Close()
-	st, err := file.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s), refused", host, fileKind(st.Mode()))
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d this file may have, refused", host, st.Size(), limit)
-	}
-	// The size is checked again while reading: the file may grow.
-	data, err := io.ReadAll(io.LimitReader(file, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", host, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: more than %d bytes, refused", host, limit)
-	}
-	return data, nil
-}
-
-// fileKind names the type of a file that is not a regular one.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return m.Type().String()
+	return regfile.Read(host, limit)
 }
 
 func (f *rootFS) cleanUnderMount(guest string) string {

@@ -106,22 +106,7 @@ func TestHostLibrariesMatchLoader(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		lddtest.Need(t, false, "%s absent", dir)
 	}
-	var files []string
-	seen := map[string]bool{}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return nil
-		}
-		in, err := elfscan.ReadFile(p)
-		if err != nil || in.Type != 3 || !in.Dynamic || in.Interp != "" {
-			return nil // shared objects only (no executables, no static objects)
-		}
-		if real, err := filepath.EvalSymlinks(p); err == nil && !seen[real] {
-			seen[real] = true
-			files = append(files, p)
-		}
-		return nil
-	})
+	files := lddtest.SharedObjects(dir)
 	if len(files) < 50 {
 		lddtest.Need(t, false, "only %d shared objects under %s", len(files), dir)
 	}
@@ -135,40 +120,29 @@ func TestHostLibrariesMatchLoader(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var failures int
-	checked := 0
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range work {
-				want, err := lddtest.List(ctx, ldso, f, env)
-				if err != nil || want.Fatal != "" {
-					continue // the loader itself refuses it (e.g. a file it cannot map)
-				}
-				got, err := l.Closure(ctx, f)
-				mu.Lock()
-				checked++
-				if err != nil {
-					t.Errorf("%s: %v", f, err)
-					failures++
-				} else if !compare(t, f, got, want) {
-					failures++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, f := range files {
-		if failures > 10 {
-			break
+	failures, checked := 0, 0
+	lddtest.Parallel(files, 4, func(f string) {
+		mu.Lock()
+		stop := failures > 10
+		mu.Unlock()
+		if stop {
+			return
 		}
-		work <- f
-	}
-	close(work)
-	wg.Wait()
+		want, err := lddtest.List(ctx, ldso, f, env)
+		if err != nil || want.Fatal != "" {
+			return // the loader itself refuses it (e.g. a file it cannot map)
+		}
+		got, err := l.Closure(ctx, f)
+		mu.Lock()
+		defer mu.Unlock()
+		checked++
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			failures++
+		} else if !compare(t, f, got, want) {
+			failures++
+		}
+	})
 	t.Logf("compared %d shared objects with %s", checked, ldso)
 	if checked < 50 {
 		t.Fatalf("only %d objects compared", checked)
@@ -186,35 +160,27 @@ func TestArmSysrootMatchesLoader(t *testing.T) {
 		t.Fatal(err)
 	}
 	checked := 0
-	_ = filepath.WalkDir(sr.Root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return nil
-		}
-		in, err := elfscan.ReadFile(p)
-		if err != nil || in.Type != 3 || !in.Dynamic || in.Interp != "" {
-			return nil
-		}
+	for _, p := range lddtest.SharedObjects(sr.Root) {
 		// Name the file by its path inside the root, so that qemu's loader
 		// sees the same $ORIGIN as the model.
 		want, err := sr.List(ctx, strings.TrimPrefix(p, sr.Root), nil)
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
-			return nil
+			continue
 		}
 		if want.Fatal != "" {
-			return nil
+			continue
 		}
 		got, err := l.Closure(ctx, p)
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
-			return nil
+			continue
 		}
 		// qemu prints paths inside the root as the guest sees them, and the
 		// scanned file by its host path; so does the model.
 		compare(t, p, got, want)
 		checked++
-		return nil
-	})
+	}
 	t.Logf("compared %d arm64 shared objects under qemu", checked)
 	if checked < 20 {
 		t.Fatalf("only %d objects compared", checked)

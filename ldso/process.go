@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 // Process is the loader's list of loaded objects for one program: the main
@@ -44,6 +46,10 @@ const (
 	AsExecuted
 )
 
+// ErrStaticallyLinked is returned by Start for a main program without a
+// dynamic section: nothing is loaded for it, so it has no link map.
+var ErrStaticallyLinked = errors.New("statically linked")
+
 // Closure loads the object at path as `ld.so --list path` would and returns
 // every object in load order, the misses and the version errors.
 func (l *Loader) Closure(ctx context.Context, file string) (*Result, error) {
@@ -67,7 +73,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	}
 	in := fi.info
 	if !in.Dynamic {
-		return nil, fmt.Errorf("%s: not a dynamic object (no PT_DYNAMIC): statically linked", file)
+		return nil, fmt.Errorf("%s: not a dynamic object (no PT_DYNAMIC): %w", file, ErrStaticallyLinked)
 	}
 	if in.Type != 3 && in.Type != 2 { // ET_DYN, ET_EXEC
 		return nil, fmt.Errorf("%s: %s cannot be loaded (only shared objects and executables)", file, in.Type)
@@ -131,7 +137,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 // before, only when some object needs it (libc.so.6 does).
 func (p *Process) listLoader() {
 	v := p.arch.GlibcVersion
-	if p.rtld == nil || p.rtld == p.main || v == "" || versionLess(v, "2.41") || p.contains(p.rtld) {
+	if p.rtld == nil || p.rtld == p.main || v == "" || dotted.Less(v, "2.41") || p.contains(p.rtld) {
 		return
 	}
 	p.objs = append(p.objs, p.rtld)
@@ -279,24 +285,11 @@ func (o *Object) answers(name string) bool {
 }
 
 func (o *Object) matches(name string) bool {
-	if o.lname != "" && o.lname == name {
-		return true
-	}
-	for _, n := range o.Names {
-		if n == name {
-			return true
-		}
-	}
-	return false
+	return o.lname != "" && o.lname == name || slices.Contains(o.Names, name)
 }
 
 func (p *Process) contains(o *Object) bool {
-	for _, x := range p.objs {
-		if x == o {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(p.objs, o)
 }
 
 // mapObject is _dl_map_object: name is already loaded, or is searched for
@@ -404,12 +397,9 @@ func (p *Process) loadDeps(start []*Object) {
 }
 
 func (o *Object) addNeededBy(by *Object) {
-	for _, x := range o.NeededBy {
-		if x == by {
-			return
-		}
+	if !slices.Contains(o.NeededBy, by) {
+		o.NeededBy = append(o.NeededBy, by)
 	}
-	o.NeededBy = append(o.NeededBy, by)
 }
 
 // checkVersions is _dl_check_map_versions for each object: every version an
@@ -511,10 +501,8 @@ func (p *Process) Result() *Result {
 }
 
 func appendUnique(list []*Object, o *Object) []*Object {
-	for _, x := range list {
-		if x == o {
-			return list
-		}
+	if slices.Contains(list, o) {
+		return list
 	}
 	return append(list, o)
 }
@@ -624,34 +612,6 @@ func (p *Process) searchedDirs(loader *Object) []SearchDir {
 		}
 	}
 	return out
-}
-
-// Register counts the object at file as loaded, without loading what it
-// needs: a library of a distribution imported earlier, whose own
-// dependencies were the business of that import.
-func (p *Process) Register(ctx context.Context, file string) (*Object, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	guest, host := p.l.locate(file)
-	fi := p.l.open(host)
-	if fi.err != nil {
-		return nil, mainError(file, fi.err)
-	}
-	if fi.info.Class != p.want.class || fi.info.Machine != p.want.machine {
-		return nil, fmt.Errorf("%s: %s %s cannot be loaded into this process", file, fi.info.Class, machineName(fi.info.Machine))
-	}
-	if o := p.lookupLoaded(guest); o != nil {
-		return o, nil
-	}
-	for _, o := range p.objs {
-		if !o.faked && fi.id != (fileID{}) && o.id == fi.id {
-			return o, nil
-		}
-	}
-	o := &Object{Name: guest, Names: []string{guest}, Path: guest, HostPath: host, Via: ViaLoaded, From: "already imported", Info: fi.info, id: fi.id, lname: guest, origin: originOf(guest), depsDone: true}
-	p.objs = append(p.objs, o)
-	return o, nil
 }
 
 // Reach is the part of the process that o brings in: o and everything its

@@ -50,6 +50,16 @@ func TestIsTegraAndRelease(t *testing.T) {
 	if IsTegra(other) {
 		t.Errorf("a Raspberry Pi device tree is not a Jetson")
 	}
+	thor := t.TempDir()
+	write(t, thor, "sys/firmware/devicetree/base/compatible", "nvidia,p3971\x00nvidia,tegra264\x00")
+	if !IsTegra(thor) {
+		t.Errorf("the firmware device tree of a Jetson Thor: want Tegra")
+	}
+	near := t.TempDir()
+	write(t, near, "proc/device-tree/compatible", "vendor,nvidia,tegra-like\x00")
+	if IsTegra(near) {
+		t.Errorf("a compatible string with nvidia,tegra inside, not as its prefix, is not a Jetson")
+	}
 }
 
 func TestFor(t *testing.T) {
@@ -60,9 +70,12 @@ func TestFor(t *testing.T) {
 		want  string
 	}{
 		{elf.EM_X86_64, false, 0, LinuxX86_64},
-		{elf.EM_AARCH64, false, 0, LinuxSBSA},
-		{elf.EM_AARCH64, true, 12, LinuxAarch64},
-		{elf.EM_AARCH64, true, 13, LinuxSBSA},
+		{elf.EM_X86_64, false, 13, LinuxX86_64},
+		{elf.EM_AARCH64, false, 0, LinuxSBSA},    // GH200, Grace
+		{elf.EM_AARCH64, false, 12, LinuxSBSA},   // GH200 on CUDA 12
+		{elf.EM_AARCH64, true, 12, LinuxAarch64}, // Jetson Orin, JetPack 6
+		{elf.EM_AARCH64, true, 11, LinuxAarch64}, // JetPack 5
+		{elf.EM_AARCH64, true, 13, LinuxSBSA},    // Jetson Thor, JetPack 7
 	} {
 		got, err := For(tc.m, tc.tegra, tc.cuda)
 		if err != nil || got != tc.want {
@@ -72,8 +85,10 @@ func TestFor(t *testing.T) {
 	if _, err := For(elf.EM_AARCH64, true, 0); err == nil || !strings.Contains(err.Error(), "--cuda") {
 		t.Errorf("a Jetson without a CUDA major: err = %v, want advice naming --cuda", err)
 	}
-	if _, err := For(elf.EM_PPC64, false, 12); err == nil {
-		t.Errorf("ppc64: want an error")
+	for _, m := range []elf.Machine{elf.EM_PPC64, elf.EM_386} {
+		if _, err := For(m, false, 12); err == nil {
+			t.Errorf("%v: want an error", m)
+		}
 	}
 }
 

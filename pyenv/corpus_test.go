@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,7 +138,7 @@ func TestCorpusTorchPins(t *testing.T) {
 	viaExtra := map[string]string{} // name -> extra
 	for _, line := range readLines(t, filepath.Join(tkDir, "METADATA")) {
 		m := extraRE.FindStringSubmatch(line)
-		if m == nil || !contains(toolkitExtras, m[4]) || !strings.Contains(m[3], "sys_platform == 'linux'") {
+		if m == nil || !slices.Contains(toolkitExtras, m[4]) || !strings.Contains(m[3], "sys_platform == 'linux'") {
 			continue
 		}
 		want[m[1]] = m[2]
@@ -152,7 +153,7 @@ func TestCorpusTorchPins(t *testing.T) {
 			t.Errorf("%s (%s) is not among torch's requirements", name, spec)
 			continue
 		}
-		if !contains(dep.Pins(), spec) {
+		if !slices.Contains(dep.Pins(), spec) {
 			t.Errorf("%s: pins %v, want %s", name, dep.Pins(), spec)
 		}
 		if x, ok := viaExtra[name]; ok && !hasEdge(dep.RequiredBy, "cuda-toolkit", x) {
@@ -192,15 +193,6 @@ func TestCorpusTorchPins(t *testing.T) {
 			t.Errorf("on Darwin, %s is required: %s", name, d)
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func hasEdge(edges []pymeta.Edge, by, extra string) bool {

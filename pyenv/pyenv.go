@@ -114,14 +114,18 @@ func Discover(ctx context.Context, python string) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("python interpreter %q not found (use --python to name one): %w", python, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	probeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// No -I or -E: the environment (PYTHONPATH, user site) is the one the
 	// import would see.
-	cmd := exec.CommandContext(ctx, exe, "-c", probeScript)
+	cmd := exec.CommandContext(probeCtx, exe, "-c", probeScript)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
+	if err != nil && ctx.Err() != nil {
+		// Killed because the caller gave up (Ctrl-C): say so, not "killed".
+		return nil, fmt.Errorf("run %s: %w", exe, ctx.Err())
+	}
 	if err != nil {
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
 			return nil, fmt.Errorf("run %s: %w: %s", exe, err, msg)

@@ -2,11 +2,13 @@ package pyenv
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEvalMarker(t *testing.T) {
@@ -115,5 +117,32 @@ func TestDiscoverRealInterpreter(t *testing.T) {
 	}
 	if _, err := Discover(context.Background(), filepath.Join(venv, "bin", "nosuchpython")); err == nil {
 		t.Fatal("no error for a missing interpreter")
+	}
+}
+
+// TestDiscoverCanceled checks that an interpreter killed because the caller
+// gave up (Ctrl-C) is reported as the cancellation, which callers test
+// for, not as a signal the interpreter died of.
+func TestDiscoverCanceled(t *testing.T) {
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	slow := filepath.Join(dir, "python")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\n: > '"+started+"'\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			if _, err := os.Stat(started); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	_, err := Discover(ctx, slow)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), slow) {
+		t.Errorf("Discover with a canceled context: %v, want context.Canceled naming the interpreter", err)
 	}
 }

@@ -11,6 +11,7 @@
 package pymeta
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -318,7 +319,7 @@ func (v Version) public() Version {
 
 // Compare orders versions as PEP 440 does: -1, 0 or +1.
 func (v Version) Compare(w Version) int {
-	if c := cmpUint(v.epoch, w.epoch); c != 0 {
+	if c := cmp.Compare(v.epoch, w.epoch); c != 0 {
 		return c
 	}
 	// Trailing zeros do not count: 1.0 == 1.0.0.
@@ -331,15 +332,15 @@ func (v Version) Compare(w Version) int {
 		if i < len(b) {
 			y = b[i]
 		}
-		if c := cmpUint(x, y); c != 0 {
+		if c := cmp.Compare(x, y); c != 0 {
 			return c
 		}
 	}
-	if c := cmpInt(v.preKey(), w.preKey()); c != 0 {
+	if c := cmp.Compare(v.preKey(), w.preKey()); c != 0 {
 		return c
 	}
 	if v.pre.kind != 0 && w.pre.kind != 0 {
-		if c := cmpUint(v.pre.n, w.pre.n); c != 0 {
+		if c := cmp.Compare(v.pre.n, w.pre.n); c != 0 {
 			return c
 		}
 	}
@@ -376,7 +377,7 @@ func (v Version) preKey() int {
 func cmpBoolThen(hasA bool, a uint64, hasB bool, b uint64, absentLast bool) int {
 	switch {
 	case hasA && hasB:
-		return cmpUint(a, b)
+		return cmp.Compare(a, b)
 	case hasA == hasB:
 		return 0
 	case hasA == absentLast:
@@ -394,7 +395,7 @@ func compareLocal(a, b []localPart) int {
 		x, y := a[i], b[i]
 		switch {
 		case x.isNum && y.isNum:
-			if c := cmpUint(x.num, y.num); c != 0 {
+			if c := cmp.Compare(x.num, y.num); c != 0 {
 				return c
 			}
 		case x.isNum:
@@ -407,7 +408,7 @@ func compareLocal(a, b []localPart) int {
 			}
 		}
 	}
-	return cmpInt(len(a), len(b))
+	return cmp.Compare(len(a), len(b))
 }
 
 func trimZeros(r []uint64) []uint64 {
@@ -416,24 +417,4 @@ func trimZeros(r []uint64) []uint64 {
 		n--
 	}
 	return r[:n]
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -5,11 +5,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/regfile"
 )
 
 // DefaultIndex is pip's index when nothing else is configured.
@@ -155,24 +156,9 @@ func isTrue(v string) bool {
 // lines indented, comments with '#' or ';' at the start of a line. Keys
 // are lowercase; "_" is read as "-" as pip does.
 func readPipConf(path string) (map[string]map[string]string, error) {
-	f, err := os.Open(path)
+	b, err := regfile.Read(path, maxConfig)
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("pip configuration %s: not a regular file", path)
-	}
-	if fi.Size() > maxConfig {
-		return nil, fmt.Errorf("pip configuration %s: larger than %d bytes", path, maxConfig)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxConfig))
-	if err != nil {
-		return nil, fmt.Errorf("pip configuration %s: %w", path, err)
+		return nil, fmt.Errorf("pip configuration: %w", err)
 	}
 	out := map[string]map[string]string{}
 	section, key := "", ""

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -390,5 +391,30 @@ func TestPipIndexes(t *testing.T) {
 	write(filepath.Join(venv, "pip.conf"), "index-url = x\n")
 	if _, err := PipIndexes(cfg); err == nil || !strings.Contains(err.Error(), "before any [section]") {
 		t.Errorf("a broken file: %v", err)
+	}
+}
+
+// TestPipIndexesRefusesFIFO checks that a pip.conf that is a FIFO is refused
+// at once, naming it, instead of waiting for a writer.
+func TestPipIndexesRefusesFIFO(t *testing.T) {
+	root := t.TempDir()
+	fifo := filepath.Join(root, "pip.conf")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"PIP_CONFIG_FILE": fifo, "HOME": filepath.Join(root, "home"), "XDG_CONFIG_DIRS": filepath.Join(root, "xdg")}
+	cfg := PipConfig{Getenv: func(k string) string { return env[k] }, Prefix: filepath.Join(root, "venv"), EtcDir: filepath.Join(root, "etc")}
+	done := make(chan error, 1)
+	go func() {
+		_, err := PipIndexes(cfg)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), fifo) || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("PipIndexes with a FIFO: %v, want it refused, naming the file", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("PipIndexes waits on a FIFO")
 	}
 }

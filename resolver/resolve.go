@@ -17,6 +17,7 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/pypi"
 	"github.com/cudadeps/cudadeps/runtimeopen"
 	"github.com/cudadeps/cudadeps/scan"
@@ -673,8 +674,7 @@ func (o *Outcome) choosePlatform(rep *scan.Report, lay *Layout, opts Options) er
 	if machine == elf.EM_NONE {
 		return nil // nothing to scan, nothing to plan
 	}
-	tegra := catalog.HostIsTegra(opts.Loader.Root)
-	p, err := catalog.PlatformFor(machine, tegra, major)
+	p, err := platform.For(machine, platform.IsTegra(opts.Loader.Root), major)
 	if err != nil {
 		return fmt.Errorf("choose the NVIDIA platform: %w (use --platform)", err)
 	}

@@ -302,7 +302,7 @@ func (t *Target) process(ctx context.Context, l *ldso.Loader, root string) (*lds
 		}
 		// A statically linked interpreter (python-build-standalone) has no
 		// link map to speak of: an empty program stands in for it.
-		if !strings.Contains(err.Error(), "statically linked") {
+		if !errors.Is(err, ldso.ErrStaticallyLinked) {
 			return nil, fmt.Errorf("interpreter %s: %w", t.Env.Executable, err)
 		}
 	}

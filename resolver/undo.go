@@ -135,6 +135,29 @@ func undoOne(ctx context.Context, prefix string, store *fetch.Store, r *Record, 
 			j.f.Close() // killed or failed: the journal stays for the next run
 		}
 	}()
+	if err := undoPlaced(r, others, &rep); err != nil {
+		return rep, err
+	}
+	undoCreated(r, others, &rep)
+	undoInstalled(ctx, store, r, others, &rep)
+	r.step("record")
+	empty := &Record{Target: r.Target}
+	if err := empty.save(prefix); err != nil {
+		return rep, err
+	}
+	// Its env.sh lines go with it.
+	if err := writeEnvScript(prefix); err != nil {
+		return rep, err
+	}
+	err := j.finish()
+	j = nil
+	return rep, err
+}
+
+// undoPlaced removes the record's links and copies, last placed first,
+// except those another record names, those already gone and those changed
+// since: those are reported.
+func undoPlaced(r *Record, others []*Record, rep *UndoReport) error {
 	for i := len(r.Placed) - 1; i >= 0; i-- {
 		p := r.Placed[i]
 		if users := placedBy(others, p.Path); len(users) > 0 {
@@ -150,12 +173,18 @@ func undoOne(ctx context.Context, prefix string, store *fetch.Store, r *Record, 
 			continue
 		}
 		if err := os.Remove(p.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return rep, fmt.Errorf("remove %s: %w", p.Path, err)
+			return fmt.Errorf("remove %s: %w", p.Path, err)
 		}
 		rep.Removed = append(rep.Removed, p.Path)
 		r.step("removed")
 	}
-	// Deepest first, whatever order the directories were recorded in.
+	return nil
+}
+
+// undoCreated removes the directories the record created, deepest first
+// whatever order they were recorded in, if empty and no other record
+// names them.
+func undoCreated(r *Record, others []*Record, rep *UndoReport) {
 	dirs := slices.Clone(r.Created)
 	slices.SortStableFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	for _, d := range dirs {
@@ -170,6 +199,10 @@ func undoOne(ctx context.Context, prefix string, store *fetch.Store, r *Record, 
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("kept %s: not empty", d))
 		}
 	}
+}
+
+// undoInstalled removes from the store the entries no other record names.
+func undoInstalled(ctx context.Context, store *fetch.Store, r *Record, others []*Record, rep *UndoReport) {
 	for _, k := range r.Installed {
 		if users := installedBy(others, k); len(users) > 0 {
 			rep.Kept = append(rep.Kept, Kept{Store: &k, For: users})
@@ -188,18 +221,6 @@ func undoOne(ctx context.Context, prefix string, store *fetch.Store, r *Record, 
 			r.step("unstored")
 		}
 	}
-	r.step("record")
-	empty := &Record{Target: r.Target}
-	if err := empty.save(prefix); err != nil {
-		return rep, err
-	}
-	// Its env.sh lines go with it.
-	if err := writeEnvScript(prefix); err != nil {
-		return rep, err
-	}
-	err := j.finish()
-	j = nil
-	return rep, err
 }
 
 func placedBy(recs []*Record, p string) []string {

@@ -16,7 +16,9 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/pymeta"
 	"github.com/cudadeps/cudadeps/pypi"
 )
 
@@ -266,7 +268,7 @@ func (s *session) tableWheel(a *Step, host pypi.Host) (*Step, error) {
 				}
 				return 1
 			}
-			return catalog.CompareVersions(y, x)
+			return compareWheelVersions(y, x)
 		})
 		var live []pypi.File
 		for _, f := range files {
@@ -318,7 +320,7 @@ func indexVersions(files []pypi.File, project string, live bool) []string {
 			out = append(out, w.Version)
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return catalog.CompareVersions(b, a) })
+	slices.SortFunc(out, func(a, b string) int { return compareWheelVersions(b, a) })
 	return out
 }
 
@@ -414,4 +416,15 @@ func memberFile(e fetch.Entry, s *Step, name string) (string, error) {
 		}
 	}
 	return m.path, nil
+}
+
+// compareWheelVersions orders a project's versions on an index as pip
+// does (PEP 440); a version that is not PEP 440 compares as dotted numbers.
+func compareWheelVersions(a, b string) int {
+	va, ea := pymeta.ParseVersion(a)
+	vb, eb := pymeta.ParseVersion(b)
+	if ea != nil || eb != nil {
+		return dotted.Compare(a, b)
+	}
+	return va.Compare(vb)
 }

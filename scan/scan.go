@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -389,12 +390,6 @@ type closureResult struct {
 	err    error
 }
 
-// Closures computes the closure of each root with a bounded pool of workers,
-// keeping the order of roots.
-func Closures(ctx context.Context, l *ldso.Loader, roots []string, parallel int) []closureResult {
-	return closures(ctx, l, roots, parallel, nil)
-}
-
 // closures computes each root's closure and report form and, with a
 // resolver, its run-time opens (in the same process, after the closure).
 func closures(ctx context.Context, l *ldso.Loader, roots []string, parallel int, rt *runtimeopen.Resolver) []closureResult {
@@ -494,10 +489,8 @@ func NewVersionError(v ldso.VersionError) VersionError {
 }
 
 func appendUnique(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return list
-		}
+	if slices.Contains(list, s) {
+		return list
 	}
 	return append(list, s)
 }

@@ -75,13 +75,7 @@ func (a *app) runApply(cmd *cobra.Command, args []string, f resolveFlags) error 
 	if err != nil {
 		return err
 	}
-	arg := p.Target.Name
-	if p.Target.Path != "" {
-		arg = p.Target.Path
-	}
-	if len(args) == 2 {
-		arg = args[1]
-	}
+	arg := applyTargetArg(p, args)
 	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir})
 	if err != nil {
 		return err
@@ -107,19 +101,7 @@ func (a *app) runApply(cmd *cobra.Command, args []string, f resolveFlags) error 
 	res, err := p.Apply(ctx, target, plan.ApplyOptions{Resolve: opts, Root: a.opts.root, AllowHTTP: f.allowHTTP})
 	var refused *plan.RefusedError
 	if errors.As(err, &refused) {
-		if a.opts.json {
-			if jerr := writeJSON(a.stdout, schemaApply, res); jerr != nil {
-				return jerr
-			}
-		}
-		fmt.Fprintf(a.stderr, "cudadeps: %s does not hold on this machine:\n", p.File)
-		for _, d := range refused.Differences {
-			fmt.Fprintf(a.stderr, "  %s\n", d)
-		}
-		if placedAny(res.Outcome) {
-			fmt.Fprintf(a.stderr, "what the rounds before placed stays; %s removes it\n", a.commandLine("undo", arg))
-		}
-		return exitWith(exitError)
+		return a.reportRefused(p, res, refused, arg)
 	}
 	if err != nil {
 		return err
@@ -140,6 +122,35 @@ func (a *app) runApply(cmd *cobra.Command, args []string, f resolveFlags) error 
 		return nil
 	}
 	return exitWith(exitMissing)
+}
+
+// applyTargetArg is the target to apply the plan to: the one named on the
+// command line, else the plan's (its path when it has one).
+func applyTargetArg(p *plan.Plan, args []string) string {
+	if len(args) == 2 {
+		return args[1]
+	}
+	if p.Target.Path != "" {
+		return p.Target.Path
+	}
+	return p.Target.Name
+}
+
+// reportRefused says why the plan does not hold here, and exits 1.
+func (a *app) reportRefused(p *plan.Plan, res *plan.Applied, refused *plan.RefusedError, arg string) error {
+	if a.opts.json {
+		if err := writeJSON(a.stdout, schemaApply, res); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(a.stderr, "cudadeps: %s does not hold on this machine:\n", p.File)
+	for _, d := range refused.Differences {
+		fmt.Fprintf(a.stderr, "  %s\n", d)
+	}
+	if placedAny(res.Outcome) {
+		fmt.Fprintf(a.stderr, "what the rounds before placed stays; %s removes it\n", a.commandLine("undo", arg))
+	}
+	return exitWith(exitError)
 }
 
 // placedAny reports whether a round of out placed a file.

@@ -14,6 +14,7 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/atomicfile"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // --- validate ---------------------------------------------------------------
@@ -74,11 +75,8 @@ func validateLayer(base *catalog.Catalog, path string) catalogCheck {
 	if err != nil {
 		return withProblems(c, err)
 	}
-	layer, err := catalog.ParseLayer(data, path)
+	layer, err := catalog.ValidateLayer(base, data, path)
 	if err != nil {
-		return withProblems(c, err)
-	}
-	if _, err := catalog.Layer(base, layer); err != nil {
 		return withProblems(c, err)
 	}
 	c.OK = true
@@ -163,7 +161,7 @@ Layer the result over the built-in catalog with --catalog FILE. With --json
 	fl.Var(&f.mirror, "mirror", "with --scan, download from this `URL` + relative path instead of NVIDIA")
 	fl.StringVar(&f.cacheDir, "cache", "", "with --scan, keep downloaded archives in `DIR` (default: the user cache directory)")
 	fl.BoolVar(&f.allowHTTP, "allow-http", false, "with --scan, allow a plain http:// mirror")
-	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions(catalog.Platforms(), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions(platform.All(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("component", a.completeComponents)
 	a.opts.addJSONFlag(cmd)
 	return cmd

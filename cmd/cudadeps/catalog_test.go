@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 // cli runs one cudadeps command line in-process.
@@ -306,7 +307,7 @@ func newestManifest(t *testing.T, product string) (file, label string) {
 		if err := json.Unmarshal(data, &top); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if label == "" || catalog.CompareVersions(top.Label, label) > 0 {
+		if label == "" || dotted.Compare(top.Label, label) > 0 {
 			file, label = filepath.Base(f), top.Label
 		}
 	}
@@ -325,7 +326,7 @@ func TestWhichAnswersCurrentReleases(t *testing.T) {
 		best := ""
 		for _, f := range files {
 			l := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "tensorrt_"), ".json")
-			if best == "" || catalog.CompareVersions(l, best) > 0 {
+			if best == "" || dotted.Compare(l, best) > 0 {
 				best = l
 			}
 		}
@@ -346,7 +347,7 @@ func TestWhichAnswersCurrentReleases(t *testing.T) {
 			} else {
 				file, label = newestManifest(t, tc.product)
 			}
-			if catalog.CompareVersions(label, tc.atLeast) < 0 {
+			if dotted.Compare(label, tc.atLeast) < 0 {
 				t.Fatalf("newest %s manifest is %s, want at least %s", tc.product, label, tc.atLeast)
 			}
 			version, path, sha, size := manifestArchive(t, file, tc.component, "linux-x86_64", "cuda13")

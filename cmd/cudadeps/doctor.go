@@ -57,7 +57,7 @@ func (a *app) doctorCommand() *cobra.Command {
 				return usageError("--probe loads this machine's libcuda.so.1; it cannot examine the system under --root %s", a.opts.root)
 			}
 			opts := doctor.Options{
-				Env:          doctor.Env{Root: a.opts.root},
+				System:       doctor.System{Root: a.opts.root},
 				Probe:        probe,
 				ProbeTimeout: probeTimeout,
 				Logger:       a.logger,

@@ -50,9 +50,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return exitOK
 	}
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		// Downloads resume from their partial files and installs are
-		// all-or-nothing, so running the same command again is safe.
+	if ctx.Err() != nil {
+		// A signal came: whatever failed after it (a killed interpreter, an
+		// import cut short, a download) failed because of it. Downloads
+		// resume from their partial files and installs are all-or-nothing,
+		// so running the same command again is safe.
 		fmt.Fprintln(stderr, "cudadeps: interrupted; rerun resumes")
 		return exitInterrupted
 	}

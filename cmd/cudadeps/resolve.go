@@ -166,19 +166,8 @@ func (a *app) newClient(cacheDir string, allowHTTP bool) (*fetch.Client, error) 
 
 func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	ctx := cmd.Context()
-	if f.siteDir != "" && f.python != "" {
-		return usageError("--python and --site-packages exclude each other")
-	}
-	switch f.source {
-	case resolver.SourceAuto, resolver.SourceNVIDIA, resolver.SourcePyPI:
-	default:
-		return usageError("--source %q: want %s, %s or %s", f.source, resolver.SourceAuto, resolver.SourceNVIDIA, resolver.SourcePyPI)
-	}
-	if f.check != "" && f.noVerify {
-		return usageError("--check and --no-verify exclude each other")
-	}
-	if f.checkTime <= 0 {
-		return usageError("--check-timeout must be positive, not %s", f.checkTime)
+	if err := f.checkUsage(); err != nil {
+		return err
 	}
 	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir})
 	if err != nil {
@@ -230,6 +219,30 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	if err := a.printResolve(ctx, out); err != nil {
 		return err
 	}
+	return a.resolveExit(ctx, target, out)
+}
+
+// checkUsage refuses flags that contradict each other or cannot hold.
+func (f resolveFlags) checkUsage() error {
+	if f.siteDir != "" && f.python != "" {
+		return usageError("--python and --site-packages exclude each other")
+	}
+	switch f.source {
+	case resolver.SourceAuto, resolver.SourceNVIDIA, resolver.SourcePyPI:
+	default:
+		return usageError("--source %q: want %s, %s or %s", f.source, resolver.SourceAuto, resolver.SourceNVIDIA, resolver.SourcePyPI)
+	}
+	if f.check != "" && f.noVerify {
+		return usageError("--check and --no-verify exclude each other")
+	}
+	if f.checkTime <= 0 {
+		return usageError("--check-timeout must be positive, not %s", f.checkTime)
+	}
+	return nil
+}
+
+// resolveExit is resolve's exit status for what it did.
+func (a *app) resolveExit(ctx context.Context, target *resolver.Target, out *resolver.Outcome) error {
 	switch {
 	case out.OK && (target.Kind == resolver.KindDir || target.Kind == resolver.KindFile):
 		if has, err := scan.HasObject(ctx, target.Path); err != nil || !has {

@@ -46,6 +46,9 @@ type Spec struct {
 	Symbols []Symbol
 
 	NoSectionHeaders bool
+	// Static writes the dynamic segment's program header as PT_NULL, so the
+	// object reads as statically linked (its dynamic section stays, unused).
+	Static bool
 }
 
 // VersionNeed lists versions required from one file.
@@ -71,6 +74,11 @@ func Str(s string) *string { return &s }
 // Write builds the object and writes it to path, creating directories.
 func Write(path string, spec Spec) error {
 	b, err := Build(spec)
+	return writeBuilt(path, b, err)
+}
+
+// writeBuilt writes what a builder made, creating directories.
+func writeBuilt(path string, b []byte, err error) error {
 	if err != nil {
 		return err
 	}
@@ -558,7 +566,11 @@ func (b *builder) build() ([]byte, error) {
 		ph(elf.PT_INTERP, elf.PF_R, interpOff, uint64(len(s.Interp)+1), 1)
 	}
 	ph(elf.PT_LOAD, elf.PF_R|elf.PF_W, 0, loadEnd, 0x1000)
-	ph(elf.PT_DYNAMIC, elf.PF_R|elf.PF_W, dynOff, dynSize, 8)
+	dynType := elf.PT_DYNAMIC
+	if s.Static {
+		dynType = elf.PT_NULL
+	}
+	ph(dynType, elf.PF_R|elf.PF_W, dynOff, dynSize, 8)
 	ph(elf.PT_GNU_STACK, elf.PF_R|elf.PF_W, 0, 0, 16)
 	copy(out, h.Bytes())
 	return out, nil

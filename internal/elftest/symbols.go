@@ -5,8 +5,6 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 )
 
@@ -62,16 +60,10 @@ type Ref struct {
 	Unrelocated bool
 }
 
-// WriteLinked builds the object and writes it to path.
+// WriteLinked builds the object and writes it to path, creating directories.
 func WriteLinked(path string, spec Linked) error {
 	b, err := BuildLinked(spec)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o755)
+	return writeBuilt(path, b, err)
 }
 
 func gnuHash(name string) uint32 {

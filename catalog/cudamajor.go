@@ -1,24 +1,10 @@
 package catalog
 
 import (
-	"debug/elf"
 	"regexp"
 	"strconv"
 	"strings"
-
-	"github.com/cudadeps/cudadeps/platform"
 )
-
-// PlatformFor is platform.For, for the callers that know the catalog.
-func PlatformFor(machine elf.Machine, tegra bool, cudaMajor int) (string, error) {
-	return platform.For(machine, tegra, cudaMajor)
-}
-
-// HostIsTegra is platform.IsTegra.
-func HostIsTegra(root string) bool { return platform.IsTegra(root) }
-
-// HostPlatform is platform.Host.
-func HostPlatform(cudaMajor int) (string, error) { return platform.Host(cudaMajor) }
 
 // CUDAMajorFromSoname reads the CUDA major from a CUDA runtime soname:
 // libcudart.so.13 → 13, libcudart.so.11.0 → 11. Other sonames give false:

@@ -1,0 +1,70 @@
+// Package regfile reads small files from places that are not trusted to hold sane ones: a regular file only, opened without blocking, of at most a given size.
+package regfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// ErrNotRegular is wrapped by the error for a directory, FIFO, device or
+// socket: a FIFO would block the reader, a device might never end.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ErrTooLarge is wrapped by the error for a file of more bytes than allowed.
+var ErrTooLarge = errors.New("too large")
+
+// Read reads the regular file at path, of at most limit bytes. A missing
+// file's error wraps fs.ErrNotExist.
+func Read(path string, limit int64) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO without a writer must not wait; it is
+	// refused below like any other file that is not regular.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, Kind(st.Mode()))
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s: %w: %d bytes, more than the %d this file may hold", path, ErrTooLarge, st.Size(), limit)
+	}
+	// The file may grow while it is read: read one byte past the bound.
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: %w: grew past the %d bytes this file may hold", path, ErrTooLarge, limit)
+	}
+	return data, nil
+}
+
+// Kind names the type of a file that is not a regular one.
+func Kind(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "a regular file"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "of mode " + m.Type().String()
+}

@@ -1,0 +1,80 @@
+package regfile
+
+import (
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestRead checks every kind of file Read meets: what it reads, and the
+// one-line refusal, naming the file, of what it must not read; none blocks.
+func TestRead(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small")
+	if err := os.WriteFile(small, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sparse := filepath.Join(dir, "sparse")
+	f, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(4 << 30); err != nil {
+		t.Skipf("no sparse files here: %v", err)
+	}
+	f.Close()
+	sock := filepath.Join(dir, "sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+
+	data, err := Read(small, 10)
+	if err != nil || string(data) != "0123456789" {
+		t.Fatalf("Read(small, 10) = %q, %v", data, err)
+	}
+	for _, tc := range []struct {
+		path  string
+		limit int64
+		is    error
+		want  string
+	}{
+		{small, 9, ErrTooLarge, "10 bytes, more than the 9"},
+		{sparse, 1 << 20, ErrTooLarge, "4294967296 bytes"},
+		{fifo, 1 << 20, ErrNotRegular, "not a regular file (a FIFO)"},
+		{dir, 1 << 20, ErrNotRegular, "not a regular file (a directory)"},
+		{"/dev/zero", 1 << 20, ErrNotRegular, "not a regular file (a character device)"},
+		{sock, 1 << 20, nil, sock}, // a socket cannot be opened at all
+		{filepath.Join(dir, "absent"), 1 << 20, fs.ErrNotExist, "absent"},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := Read(tc.path, tc.limit)
+			done <- err
+		}()
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Read(%s) blocks", tc.path)
+		}
+		if err == nil {
+			t.Errorf("Read(%s, %d) accepted", tc.path, tc.limit)
+			continue
+		}
+		msg := err.Error()
+		if tc.is != nil && !errors.Is(err, tc.is) || !strings.Contains(msg, tc.path) || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
+			t.Errorf("Read(%s, %d) = %q, want one line naming it, %q, wrapping %v", tc.path, tc.limit, msg, tc.want, tc.is)
+		}
+	}
+}
