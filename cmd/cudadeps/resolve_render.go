@@ -32,8 +32,28 @@ func renderResolve(w io.Writer, o *resolver.Outcome, command func(...string) str
 		}
 	}
 	renderOptional(w, o.Optional)
+	renderStillShadowed(w, o.Unresolved)
 	fmt.Fprintln(w)
 	renderConclusion(w, o, command)
+}
+
+// renderStillShadowed lists the wrong copies the loader still takes first
+// once the loop is over: what placement could not fix, with the remedy.
+func renderStillShadowed(w io.Writer, list []resolver.Unresolved) {
+	header := false
+	for _, u := range list {
+		if !u.Shadowed {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "\nStill found first (placement cannot win):")
+			header = true
+		}
+		fmt.Fprintf(w, "  %s: %s\n", u.Soname, strings.TrimPrefix(u.Reason, "a wrong copy is found first: "))
+		if u.Advice != "" {
+			fmt.Fprintf(w, "      %s\n", u.Advice)
+		}
+	}
 }
 
 // renderOptional lists what the package works without: each optional

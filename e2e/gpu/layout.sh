@@ -101,16 +101,19 @@ echo "catalog import exit $?"
 COMMON=(--catalog "$WORK/layer.yaml" --mirror "$URL" --allow-http --prefix "$PREFIX" --python "$PYTHON")
 
 log "4. cudadeps resolve"
-"$CUDADEPS" resolve torch "${COMMON[@]}" --dry-run > "$OUT/resolve-$MODE-torch-dry.txt" 2>&1
-echo "torch dry run exit $?"
-head -n 60 "$OUT/resolve-$MODE-torch-dry.txt"
+FIRST=${TARGETS%% *}
+"$CUDADEPS" resolve "$FIRST" "${COMMON[@]}" --dry-run > "$OUT/resolve-$MODE-$FIRST-dry.txt" 2>&1
+echo "$FIRST dry run exit $?"
+head -n 60 "$OUT/resolve-$MODE-$FIRST-dry.txt"
 for t in $TARGETS; do
   "$CUDADEPS" resolve "$t" "${COMMON[@]}" --yes > "$OUT/resolve-$MODE-$t.txt" 2>&1
   echo "resolve $t exit $?"
   grep -vE '^\s+→|^\s+←' "$OUT/resolve-$MODE-$t.txt" | tail -n 25
 done
-"$CUDADEPS" resolve torch "${COMMON[@]}" --yes --json > "$OUT/resolve-$MODE-again.json" 2>/dev/null
-echo "second resolve torch exit $?"
+for t in $TARGETS; do
+  "$CUDADEPS" resolve "$t" "${COMMON[@]}" --yes --json > "$OUT/resolve-$MODE-$t.json" 2>/dev/null
+  echo "second resolve $t exit $? (JSON in resolve-$MODE-$t.json)"
+done
 echo "downloads from the mirror: $(grep -c 'GET /' "$WORK/http.log")"
 [ -e "$PREFIX/env.sh" ] && echo "an activation script was written (not sourced below): $(cat "$PREFIX/env.sh")"
 for d in $HIDE; do echo "$d: $(ls "$SITE/$d" 2>/dev/null | wc -l) entries, e.g. $(ls -l "$SITE/$d" 2>/dev/null | sed -n 2p | awk '{print $9, $10, $11}')"; done

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/resolver"
+)
+
+// TestRenderStillShadowed: a wrong copy that placement could not beat ends
+// the loop with OK false; the text report names it and its remedy, so that
+// "Not done" never stands without a reason.
+func TestRenderStillShadowed(t *testing.T) {
+	o := &resolver.Outcome{
+		Target:  &resolver.Target{Kind: resolver.KindDir, Name: "app", Path: "/srv/app"},
+		Rounds:  []*resolver.Round{{N: 1}},
+		Stopped: "nothing missing",
+		Unresolved: []resolver.Unresolved{
+			{Soname: "libcusparse.so.12", Reason: "a wrong copy is found first: the loader takes /opt/cuda/lib/libcusparse.so.12 (12.5.0) via ld_library_path",
+				Advice: "put the owned copy's directory first on LD_LIBRARY_PATH", Shadowed: true},
+			{Soname: "libfoo.so.1", Reason: "no archive provides it"},
+		},
+	}
+	var b bytes.Buffer
+	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") })
+	out := b.String()
+	for _, want := range []string{"Still found first", "libcusparse.so.12: the loader takes /opt/cuda/lib/libcusparse.so.12 (12.5.0)", "put the owned copy's directory first", "Not done (nothing missing)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "libfoo.so.1: no archive") {
+		t.Errorf("a plain unresolved library is listed among the wrong copies:\n%s", out)
+	}
+}
