@@ -267,6 +267,13 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 			// business; a foreign wheel's modules simply do not load.
 			_, _ = p.Dlopen(ctx, r)
 		}
+		if rt != nil {
+			// What the framework loads by path before it imports the
+			// module (CuPy's pathfinder) meets the module's own needs.
+			for _, lib := range rt.Preloads(root) {
+				_, _ = p.Dlopen(ctx, lib)
+			}
+		}
 		o, err := p.Dlopen(ctx, root)
 		if err != nil {
 			errs = append(errs, scan.FileError{Path: root, Error: err.Error()})

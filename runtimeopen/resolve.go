@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -212,6 +213,42 @@ func (r *Resolver) dir(opener *ldso.Object, d, sp string) (dir, how string) {
 		return "", ""
 	}
 	return path.Join(sp, d), HowSitePackages
+}
+
+// Preloads are the libraries that frameworks load by path from
+// site-packages before they import the module at file (CuPy through CUDA
+// Python's pathfinder), in the order they load them: the ones present.
+// Load them into the process before the module.
+func (r *Resolver) Preloads(file string) []string {
+	entries, sps := r.table.ForPath(file)
+	var out []string
+	for i, e := range entries {
+		if !e.Preload || (e.When != "" && !r.exists(path.Join(sps[i], e.When))) {
+			continue
+		}
+		for _, item := range e.Opens {
+			if found := r.preload(file, item, e, sps[i]); found != "" && !slices.Contains(out, found) {
+				out = append(out, found)
+			}
+		}
+	}
+	return out
+}
+
+// preload finds one item of a preload entry in its directories.
+func (r *Resolver) preload(file, item string, e Entry, sp string) string {
+	for _, name := range Alternatives(item) {
+		for _, d := range e.Dirs {
+			dir := path.Join(sp, d)
+			if rest, ok := strings.CutPrefix(d, "$ORIGIN"); ok {
+				dir = path.Clean(path.Dir(file) + "/" + rest)
+			}
+			if found := r.match(dir, name); found != "" {
+				return found
+			}
+		}
+	}
+	return ""
 }
 
 // match finds name (or the first file matching the pattern name) in dir.

@@ -35,8 +35,12 @@ type Entry struct {
 	// Optional opens are survived when they fail.
 	Optional bool `yaml:"optional"`
 	// Driver libraries belong to the GPU driver: reported, never fetched.
-	Driver bool   `yaml:"driver"`
-	Source string `yaml:"source"`
+	Driver bool `yaml:"driver"`
+	// Preload (opener_path entries): the framework loads these by path,
+	// in order, before it imports the module at opener_path, so the
+	// module's own needs of them are met by those copies.
+	Preload bool   `yaml:"preload"`
+	Source  string `yaml:"source"`
 }
 
 // Table is the curated list of run-time opens.
