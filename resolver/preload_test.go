@@ -20,7 +20,7 @@ func TestPathfinderPreloadsBeforeTheModule(t *testing.T) {
 		python, site := venvSite(t)
 		ext := "cpython-312-x86_64-linux-gnu.so"
 		writeDist(t, site, "cupy-cuda13x", "14.0.0", nil, map[string][]byte{
-			"cupy/__init__.py": nil,
+			"cupy/__init__.py":                      nil,
 			"cupy_backends/cuda/libs/cublas." + ext: elfBytes(t, elftest.Spec{Needed: []string{"libcublas.so.13", "libc.so.6"}}),
 		}, map[string]fs.FileMode{"cupy_backends/cuda/libs/cublas." + ext: 0o755})
 		lib := map[string][]byte{}
