@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cudadeps/cudadeps/bind"
@@ -251,6 +252,19 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 			}
 		}
 	}
+	// What the package loads by path when it is imported, before its
+	// extension modules (CuPy through CUDA Python's pathfinder), meets
+	// those modules' own needs.
+	var preloads []string
+	if rt != nil {
+		for _, root := range roots {
+			for _, lib := range rt.Preloads(root) {
+				if !slices.Contains(preloads, lib) {
+					preloads = append(preloads, lib)
+				}
+			}
+		}
+	}
 	var out []*scan.Root
 	var errs []scan.FileError
 	binder := bind.New()
@@ -267,12 +281,8 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 			// business; a foreign wheel's modules simply do not load.
 			_, _ = p.Dlopen(ctx, r)
 		}
-		if rt != nil {
-			// What the framework loads by path before it imports the
-			// module (CuPy's pathfinder) meets the module's own needs.
-			for _, lib := range rt.Preloads(root) {
-				_, _ = p.Dlopen(ctx, lib)
-			}
+		for _, lib := range preloads {
+			_, _ = p.Dlopen(ctx, lib)
 		}
 		o, err := p.Dlopen(ctx, root)
 		if err != nil {
