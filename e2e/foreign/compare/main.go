@@ -37,6 +37,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cudadeps/cudadeps/internal/elftest"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
@@ -146,12 +147,13 @@ func (t *tree) list(ctx context.Context, file string, env []string) (*lddtest.Ou
 // machine under dir (a path inside the tree), as paths inside the tree,
 // without following links to directories except dir itself.
 func (t *tree) objects(dir string) ([]string, error) {
-	start := t.root + dir
-	if real, err := filepath.EvalSymlinks(start); err == nil {
-		start = real
+	real, err := t.resolve(dir)
+	if err != nil {
+		return nil, err
 	}
+	start := t.root + real
 	var out []string
-	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -191,7 +193,7 @@ type variant struct {
 	apply func(t *tree) (setup, func() error, error)
 }
 
-var variantNames = []string{"plain", "ld_library_path", "preload", "symlinked_dirs", "hwcaps"}
+var variantNames = []string{"plain", "ld_library_path", "preload", "symlinked_dirs", "hwcaps", "stoppers"}
 
 func variantByName(name string) (variant, bool) {
 	switch name {
@@ -205,6 +207,8 @@ func variantByName(name string) (variant, bool) {
 		return variant{name, symlinkedDirs}, true
 	case "hwcaps":
 		return variant{name, hwcaps}, true
+	case "stoppers":
+		return variant{name, stoppers}, true
 	}
 	return variant{}, false
 }
@@ -285,13 +289,9 @@ func (u *undoer) writeFile(p, data string) error {
 }
 
 // resolve follows links in p (a path inside the tree) as the kernel would
-// after chroot(2), returning the path inside the tree.
+// after chroot(2), one component at a time (".." after a link is taken
+// from the link's target), returning the path inside the tree.
 func (t *tree) resolve(p string) (string, error) {
-	out, err := exec.Command("chroot", t.root, "/usr/bin/readlink", "-e", p).Output()
-	if err == nil {
-		return strings.TrimSpace(string(out)), nil
-	}
-	// No readlink in the tree: resolve by hand, one component at a time.
 	cur := "/"
 	parts := strings.Split(strings.Trim(p, "/"), "/")
 	for hops := 0; len(parts) > 0; {
@@ -384,6 +384,7 @@ func symlinkedDirs(t *tree) (setup, func() error, error) {
 		{"../../usr/lib/firefox-esr", "/opt/links/firefox"},
 		{lib + "/nvidia/current", "/opt/links/nvidia"},
 		{"/opt/links/nvidia", "/opt/links/nvidia-again"},
+		{"/usr/lib/python3/dist-packages/torch/bin", "/opt/links/torch-bin"},
 	}
 	var roots []string
 	for _, l := range links {
@@ -399,12 +400,32 @@ func symlinkedDirs(t *tree) (setup, func() error, error) {
 		}
 		roots = append(roots, objs...)
 	}
-	llp := "/opt/links/nvidia-again"
+	// torch's test programs have RUNPATH ":$ORIGIN/../lib": through
+	// /opt/links/torch-bin the kernel takes ".." from torch/bin, so
+	// torch/lib is searched, not /opt/links/lib. Both hold a libstdc++,
+	// a copy of the real one and one that needs libTextSide.so.1, so
+	// the closure shows which was taken.
+	if err := u.copyFile(lib+"/libstdc++.so.6", "/usr/lib/python3/dist-packages/torch/lib/libstdc++.so.6"); err != nil {
+		return setup{}, u.undo, err
+	}
+	decoy, err := elftest.Build(elftest.Spec{Machine: t.machine, Soname: "libstdc++.so.6", Needed: []string{"libTextSide.so.1", "libc.so.6"}})
+	if err != nil {
+		return setup{}, u.undo, err
+	}
+	if err := u.mkdirAll("/opt/links/lib"); err != nil {
+		return setup{}, u.undo, err
+	}
+	if err := u.writeFile("/opt/links/lib/libstdc++.so.6", string(decoy)); err != nil {
+		return setup{}, u.undo, err
+	}
+	// ".." after a link in LD_LIBRARY_PATH too: textually the first entry
+	// would be /opt/links/current, which does not exist.
+	llp := "/opt/links/nvidia/../current:/opt/links/nvidia-again"
 	return setup{
 		env:      []string{"LD_LIBRARY_PATH=" + llp},
 		args:     []string{"--ld-library-path", llp},
 		roots:    roots,
-		describe: "objects under /opt/links/{lo-program,lo,torch,firefox,nvidia}, links to their directories; LD_LIBRARY_PATH=" + llp + " (a link to a link)",
+		describe: "objects under /opt/links/{lo-program,lo,torch,firefox,nvidia,torch-bin}, links to their directories (torch-bin's RUNPATH $ORIGIN/../lib through the link: a copy of libstdc++ in torch/lib, one needing libTextSide.so.1 in /opt/links/lib); LD_LIBRARY_PATH=" + llp + " ('..' after a link, a link to a link)",
 	}, u.undo, nil
 }
 
@@ -433,15 +454,55 @@ func hwcaps(t *tree) (setup, func() error, error) {
 	if err := u.copyFile(lib+"/libgcc_s.so.1", "/opt/hw/libgcc_s.so.1"); err != nil {
 		return setup{}, u.undo, err
 	}
+	// $PLATFORM: a directory for each name the loader might choose.
+	platforms := []string{"x86_64", "haswell", "xeon_phi", "i686", "aarch64"}
+	for _, p := range platforms {
+		if err := u.copyFile(lib+"/libz.so.1", "/opt/plat/"+p+"/libz.so.1"); err != nil {
+			return setup{}, u.undo, err
+		}
+	}
 	if err := t.ldconfig(); err != nil {
 		return setup{}, u.undo, err
 	}
 	roots, err := allObjects(t)
+	llp := "/opt/hw:/opt/plat/$PLATFORM"
 	return setup{
-		env:      []string{"LD_LIBRARY_PATH=/opt/hw"},
-		args:     []string{"--ld-library-path", "/opt/hw"},
+		env:      []string{"LD_LIBRARY_PATH=" + llp},
+		args:     []string{"--ld-library-path", llp},
 		roots:    roots,
-		describe: "libz, libstdc++ in " + lib + "/glibc-hwcaps/{" + strings.Join(subdirs, ",") + "} (cache rebuilt), libgcc_s in /opt/hw and its glibc-hwcaps subdirectories, LD_LIBRARY_PATH=/opt/hw",
+		describe: "libz, libstdc++ in " + lib + "/glibc-hwcaps/{" + strings.Join(subdirs, ",") + "} (cache rebuilt), libgcc_s in /opt/hw and its glibc-hwcaps subdirectories, libz in /opt/plat/{" + strings.Join(platforms, ",") + "}, LD_LIBRARY_PATH=" + llp,
+	}, u.undo, err
+}
+
+// stoppers puts files the loader skips or stops on first on
+// LD_LIBRARY_PATH: a library of the other machine (skipped), a directory
+// (skipped) and an empty file (the loader stops: "file too short").
+func stoppers(t *tree) (setup, func() error, error) {
+	u := &undoer{t: t}
+	other := elf.EM_AARCH64
+	if t.machine == elf.EM_AARCH64 {
+		other = elf.EM_X86_64
+	}
+	if err := u.mkdirAll("/opt/stop/libz.so.1"); err != nil {
+		return setup{}, u.undo, err
+	}
+	data, err := elftest.Build(elftest.Spec{Machine: other, Soname: "libgcc_s.so.1"})
+	if err != nil {
+		return setup{}, u.undo, err
+	}
+	if err := u.writeFile("/opt/stop/libgcc_s.so.1", string(data)); err != nil {
+		return setup{}, u.undo, err
+	}
+	if err := u.writeFile("/opt/stop/libzstd.so.1", ""); err != nil {
+		return setup{}, u.undo, err
+	}
+	roots, err := allObjects(t)
+	llp := "/opt/stop"
+	return setup{
+		env:      []string{"LD_LIBRARY_PATH=" + llp},
+		args:     []string{"--ld-library-path", llp},
+		roots:    roots,
+		describe: "LD_LIBRARY_PATH=/opt/stop: libgcc_s.so.1 of another machine, libz.so.1 a directory, libzstd.so.1 empty",
 	}, u.undo, err
 }
 
@@ -483,8 +544,9 @@ type scanJSON struct {
 			NeededBy []string `json:"needed_by"`
 		} `json:"closure"`
 		Missing []struct {
-			Soname string `json:"soname"`
-			Fatal  bool   `json:"fatal"`
+			Soname  string `json:"soname"`
+			Fatal   bool   `json:"fatal"`
+			Problem string `json:"problem"`
 		} `json:"missing"`
 	} `json:"roots"`
 	Errors []struct {
@@ -564,14 +626,23 @@ func (t *tree) run(ctx context.Context, v variant, bin string, jobs int) (*resul
 			}
 			continue
 		}
-		want := loaderEdges(t, a.out)
 		got, ok := ours[file]
 		if !ok {
 			r.diffs = append(r.diffs, file+": cudadeps has no root for it")
+			continue
 		}
 		if a.out.Fatal != "" {
+			// The loader prints no list when it stops: the object
+			// agrees when cudadeps predicts the stop with its message.
 			r.stopped++
+			if got.fatal != "" && strings.Contains(a.out.Fatal, got.fatal) {
+				r.agreeObjects++
+			} else {
+				r.diffs = append(r.diffs, fmt.Sprintf("%s: ld.so stopped (%s); cudadeps predicts %q", file, a.out.Fatal, got.fatal))
+			}
+			continue
 		}
+		want := loaderEdges(t, a.out)
 		same := ok
 		names := map[string]bool{}
 		for n := range want {
@@ -597,9 +668,9 @@ func (t *tree) run(ctx context.Context, v variant, bin string, jobs int) (*resul
 			same = false
 			r.diffs = append(r.diffs, fmt.Sprintf("%s: %s: ld.so %s, cudadeps %s", file, n, show(w, inW), show(g, inG)))
 		}
-		if a.out.Fatal != "" && !got.fatal {
+		if got.fatal != "" {
 			same = false
-			r.diffs = append(r.diffs, fmt.Sprintf("%s: ld.so stopped (%s); cudadeps predicts no stop", file, a.out.Fatal))
+			r.diffs = append(r.diffs, fmt.Sprintf("%s: cudadeps predicts a stop (%s); ld.so went on", file, got.fatal))
 		}
 		if same {
 			r.agreeObjects++
@@ -652,7 +723,7 @@ type ourEdge struct {
 // ourRoot is cudadeps's answer for one object.
 type ourRoot struct {
 	edges map[string]ourEdge
-	fatal bool
+	fatal string // the loader's message when it stops
 }
 
 // scan runs cudadeps on the variant's roots (as paths on this machine)
@@ -704,7 +775,11 @@ func (t *tree) scan(ctx context.Context, bin string, s setup) (map[string]ourRoo
 			o.edges[name] = ourEdge{p, c.Via, c.NeededBy}
 		}
 		for _, mi := range r.Missing {
-			o.fatal = o.fatal || mi.Fatal
+			if mi.Fatal && o.fatal == "" {
+				// The loader's message, sometimes followed by the
+				// file it opened, in parentheses.
+				o.fatal, _, _ = strings.Cut(mi.Problem, " (")
+			}
 		}
 		m[strings.TrimPrefix(r.Path, strings.TrimSuffix(t.root, "/"))] = o
 		m[r.Path] = o
