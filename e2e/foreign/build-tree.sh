@@ -11,6 +11,8 @@
 #   PINS  a pin list (pins-trixie-amd64.txt)
 #   TREE  the tree to build (removed first when it exists)
 #   DEBS  where the .deb files are kept between runs (default TREE.debs)
+# The older libstdc++ of pins-old-libstdc++.txt is unpacked beside the tree,
+# in TREE.old, for compare's old_libstdc++ variant.
 # Environment: MIRROR (default http://deb.debian.org/debian); when a file is
 # gone from it, the snapshot.debian.org archive at the pin list's
 # "resolved" timestamp is tried.
@@ -19,7 +21,7 @@ pins=${1:?usage: build-tree.sh PINS TREE [DEBS]}
 tree=${2:?usage: build-tree.sh PINS TREE [DEBS]}
 debs=${3:-$tree.debs}
 mirror=${MIRROR:-http://deb.debian.org/debian}
-stamp=$(sed -n 's/^# resolved \([0-9TZ]*\).*/\1/p' "$pins")
+old=$(dirname "$0")/pins-old-libstdc++.txt
 arch=$(sed -n '1s/^# [a-z]* \([a-z0-9]*\):.*/\1/p' "$pins")
 case $arch in
   amd64) triplet=x86_64-linux-gnu ;;
@@ -28,35 +30,51 @@ case $arch in
 esac
 mkdir -p "$debs"
 
-echo "== downloading into $debs"
-fetched=0 kept=0
-while read -r pkg ver parch sum size pool; do
-  case $pkg in '#'*|'') continue ;; esac
-  out=$debs/$(basename "$pool")
-  if [ -f "$out" ] && echo "$sum  $out" | sha256sum -c --status; then kept=$((kept + 1)); continue; fi
-  ok=
-  for url in "$mirror/$pool" "https://snapshot.debian.org/archive/debian/$stamp/$pool"; do
-    if curl -fsSL --retry 2 -o "$out.part" "$url" && echo "$sum  $out.part" | sha256sum -c --status; then
-      mv "$out.part" "$out"; ok=1; break
+# fetch PINS: downloads the .debs of a pin list for this architecture (and
+# "all") into $debs, each checked against its sha256.
+fetch() {
+  local list=$1 stamp fetched=0 kept=0
+  stamp=$(sed -n 's/^# resolved \([0-9TZ]*\).*/\1/p' "$list")
+  while read -r pkg ver parch sum size pool; do
+    case $pkg in '#'*|'') continue ;; esac
+    case $parch in "$arch"|all) ;; *) continue ;; esac
+    out=$debs/$(basename "$pool")
+    if [ -f "$out" ] && echo "$sum  $out" | sha256sum -c --status; then kept=$((kept + 1)); continue; fi
+    ok=
+    for url in "$mirror/$pool" "https://snapshot.debian.org/archive/debian/$stamp/$pool"; do
+      if curl -fsSL --retry 2 -o "$out.part" "$url" && echo "$sum  $out.part" | sha256sum -c --status; then
+        mv "$out.part" "$out"; ok=1; break
+      fi
+    done
+    if [ -z "$ok" ]; then
+      rm -f "$out.part"
+      echo "build-tree.sh: $pkg $ver ($parch): no copy with sha256 $sum at $mirror or snapshot.debian.org" >&2
+      exit 1
     fi
-  done
-  if [ -z "$ok" ]; then
-    rm -f "$out.part"
-    echo "build-tree.sh: $pkg $ver ($parch): no copy with sha256 $sum at $mirror or snapshot.debian.org" >&2
-    exit 1
-  fi
-  fetched=$((fetched + 1))
-done < "$pins"
-echo "fetched $fetched, kept $kept"
+    fetched=$((fetched + 1))
+  done < "$list"
+  echo "$list: fetched $fetched, kept $kept"
+}
+
+# debs_of PINS: the .deb files of a pin list for this architecture.
+debs_of() {
+  while read -r pkg ver parch sum size pool; do
+    case $pkg in '#'*|'') continue ;; esac
+    case $parch in "$arch"|all) echo "$debs/$(basename "$pool")" ;; esac
+  done < "$1"
+}
+
+echo "== downloading into $debs"
+fetch "$pins"
+fetch "$old"
 
 echo "== unpacking into $tree"
 rm -rf "$tree"
 for d in usr/lib usr/lib64 usr/bin usr/sbin etc/ld.so.conf.d etc/alternatives; do mkdir -p "$tree/$d"; done
 for l in lib lib64 bin sbin; do ln -s "usr/$l" "$tree/$l"; done
-while read -r pkg ver parch sum size pool; do
-  case $pkg in '#'*|'') continue ;; esac
-  dpkg-deb -x "$debs/$(basename "$pool")" "$tree"
-done < "$pins"
+for deb in $(debs_of "$pins"); do dpkg-deb -x "$deb" "$tree"; done
+rm -rf "$tree.old"
+for deb in $(debs_of "$old"); do dpkg-deb -x "$deb" "$tree.old"; done
 for l in lib lib64 bin sbin; do
   [ -L "$tree/$l" ] || { echo "build-tree.sh: a package replaced the /$l link with a directory" >&2; exit 1; }
 done

@@ -193,7 +193,7 @@ type variant struct {
 	apply func(t *tree) (setup, func() error, error)
 }
 
-var variantNames = []string{"plain", "ld_library_path", "preload", "symlinked_dirs", "hwcaps", "stoppers"}
+var variantNames = []string{"plain", "ld_library_path", "preload", "symlinked_dirs", "hwcaps", "stoppers", "old_libstdc++"}
 
 func variantByName(name string) (variant, bool) {
 	switch name {
@@ -209,6 +209,8 @@ func variantByName(name string) (variant, bool) {
 		return variant{name, hwcaps}, true
 	case "stoppers":
 		return variant{name, stoppers}, true
+	case "old_libstdc++":
+		return variant{name, oldLibstdcxx}, true
 	}
 	return variant{}, false
 }
@@ -506,14 +508,45 @@ func stoppers(t *tree) (setup, func() error, error) {
 	}, u.undo, err
 }
 
+// oldLibstdcxx puts an older libstdc++ (GCC 12, unpacked by build-tree.sh
+// beside the tree in TREE.old) first on LD_LIBRARY_PATH: the objects built
+// with GCC 14 need symbol versions it lacks.
+func oldLibstdcxx(t *tree) (setup, func() error, error) {
+	u := &undoer{t: t}
+	src := t.root + ".old/usr/lib/" + t.triplet + "/libstdc++.so.6"
+	real, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return setup{}, u.undo, fmt.Errorf("no older libstdc++ beside the tree (build-tree.sh unpacks it): %w", err)
+	}
+	data, err := os.ReadFile(real)
+	if err != nil {
+		return setup{}, u.undo, err
+	}
+	if err := u.mkdirAll("/opt/old"); err != nil {
+		return setup{}, u.undo, err
+	}
+	if err := u.writeFile("/opt/old/libstdc++.so.6", string(data)); err != nil {
+		return setup{}, u.undo, err
+	}
+	roots, err := allObjects(t)
+	return setup{
+		env:      []string{"LD_LIBRARY_PATH=/opt/old"},
+		args:     []string{"--ld-library-path", "/opt/old"},
+		roots:    roots,
+		describe: "LD_LIBRARY_PATH=/opt/old, with the libstdc++.so.6 of GCC 12 (" + filepath.Base(real) + ")",
+	}, u.undo, err
+}
+
 // result is one variant's figures.
 type result struct {
 	objects, agreeObjects int
 	static, stopped       int // objects the loader refused, or stopped on
 	edges, agree          int
 	loaderOnly, ourOnly   int
-	diffs                 []string
-	desc                  string
+	// Version errors: "provider: version V not found (required by X)".
+	versionErrors, versionAgree int
+	diffs                       []string
+	desc                        string
 }
 
 func (r *result) print(w io.Writer, t *tree, v variant, show int) {
@@ -523,6 +556,7 @@ func (r *result) print(w io.Writer, t *tree, v variant, show int) {
 	}
 	fmt.Fprintf(w, "%s %s: %d objects (%d agree entirely; %d without DT_NEEDED or not dynamic, %d stopped by the loader), %d edges, %d agree (%.2f %%); %d only in ld.so, %d only in cudadeps\n",
 		filepath.Base(t.root), v.name, r.objects, r.agreeObjects, r.static, r.stopped, r.edges, r.agree, pct, r.loaderOnly, r.ourOnly)
+	fmt.Fprintf(w, "  version errors: %d, %d agree\n", r.versionErrors, r.versionAgree)
 	fmt.Fprintf(w, "  setup: %s\n", r.desc)
 	for i, d := range r.diffs {
 		if i == show {
@@ -543,6 +577,12 @@ type scanJSON struct {
 			Via      string   `json:"via"`
 			NeededBy []string `json:"needed_by"`
 		} `json:"closure"`
+		VersionErrors []struct {
+			Object   string `json:"object"`
+			Provider string `json:"provider"`
+			Version  string `json:"version"`
+			Weak     bool   `json:"weak"`
+		} `json:"version_errors"`
 		Missing []struct {
 			Soname  string `json:"soname"`
 			Fatal   bool   `json:"fatal"`
@@ -668,6 +708,28 @@ func (t *tree) run(ctx context.Context, v variant, bin string, jobs int) (*resul
 			same = false
 			r.diffs = append(r.diffs, fmt.Sprintf("%s: %s: ld.so %s, cudadeps %s", file, n, show(w, inW), show(g, inG)))
 		}
+		wantV, allV := map[string]bool{}, map[string]bool{}
+		for _, v := range a.out.VersionErrors {
+			k := versionKey(v.Provider, v.Version, v.RequiredBy, v.Weak)
+			wantV[k], allV[k] = true, true
+		}
+		for k := range got.versionErrors {
+			allV[k] = true
+		}
+		for _, k := range sortedKeys(allV) {
+			r.versionErrors++
+			inW, inG := wantV[k], got.versionErrors[k]
+			if inW && inG {
+				r.versionAgree++
+				continue
+			}
+			same = false
+			side := "ld.so"
+			if inG {
+				side = "cudadeps"
+			}
+			r.diffs = append(r.diffs, fmt.Sprintf("%s: version error only in %s: %s", file, side, k))
+		}
 		if got.fatal != "" {
 			same = false
 			r.diffs = append(r.diffs, fmt.Sprintf("%s: cudadeps predicts a stop (%s); ld.so went on", file, got.fatal))
@@ -720,10 +782,19 @@ type ourEdge struct {
 	neededBy  []string
 }
 
+func versionKey(provider, version, requiredBy string, weak bool) string {
+	w := ""
+	if weak {
+		w = "weak "
+	}
+	return fmt.Sprintf("%s: %sversion %s not found (required by %s)", provider, w, version, requiredBy)
+}
+
 // ourRoot is cudadeps's answer for one object.
 type ourRoot struct {
-	edges map[string]ourEdge
-	fatal string // the loader's message when it stops
+	versionErrors map[string]bool
+	edges         map[string]ourEdge
+	fatal         string // the loader's message when it stops
 }
 
 // scan runs cudadeps on the variant's roots (as paths on this machine)
@@ -759,7 +830,10 @@ func (t *tree) scan(ctx context.Context, bin string, s setup) (map[string]ourRoo
 	}
 	m := map[string]ourRoot{}
 	for _, r := range rep.Roots {
-		o := ourRoot{edges: map[string]ourEdge{}}
+		o := ourRoot{edges: map[string]ourEdge{}, versionErrors: map[string]bool{}}
+		for _, v := range r.VersionErrors {
+			o.versionErrors[versionKey(v.Provider, v.Version, v.Object, v.Weak)] = true
+		}
 		for _, c := range r.Closure {
 			name := c.Soname
 			if c.Via == "interpreter" {
