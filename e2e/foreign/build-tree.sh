@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build a foreign tree from a pin list (pin.py's output): download every
-# .deb it names, check each against its pinned sha256, unpack them with
-# dpkg-deb -x into a merged-/usr sysroot, make the library alternatives
+# .deb it names, check each against its pinned sha256, unpack them (as
+# dpkg-deb -x does) into a merged-/usr sysroot, make the library alternatives
 # Debian's maintainer scripts would make, and build the tree's own
 # ld.so.cache with the tree's own ldconfig run inside it with chroot (the
 # arm64 one under qemu-aarch64-static). Needs root (chroot), dpkg-deb, curl,
@@ -72,7 +72,11 @@ echo "== unpacking into $tree"
 rm -rf "$tree"
 for d in usr/lib usr/lib64 usr/bin usr/sbin etc/ld.so.conf.d etc/alternatives; do mkdir -p "$tree/$d"; done
 for l in lib lib64 bin sbin; do ln -s "usr/$l" "$tree/$l"; done
-for deb in $(debs_of "$pins"); do dpkg-deb -x "$deb" "$tree"; done
+# As dpkg-deb -x, but keeping the merged-/usr links: packages that still
+# ship /lib/... (bookworm) unpack through them, as dpkg installs them.
+for deb in $(debs_of "$pins"); do
+  dpkg-deb --fsys-tarfile "$deb" | tar -x --keep-directory-symlink -C "$tree"
+done
 rm -rf "$tree.old"
 for deb in $(debs_of "$old"); do dpkg-deb -x "$deb" "$tree.old"; done
 for l in lib lib64 bin sbin; do

@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -286,6 +287,9 @@ func (u *undoer) writeFile(p, data string) error {
 	if exists(u.t.root + p) {
 		return fmt.Errorf("%s already exists in the tree", p)
 	}
+	if err := u.mkdirAll(filepath.Dir(p)); err != nil {
+		return err
+	}
 	u.add(u.t.root + p)
 	return os.WriteFile(u.t.root+p, []byte(data), 0o644)
 }
@@ -379,20 +383,31 @@ func preload(t *tree) (setup, func() error, error) {
 func symlinkedDirs(t *tree) (setup, func() error, error) {
 	u := &undoer{t: t}
 	lib := "/usr/lib/" + t.triplet
+	torch := "/usr/lib/python3/dist-packages/torch"
 	links := [][2]string{
 		{"../../usr/lib/libreoffice/program", "/opt/links/lo-program"},
 		{"/usr/lib/libreoffice", "/opt/links/lo"},
-		{"/usr/lib/python3/dist-packages/torch", "/opt/links/torch"},
+		{torch, "/opt/links/torch"},
 		{"../../usr/lib/firefox-esr", "/opt/links/firefox"},
 		{lib + "/nvidia/current", "/opt/links/nvidia"},
 		{"/opt/links/nvidia", "/opt/links/nvidia-again"},
-		{"/usr/lib/python3/dist-packages/torch/bin", "/opt/links/torch-bin"},
+		{torch + "/bin", "/opt/links/torch-bin"},
 	}
-	var roots []string
+	var roots, made []string
 	for _, l := range links {
+		// Only links to what this tree has (bookworm has no NVIDIA
+		// driver library, no torch/bin).
+		target := l[0]
+		if !path.IsAbs(target) {
+			target = path.Join(path.Dir(l[1]), target)
+		}
+		if _, err := t.resolve(target); err != nil {
+			continue
+		}
 		if err := u.symlink(l[0], l[1]); err != nil {
 			return setup{}, u.undo, err
 		}
+		made = append(made, path.Base(l[1])+" -> "+l[0])
 		if l[1] == "/opt/links/nvidia-again" {
 			continue
 		}
@@ -402,23 +417,24 @@ func symlinkedDirs(t *tree) (setup, func() error, error) {
 		}
 		roots = append(roots, objs...)
 	}
-	// torch's test programs have RUNPATH ":$ORIGIN/../lib": through
-	// /opt/links/torch-bin the kernel takes ".." from torch/bin, so
-	// torch/lib is searched, not /opt/links/lib. Both hold a libstdc++,
-	// a copy of the real one and one that needs libTextSide.so.1, so
-	// the closure shows which was taken.
-	if err := u.copyFile(lib+"/libstdc++.so.6", "/usr/lib/python3/dist-packages/torch/lib/libstdc++.so.6"); err != nil {
-		return setup{}, u.undo, err
-	}
-	decoy, err := elftest.Build(elftest.Spec{Machine: t.machine, Soname: "libstdc++.so.6", Needed: []string{"libTextSide.so.1", "libc.so.6"}})
-	if err != nil {
-		return setup{}, u.undo, err
-	}
-	if err := u.mkdirAll("/opt/links/lib"); err != nil {
-		return setup{}, u.undo, err
-	}
-	if err := u.writeFile("/opt/links/lib/libstdc++.so.6", string(decoy)); err != nil {
-		return setup{}, u.undo, err
+	desc := "objects under /opt/links, links to directories (" + strings.Join(made, ", ") + ")"
+	if _, err := t.resolve(torch + "/bin"); err == nil {
+		// torch's test programs have RUNPATH ":$ORIGIN/../lib": through
+		// /opt/links/torch-bin the kernel takes ".." from torch/bin, so
+		// torch/lib is searched, not /opt/links/lib. Both hold a
+		// libstdc++, a copy of the real one and one that needs
+		// libTextSide.so.1, so the closure shows which was taken.
+		if err := u.copyFile(lib+"/libstdc++.so.6", torch+"/lib/libstdc++.so.6"); err != nil {
+			return setup{}, u.undo, err
+		}
+		decoy, err := elftest.Build(elftest.Spec{Machine: t.machine, Soname: "libstdc++.so.6", Needed: []string{"libTextSide.so.1", "libc.so.6"}})
+		if err != nil {
+			return setup{}, u.undo, err
+		}
+		if err := u.writeFile("/opt/links/lib/libstdc++.so.6", string(decoy)); err != nil {
+			return setup{}, u.undo, err
+		}
+		desc += "; torch-bin's RUNPATH $ORIGIN/../lib through the link: a copy of libstdc++ in torch/lib, one needing libTextSide.so.1 in /opt/links/lib"
 	}
 	// ".." after a link in LD_LIBRARY_PATH too: textually the first entry
 	// would be /opt/links/current, which does not exist.
@@ -427,7 +443,7 @@ func symlinkedDirs(t *tree) (setup, func() error, error) {
 		env:      []string{"LD_LIBRARY_PATH=" + llp},
 		args:     []string{"--ld-library-path", llp},
 		roots:    roots,
-		describe: "objects under /opt/links/{lo-program,lo,torch,firefox,nvidia,torch-bin}, links to their directories (torch-bin's RUNPATH $ORIGIN/../lib through the link: a copy of libstdc++ in torch/lib, one needing libTextSide.so.1 in /opt/links/lib); LD_LIBRARY_PATH=" + llp + " ('..' after a link, a link to a link)",
+		describe: desc + "; LD_LIBRARY_PATH=" + llp + " ('..' after a link, a link to a link)",
 	}, u.undo, nil
 }
 
