@@ -29,10 +29,12 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -492,6 +494,25 @@ func hwcaps(t *tree) (setup, func() error, error) {
 	}, u.undo, err
 }
 
+// countShape tallies an agreeing edge by the rule its path shows.
+func (r *result) countShape(p string) {
+	if r.shapes == nil {
+		r.shapes = map[string]int{}
+	}
+	switch {
+	case p == "":
+		r.shapes["not found"]++
+	case strings.Contains(p, "/glibc-hwcaps/"):
+		r.shapes["glibc-hwcaps"]++
+	case strings.Contains(p, "/opt/plat/"):
+		r.shapes["$PLATFORM"]++
+	case strings.Contains(p, "/../"):
+		r.shapes["'..'"]++
+	case strings.HasPrefix(p, "/opt/"):
+		r.shapes["/opt (the variant's files)"]++
+	}
+}
+
 // stoppers puts files the loader skips or stops on first on
 // LD_LIBRARY_PATH: a library of the other machine (skipped), a directory
 // (skipped) and an empty file (the loader stops: "file too short").
@@ -561,8 +582,12 @@ type result struct {
 	loaderOnly, ourOnly   int
 	// Version errors: "provider: version V not found (required by X)".
 	versionErrors, versionAgree int
-	diffs                       []string
-	desc                        string
+	// Preloads ignored with a warning: "object 'X' from SOURCE".
+	preloadWarnings, preloadAgree int
+	// shapes counts agreeing edges by what they went through.
+	shapes map[string]int
+	diffs  []string
+	desc   string
 }
 
 func (r *result) print(w io.Writer, t *tree, v variant, show int) {
@@ -572,7 +597,12 @@ func (r *result) print(w io.Writer, t *tree, v variant, show int) {
 	}
 	fmt.Fprintf(w, "%s %s: %d objects (%d agree entirely; %d without DT_NEEDED or not dynamic, %d stopped by the loader), %d edges, %d agree (%.2f %%); %d only in ld.so, %d only in cudadeps\n",
 		filepath.Base(t.root), v.name, r.objects, r.agreeObjects, r.static, r.stopped, r.edges, r.agree, pct, r.loaderOnly, r.ourOnly)
-	fmt.Fprintf(w, "  version errors: %d, %d agree\n", r.versionErrors, r.versionAgree)
+	fmt.Fprintf(w, "  version errors: %d, %d agree; preloads ignored with a warning: %d, %d agree\n", r.versionErrors, r.versionAgree, r.preloadWarnings, r.preloadAgree)
+	var shapes []string
+	for _, k := range slices.Sorted(maps.Keys(r.shapes)) {
+		shapes = append(shapes, fmt.Sprintf("%s %d", k, r.shapes[k]))
+	}
+	fmt.Fprintf(w, "  agreeing edges among them: %s\n", strings.Join(shapes, ", "))
 	fmt.Fprintf(w, "  setup: %s\n", r.desc)
 	for i, d := range r.diffs {
 		if i == show {
@@ -593,6 +623,7 @@ type scanJSON struct {
 			Via      string   `json:"via"`
 			NeededBy []string `json:"needed_by"`
 		} `json:"closure"`
+		Warnings      []string `json:"warnings"`
 		VersionErrors []struct {
 			Object   string `json:"object"`
 			Provider string `json:"provider"`
@@ -715,6 +746,7 @@ func (t *tree) run(ctx context.Context, v variant, bin string, jobs int) (*resul
 			switch {
 			case inW && inG && w == g:
 				r.agree++
+				r.countShape(w)
 				continue
 			case !inG:
 				r.loaderOnly++
@@ -745,6 +777,25 @@ func (t *tree) run(ctx context.Context, v variant, bin string, jobs int) (*resul
 				side = "cudadeps"
 			}
 			r.diffs = append(r.diffs, fmt.Sprintf("%s: version error only in %s: %s", file, side, k))
+		}
+		// Preloads the loader ignores, with a warning.
+		wantW, allW := map[string]bool{}, map[string]bool{}
+		for _, w := range a.out.Warnings {
+			if m := rePreloadWarning.FindStringSubmatch(w); m != nil {
+				wantW[m[1]], allW[m[1]] = true, true
+			}
+		}
+		for k := range got.preloadWarnings {
+			allW[k] = true
+		}
+		for _, k := range sortedKeys(allW) {
+			r.preloadWarnings++
+			if wantW[k] && got.preloadWarnings[k] {
+				r.preloadAgree++
+				continue
+			}
+			same = false
+			r.diffs = append(r.diffs, fmt.Sprintf("%s: preload warning only in %s: %s", file, map[bool]string{true: "ld.so", false: "cudadeps"}[wantW[k]], k))
 		}
 		if got.fatal != "" {
 			same = false
@@ -806,11 +857,14 @@ func versionKey(provider, version, requiredBy string, weak bool) string {
 	return fmt.Sprintf("%s: %sversion %s not found (required by %s)", provider, w, version, requiredBy)
 }
 
+var rePreloadWarning = regexp.MustCompile(`(object '.*' from \S+) cannot be preloaded`)
+
 // ourRoot is cudadeps's answer for one object.
 type ourRoot struct {
-	versionErrors map[string]bool
-	edges         map[string]ourEdge
-	fatal         string // the loader's message when it stops
+	preloadWarnings map[string]bool
+	versionErrors   map[string]bool
+	edges           map[string]ourEdge
+	fatal           string // the loader's message when it stops
 }
 
 // scan runs cudadeps on the variant's roots (as paths on this machine)
@@ -846,7 +900,12 @@ func (t *tree) scan(ctx context.Context, bin string, s setup) (map[string]ourRoo
 	}
 	m := map[string]ourRoot{}
 	for _, r := range rep.Roots {
-		o := ourRoot{edges: map[string]ourEdge{}, versionErrors: map[string]bool{}}
+		o := ourRoot{edges: map[string]ourEdge{}, versionErrors: map[string]bool{}, preloadWarnings: map[string]bool{}}
+		for _, w := range r.Warnings {
+			if m := rePreloadWarning.FindStringSubmatch(w); m != nil {
+				o.preloadWarnings[m[1]] = true
+			}
+		}
 		for _, v := range r.VersionErrors {
 			o.versionErrors[versionKey(v.Provider, v.Version, v.Object, v.Weak)] = true
 		}
