@@ -92,6 +92,8 @@ def main():
     suite, arch, seedfile = sys.argv[1:4]
     mirror = os.environ.get("MIRROR", "http://deb.debian.org/debian")
     components = os.environ.get("COMPONENTS", "main contrib non-free").split()
+    with urllib.request.urlopen(f"{mirror}/dists/{suite}/Release", timeout=120) as r:
+        release = dict(l.split(": ", 1) for l in r.read().decode().splitlines()[:12] if ": " in l)
     pkgs, provides = {}, {}
     for comp in components:
         url = f"{mirror}/dists/{suite}/{comp}/binary-{arch}/Packages.xz"
@@ -147,6 +149,7 @@ def main():
     total = sum(int(f["Size"]) for f in chosen.values())
     print(f"# {suite} {arch}: {len(chosen)} packages, {total} bytes, from {mirror}")
     print(f"# resolved {time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())} (snapshot.debian.org timestamp)")
+    print(f"# Debian {release.get('Version', '?')} ({suite}), Release of {release.get('Date', '?')}")
     print(f"# seeds: {' '.join(seeds)}; assumed installed: {' '.join(sorted(assumed))}")
     for u in unmet:
         print(f"# unmet: {u}")
