@@ -54,6 +54,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: compare [-cudadeps BIN] [-j N] [-variants a,b] [-show N] TREE")
 		os.Exit(2)
 	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "compare: runs the tree's loader with chroot(2), which needs root")
+		os.Exit(1)
+	}
 	tree, err := filepath.Abs(flag.Arg(0))
 	if err == nil {
 		tree, err = filepath.EvalSymlinks(tree)
