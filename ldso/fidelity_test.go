@@ -344,6 +344,31 @@ func loaderListedRule(t *testing.T, sys system) {
 	}
 }
 
+// stopRule checks the files on a search path that stop the loader at
+// startup, and its message for each: ld.so prints errno values through its
+// own short table (elf/dl-minimal.c), so a directory is "Error 21", not
+// strerror's "Is a directory".
+func stopRule(t *testing.T, sys system) {
+	shapes := map[string]tree{
+		"directory":    {files: map[string]string{"stop/libD.so/x": ""}},
+		"empty file":   {files: map[string]string{"stop/libD.so": ""}},
+		"short text":   {files: map[string]string{"stop/libD.so": "INPUT(-lD)\n"}},
+		"long text":    {files: map[string]string{"stop/libD.so": "/* GNU ld script */\n" + strings.Repeat("INPUT(-lD)\n", 10)}},
+		"ELF, no load": {files: map[string]string{"stop/libD.so": "\x7fELF" + strings.Repeat("\x00", 60)}},
+	}
+	for name, tr := range shapes {
+		t.Run(name, func(t *testing.T) {
+			tr.objs = map[string]elftest.Spec{
+				"main.so": {Soname: "main.so", Needed: []string{"libD.so", "libc.so.6"}, RunPath: str("$ORIGIN/stop")},
+			}
+			got, _ := sys.run(t, fixture{tree: tr, main: "main.so"})
+			if m := wantMissing(t, got, "libD.so"); !m.Fatal {
+				t.Errorf("libD.so: the model does not stop the loader (%s)", m.Problem)
+			}
+		})
+	}
+}
+
 // TestFidelityRules checks the rules above on every loader that can judge
 // them, building each tree once: the host's loader, the host's glibc in a
 // chroot, Debian bookworm arm64 (glibc 2.36) and, when fetched, Debian
@@ -359,6 +384,7 @@ func TestFidelityRules(t *testing.T) {
 		{".. after a symlink", dotDotRule, "host chroot arm64 trixie"},
 		{"ld.so.preload shapes", preloadFileRule, "chroot arm64 trixie-arm64"},
 		{"preloading the main object's file", preloadMainRule, "host chroot trixie"},
+		{"files that stop the loader", stopRule, "host chroot arm64 trixie trixie-arm64"},
 	}
 	for _, name := range []string{"host", "chroot", "arm64", "trixie", "trixie-arm64"} {
 		t.Run(name, func(t *testing.T) {

@@ -594,6 +594,21 @@ func (l *Loader) locate(file string) (guest, host string) {
 	return guest, host
 }
 
+// OpenPath names the file of this machine that file (a path of this
+// machine) opens: under a root, a path into the root has the links on its
+// way, absolute ones too, resolved inside the root, as in a chroot;
+// otherwise, or when nothing is there, file itself.
+func (l *Loader) OpenPath(file string) string {
+	host := absolute(file)
+	if l.fs.guestPath(host) == host {
+		return file
+	}
+	if real, ok := l.fs.realPath(host); ok {
+		return real
+	}
+	return file
+}
+
 // Info reads the dynamic-linking facts of a file (or mounted wheel member)
 // through the loader's cache.
 func (l *Loader) Info(file string) (*elfscan.Info, error) {

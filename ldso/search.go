@@ -204,6 +204,27 @@ type expect struct {
 	machine elf.Machine
 }
 
+// rtldStrerror is how ld.so names an errno in the messages it prints
+// while starting a program: its own short table (glibc's elf/dl-minimal.c,
+// the same from 2.17 to 2.42), "Error N" for the rest, not libc's strerror.
+func rtldStrerror(e syscall.Errno) string {
+	switch e {
+	case syscall.ENOMEM:
+		return "Cannot allocate memory"
+	case syscall.EINVAL:
+		return "Invalid argument"
+	case syscall.ENOENT:
+		return "No such file or directory"
+	case syscall.EPERM:
+		return "Operation not permitted"
+	case syscall.EIO:
+		return "Input/output error"
+	case syscall.EACCES:
+		return "Permission denied"
+	}
+	return fmt.Sprintf("Error %d", int(e))
+}
+
 func (l *Loader) verify(guest string, want expect) verdict {
 	host, ok := l.fs.resolve(guest)
 	if !ok {
@@ -219,7 +240,7 @@ func (l *Loader) verify(guest string, want expect) verdict {
 		case errors.Is(fi.err, fs.ErrPermission):
 			v.outcome, v.detail = OutcomeUnreadable, "permission denied"
 		case errors.Is(fi.err, syscall.EISDIR):
-			v.outcome, v.detail = OutcomeInvalid, "cannot read file data: Is a directory"
+			v.outcome, v.detail = OutcomeInvalid, "cannot read file data: "+rtldStrerror(syscall.EISDIR)
 		case errors.Is(fi.err, elfscan.ErrNotELF):
 			v.outcome, v.detail = OutcomeInvalid, "invalid ELF header"
 			if st, err := statSize(host); err == nil && st < 64 {

@@ -179,15 +179,17 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 
 // collect lists the loadable ELF objects of one target.
 func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, rep *Report) ([]string, error) {
-	st, err := os.Stat(target)
+	// Under --root, links on the way resolve inside the root.
+	host := l.OpenPath(target)
+	st, err := os.Stat(host)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("stat %s: %w", target, errors.Unwrap(err))
 	}
 	if st.IsDir() {
-		return walkDir(ctx, l, target, opts.Parallel, rep)
+		return walkDir(ctx, l, target, host, opts.Parallel, rep)
 	}
 	if strings.HasSuffix(target, ".whl") || strings.HasSuffix(target, ".zip") {
-		members, err := l.MountWheel(target, opts.WheelMount)
+		members, err := l.MountWheel(host, opts.WheelMount)
 		if err != nil {
 			return nil, err
 		}
@@ -203,7 +205,7 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 		}
 		return out, nil
 	}
-	in, err := elfscan.ReadFile(target)
+	in, err := elfscan.ReadFile(host)
 	if errors.Is(err, elfscan.ErrNotELF) {
 		// A file named on the command line that the loader would never
 		// load (a linker script such as libc.so) is noted, not fatal.
@@ -222,10 +224,12 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 
 // walkDir lists the tree in order while workers examine its regular files
 // (opening and reading them is most of the cost of a scan), then takes the
-// results in walk order.
-func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep *Report) ([]string, error) {
+// results in walk order. host is where dir is on this machine (dir itself
+// but under a root, through an absolute link); the objects keep dir's name.
+func walkDir(ctx context.Context, l *ldso.Loader, dir, host string, parallel int, rep *Report) ([]string, error) {
 	type file struct {
 		path    string
+		open    string // path on this machine
 		d       fs.DirEntry
 		walkErr error
 		// Set by a worker.
@@ -236,9 +240,9 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep 
 		err   error
 	}
 	examine := func(f *file) {
-		if isELF, err := hasELFMagic(f.path); err == nil && !isELF {
+		if isELF, err := hasELFMagic(f.open); err == nil && !isELF {
 			// Most files of a tree; nothing to report, nothing to keep.
-			f.skip, f.path, f.d = true, "", nil
+			f.skip, f.path, f.open, f.d = true, "", "", nil
 			return
 		}
 		info, err := f.d.Info()
@@ -257,7 +261,10 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep 
 		if f.err != nil && !errors.Is(f.err, elfscan.ErrNotELF) {
 			// The loader names files by absolute path; report the
 			// problem with the file named as the walk found it.
-			f.in, f.err = elfscan.ReadFile(f.path)
+			f.in, f.err = elfscan.ReadFile(f.open)
+			if fe := (*elfscan.FormatError)(nil); errors.As(f.err, &fe) {
+				fe.Path = f.path
+			}
 		}
 	}
 	if parallel <= 0 {
@@ -281,13 +288,17 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep 
 	// A root that is a symlink to a directory is walked through the link
 	// (WalkDir would not descend into it): the paths keep the link's name,
 	// as the loader would see them opened through it.
-	root := dir
-	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		root = strings.TrimSuffix(dir, "/") + "/"
+	root := host
+	if fi, err := os.Lstat(host); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		root = strings.TrimSuffix(host, "/") + "/"
+	}
+	name := func(p string) string { return p }
+	if host != dir {
+		name = func(p string) string { return dir + strings.TrimPrefix(p, host) }
 	}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			files = append(files, &file{path: p, walkErr: err})
+			files = append(files, &file{path: name(p), walkErr: err})
 			return nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
@@ -296,7 +307,7 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir string, parallel int, rep 
 		// Symlinks are other names of files the walk meets anyway (or of
 		// files outside the tree); regular files only.
 		if d.Type().IsRegular() {
-			f := &file{path: p, d: d}
+			f := &file{path: name(p), open: p, d: d}
 			files = append(files, f)
 			work <- f
 		}

@@ -234,3 +234,44 @@ func TestRunThroughSymlinkedRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestRunThroughAbsoluteLinkInRoot scans, under a root, a directory and a
+// file named through an absolute link inside the root: the link names a
+// directory of the root (as in a chroot), not one of this machine, and the
+// objects keep the link's path.
+func TestRunThroughAbsoluteLinkInRoot(t *testing.T) {
+	root := t.TempDir()
+	mixedTree(t, filepath.Join(root, "srv/real"))
+	if err := os.MkdirAll(filepath.Join(root, "opt", "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/srv/real", filepath.Join(root, "opt", "site")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	opts := hostOptions()
+	opts.Root = root
+	l, err := ldso.New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := Run(ctx, l, []string{filepath.Join(root, "srv/real")}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaLink, err := Run(ctx, l, []string{filepath.Join(root, "opt/site"), filepath.Join(root, "opt/site/pkg/lib/liba.so")}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(direct.Roots) == 0 || len(viaLink.Roots) != len(direct.Roots)+1 {
+		t.Fatalf("%d roots through the link (a directory and a file), %d directly", len(viaLink.Roots), len(direct.Roots))
+	}
+	for i, r := range viaLink.Roots {
+		if !strings.HasPrefix(r.Path, "/opt/site/") {
+			t.Errorf("root %s is not named through the link", r.Path)
+		}
+		if i < len(direct.Roots) && strings.TrimPrefix(r.Path, "/opt/site") != strings.TrimPrefix(direct.Roots[i].Path, "/srv/real") {
+			t.Errorf("root %d: %s through the link, %s directly", i, r.Path, direct.Roots[i].Path)
+		}
+	}
+}
