@@ -33,8 +33,8 @@ func (p *Plan) Differences(ctx context.Context, t *resolver.Target, root string)
 		}
 		for _, o := range p.Owners() {
 			have := "none installed"
-			if t.Env != nil {
-				if d, err := t.Env.Find(o.Dist); err == nil {
+			if t.Python != nil {
+				if d, err := t.Python.Find(o.Dist); err == nil {
 					if d.Version == o.Version {
 						continue
 					}

@@ -40,18 +40,18 @@ type Placement struct {
 	Names []string `json:"names,omitempty"`
 }
 
-// Environment is set when some needing object searches no directory the
+// ScriptActivation is set when some needing object searches no directory the
 // user may write: LD_LIBRARY_PATH must then name the store's library
 // directory, through the activation script.
-type Environment struct {
+type ScriptActivation struct {
 	For []string `json:"for"`
 }
 
 // Decision is where one step's libraries are placed.
 type Decision struct {
-	Step       *Step        `json:"-"`
-	Placements []Placement  `json:"placements"`
-	Env        *Environment `json:"environment,omitempty"`
+	Step       *Step             `json:"-"`
+	Placements []Placement       `json:"placements"`
+	Script     *ScriptActivation `json:"environment,omitempty"`
 }
 
 // dirChecker answers the questions of placement about directories.
@@ -146,10 +146,10 @@ func (d *Decision) placeForRequests(reqs []Request, dc dirChecker) {
 		case len(options[o]) > 0:
 			add(options[o][0].dir, o)
 		default:
-			if d.Env == nil {
-				d.Env = &Environment{}
+			if d.Script == nil {
+				d.Script = &ScriptActivation{}
 			}
-			d.Env.For = appendUnique(d.Env.For, o)
+			d.Script.For = appendUnique(d.Script.For, o)
 		}
 	}
 }

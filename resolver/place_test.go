@@ -60,8 +60,8 @@ func TestDecideSharedDirectory(t *testing.T) {
 	}}
 	d := decideOne(t, &Step{Component: "libx", needs: []*Need{need}}, dc)
 	got := placements(d)
-	if len(got) != 1 || !slices.Equal(got["/shared/lib"], []string{"/a/liba.so", "/b/libb.so"}) || d.Env != nil {
-		t.Fatalf("placements %v, activation %v; want /shared/lib for both", got, d.Env)
+	if len(got) != 1 || !slices.Equal(got["/shared/lib"], []string{"/a/liba.so", "/b/libb.so"}) || d.Script != nil {
+		t.Fatalf("placements %v, activation %v; want /shared/lib for both", got, d.Script)
 	}
 	p := d.Placements[0]
 	if p.HostDir != "/host/shared/lib" || p.Rule != ldso.ViaRunPath || p.Create {
@@ -98,12 +98,12 @@ func TestDecidePreferences(t *testing.T) {
 	} {
 		d := decideOne(t, step(tc.searched...), dc)
 		if tc.want == "" {
-			if len(d.Placements) != 0 || d.Env == nil || !slices.Equal(d.Env.For, []string{"/pkg/lib.so"}) {
-				t.Errorf("%s: placements %+v, activation %+v; want the activation script", tc.name, d.Placements, d.Env)
+			if len(d.Placements) != 0 || d.Script == nil || !slices.Equal(d.Script.For, []string{"/pkg/lib.so"}) {
+				t.Errorf("%s: placements %+v, activation %+v; want the activation script", tc.name, d.Placements, d.Script)
 			}
 			continue
 		}
-		if len(d.Placements) != 1 || d.Placements[0].Dir != tc.want || d.Placements[0].Create != tc.create || d.Env != nil {
+		if len(d.Placements) != 1 || d.Placements[0].Dir != tc.want || d.Placements[0].Create != tc.create || d.Script != nil {
 			t.Errorf("%s: placements %+v; want %s (create %v)", tc.name, d.Placements, tc.want, tc.create)
 		}
 	}
@@ -128,8 +128,8 @@ func TestDecideOwned(t *testing.T) {
 		Owner: &OwnedLib{Name: "liby.so.1", Path: filepath.Join(missingDir, "liby.so.1"), Dist: "nvidia-y", Version: "1"}}
 	dc := &fakeDirs{usableDirs: map[string]bool{"/elsewhere": true}}
 	d := decideOne(t, &Step{Component: "libx", needs: []*Need{owned("libx.so.13", "/pkg/a.so"), owned("libx_extra.so.13", "/pkg/b.so"), absent}}, dc)
-	if len(d.Placements) != 2 || d.Env != nil {
-		t.Fatalf("placements %+v, activation %+v", d.Placements, d.Env)
+	if len(d.Placements) != 2 || d.Script != nil {
+		t.Fatalf("placements %+v, activation %+v", d.Placements, d.Script)
 	}
 	p := d.Placements[0]
 	if p.Dir != libDir || p.HostDir != libDir || p.Owner != "nvidia-x" || p.Create ||

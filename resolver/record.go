@@ -29,9 +29,9 @@ type Record struct {
 	Placed []Placed `json:"placed"`
 	// Created are the directories created for them, parents first.
 	Created []string `json:"created_dirs"`
-	// Env are store library directories the activation script adds to
+	// ScriptDirs are store library directories the activation script adds to
 	// LD_LIBRARY_PATH for this target.
-	Env []string `json:"env"`
+	ScriptDirs []string `json:"env"`
 	// Installed are the store entries this target's links, copies and
 	// activation script lines point into: installed for it or shared with
 	// other targets (an entry is removed once no record names it).
@@ -60,7 +60,7 @@ func (r *Record) owns(p string) bool {
 // link or copy made from it, or an env.sh entry inside it.
 func (r *Record) Uses(dir string) bool {
 	inside := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator)) }
-	for _, d := range r.Env {
+	for _, d := range r.ScriptDirs {
 		if inside(d) {
 			return true
 		}
@@ -151,7 +151,7 @@ func Records(prefix string) ([]*Record, error) {
 // save writes the record atomically; an empty record is removed.
 func (r *Record) save(prefix string) error {
 	p := recordFile(prefix, r.Target)
-	if len(r.Placed) == 0 && len(r.Created) == 0 && len(r.Env) == 0 && len(r.Installed) == 0 {
+	if len(r.Placed) == 0 && len(r.Created) == 0 && len(r.ScriptDirs) == 0 && len(r.Installed) == 0 {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -215,10 +215,10 @@ func writeEnvScript(prefix string) error {
 	var dirs []string
 	var names []string
 	for _, r := range recs {
-		for _, d := range r.Env {
+		for _, d := range r.ScriptDirs {
 			dirs = appendUnique(dirs, d)
 		}
-		if len(r.Env) > 0 {
+		if len(r.ScriptDirs) > 0 {
 			names = append(names, r.Name)
 		}
 	}
@@ -244,7 +244,7 @@ func EnvDirs(prefix string) ([]string, error) {
 	}
 	var dirs []string
 	for _, r := range recs {
-		for _, d := range r.Env {
+		for _, d := range r.ScriptDirs {
 			dirs = appendUnique(dirs, d)
 		}
 	}
@@ -419,8 +419,8 @@ func (r *Record) Share(rep *scan.Report) error {
 						r.shareFrom(o, pl)
 						changed = true
 					}
-					if contains(o.Env, d) && !contains(r.Env, d) {
-						r.Env = append(r.Env, d)
+					if contains(o.ScriptDirs, d) && !contains(r.ScriptDirs, d) {
+						r.ScriptDirs = append(r.ScriptDirs, d)
 						r.Installed = appendKeys(r.Installed, o.keysFor(r.store, d))
 						changed = true
 					}

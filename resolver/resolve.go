@@ -103,9 +103,9 @@ type Activation struct {
 	// InPlace are the directories that received links (or copies).
 	InPlace []string `json:"in_place"`
 	// Script is set when LD_LIBRARY_PATH is needed: source it.
-	Script  string   `json:"script,omitempty"`
-	EnvDirs []string `json:"env_dirs,omitempty"`
-	Record  string   `json:"record,omitempty"`
+	Script     string   `json:"script,omitempty"`
+	ScriptDirs []string `json:"env_dirs,omitempty"`
+	Record     string   `json:"record,omitempty"`
 }
 
 // Round is one pass of the loop.
@@ -432,13 +432,13 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 				}
 			}
 		}
-		if d.Env != nil {
+		if d.Script != nil {
 			libDir, _, err := libraries(e, d.Step)
 			if err != nil {
 				return err
 			}
 			dir := filepath.Join(e.Dir, filepath.FromSlash(libDir))
-			s.rec.Env = appendUnique(s.rec.Env, dir)
+			s.rec.ScriptDirs = appendUnique(s.rec.ScriptDirs, dir)
 			s.rec.Installed = appendKeys(s.rec.Installed, []fetch.Key{e.Key})
 			for _, n := range d.Step.Provides {
 				s.handled[n] = "LD_LIBRARY_PATH (" + EnvScript(s.opts.Prefix) + ")"
@@ -733,11 +733,11 @@ func (o *Outcome) fillActivation(opts Options, rec *Record) {
 	for _, p := range rec.Placed {
 		o.Activation.InPlace = appendUnique(o.Activation.InPlace, filepath.Dir(p.Path))
 	}
-	if len(rec.Env) > 0 {
+	if len(rec.ScriptDirs) > 0 {
 		o.Activation.Script = EnvScript(opts.Prefix)
-		o.Activation.EnvDirs = rec.Env
+		o.Activation.ScriptDirs = rec.ScriptDirs
 	}
-	if len(rec.Placed) > 0 || len(rec.Env) > 0 {
+	if len(rec.Placed) > 0 || len(rec.ScriptDirs) > 0 {
 		o.Activation.Record = recordFile(opts.Prefix, rec.Target)
 	}
 }

@@ -33,9 +33,10 @@ const (
 type Target struct {
 	Kind Kind   `json:"kind"`
 	Name string `json:"name"` // the argument as given
-	// For Python targets.
+	// For Python targets: the distribution and the Python environment
+	// that holds it.
 	Dist     *pyenv.Dist   `json:"dist,omitempty"`
-	Env      *pyenv.Env    `json:"python,omitempty"`
+	Python   *pyenv.Env    `json:"python,omitempty"`
 	Requires []*pyenv.Dist `json:"-"`
 	// Pins are the requirements that select the versions of the required
 	// distributions, by normalized name.
@@ -105,7 +106,7 @@ func FindTarget(ctx context.Context, arg string, opts TargetOptions) (*Target, e
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Kind: KindPython, Name: arg, Dist: dist, Env: env, Pins: map[string]Pinned{}}
+	t := &Target{Kind: KindPython, Name: arg, Dist: dist, Python: env, Pins: map[string]Pinned{}}
 	if err := t.resolveRequirements(); err != nil {
 		return nil, err
 	}
@@ -120,10 +121,10 @@ func FindTarget(ctx context.Context, arg string, opts TargetOptions) (*Target, e
 // names is installed.
 func (t *Target) resolveRequirements() error {
 	spec := t.Dist.Name
-	if extras := installedExtras(t.Dist, t.Env); len(extras) > 0 {
+	if extras := installedExtras(t.Dist, t.Python); len(extras) > 0 {
 		spec += "[" + strings.Join(extras, ",") + "]"
 	}
-	res, err := t.Env.Resolve(spec)
+	res, err := t.Python.Resolve(spec)
 	if err != nil {
 		return err
 	}
@@ -312,15 +313,15 @@ func isExtensionModule(name string) bool {
 // process starts the interpreter, or, without one, an empty program of the
 // root's kind.
 func (t *Target) process(ctx context.Context, l *ldso.Loader, root string) (*ldso.Process, error) {
-	if t.Env != nil && t.Env.FromPython && t.Env.Executable != "" {
-		p, err := l.Start(ctx, t.Env.Executable, ldso.AsExecuted)
+	if t.Python != nil && t.Python.FromPython && t.Python.Executable != "" {
+		p, err := l.Start(ctx, t.Python.Executable, ldso.AsExecuted)
 		if err == nil {
 			return p, nil
 		}
 		// A statically linked interpreter (python-build-standalone) has no
 		// link map to speak of: an empty program stands in for it.
 		if !errors.Is(err, ldso.ErrStaticallyLinked) {
-			return nil, fmt.Errorf("interpreter %s: %w", t.Env.Executable, err)
+			return nil, fmt.Errorf("interpreter %s: %w", t.Python.Executable, err)
 		}
 	}
 	in, err := l.Info(root)

@@ -35,7 +35,7 @@ func TestProcessStaticInterpreter(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := func(exe string) *Target {
-		return &Target{Kind: KindPython, Env: &pyenv.Env{FromPython: true, Executable: exe}}
+		return &Target{Kind: KindPython, Python: &pyenv.Env{FromPython: true, Executable: exe}}
 	}
 
 	p, err := target(static).process(ctx, l, root)

@@ -118,7 +118,7 @@ func UndoHooked(ctx context.Context, prefix string, store *fetch.Store, keys []s
 // j, when set, is the journal of an interrupted undo being finished.
 func undoOne(ctx context.Context, prefix string, store *fetch.Store, r *Record, others []*Record, j *journal) (UndoReport, error) {
 	rep := UndoReport{Target: r.Name}
-	if len(r.Placed) == 0 && len(r.Created) == 0 && len(r.Env) == 0 && len(r.Installed) == 0 {
+	if len(r.Placed) == 0 && len(r.Created) == 0 && len(r.ScriptDirs) == 0 && len(r.Installed) == 0 {
 		if j != nil {
 			return rep, j.finish()
 		}

@@ -32,10 +32,10 @@ type Verification struct {
 	// ImportOK: the import passed (true when there was none to run).
 	ImportOK bool     `json:"import_ok"`
 	Command  []string `json:"command,omitempty"`
-	// Env is the LD_LIBRARY_PATH the import ran with (from the activation
+	// LDLibraryPath is the LD_LIBRARY_PATH the import ran with (from the activation
 	// script), empty when none was needed.
-	Env    string `json:"ld_library_path,omitempty"`
-	Output string `json:"output,omitempty"`
+	LDLibraryPath string `json:"ld_library_path,omitempty"`
+	Output        string `json:"output,omitempty"`
 	// Missing are sonames the import could not open (libraries the package
 	// dlopen's, which no static scan sees).
 	Missing []string `json:"missing,omitempty"`
@@ -128,17 +128,17 @@ func (c *checkRunner) run(ctx context.Context) *Verification {
 
 // python is the target's interpreter, "" when it has none to run.
 func (c *checkRunner) python() string {
-	if c.t.Kind != KindPython || c.t.Env == nil || !c.t.Env.FromPython {
+	if c.t.Kind != KindPython || c.t.Python == nil || !c.t.Python.FromPython {
 		return ""
 	}
-	return c.t.Env.Executable
+	return c.t.Python.Executable
 }
 
 // importCheck imports the target's module in a fresh interpreter.
 func (c *checkRunner) importCheck(ctx context.Context, v *Verification) {
 	code := fmt.Sprintf("import %s", c.t.Module)
 	v.Command = []string{c.python(), "-c", code}
-	v.Env = strings.Join(c.envDirs, ":")
+	v.LDLibraryPath = strings.Join(c.envDirs, ":")
 	res := runBounded(ctx, v.Command, c.environ(), c.timeout)
 	v.Output = tail(res.out, 4000)
 	if res.err == nil && res.code == 0 {

@@ -53,7 +53,7 @@ exit "${FAKE_CODE:-0}"
 
 func fakeTarget(py string, dist string, requires ...string) *Target {
 	t := &Target{Kind: KindPython, Name: dist, Dist: &pyenv.Dist{Name: dist, Version: "1.0"},
-		Env: &pyenv.Env{Executable: py, FromPython: true}, Module: strings.ReplaceAll(dist, "-", "_")}
+		Python: &pyenv.Env{Executable: py, FromPython: true}, Module: strings.ReplaceAll(dist, "-", "_")}
 	for _, r := range requires {
 		t.Requires = append(t.Requires, &pyenv.Dist{Name: r, Version: "1.0"})
 	}

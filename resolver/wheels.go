@@ -369,8 +369,8 @@ func (s *session) wheelHost() pypi.Host {
 			h.Machine = "aarch64"
 		}
 	}
-	if s.t.Env != nil {
-		if f := strings.SplitN(s.t.Env.Version, ".", 3); len(f) >= 2 {
+	if s.t.Python != nil {
+		if f := strings.SplitN(s.t.Python.Version, ".", 3); len(f) >= 2 {
 			h.Python = f[0] + "." + f[1]
 		}
 	}

@@ -165,12 +165,12 @@ func doctorTarget(ctx context.Context, arg, python string, opts *doctor.Options)
 		opts.TargetName, opts.TargetFiles = t.Dist.Name, t.Dist.Files
 		// The interpreter is the program that will load the package: its
 		// loader view is the one that matters.
-		opts.From = t.Env.Executable
-		if t.Env.RealExec != "" {
-			opts.From = t.Env.RealExec
+		opts.From = t.Python.Executable
+		if t.Python.RealExec != "" {
+			opts.From = t.Python.RealExec
 		}
 		if python == "" {
-			python = t.Env.Interpreter
+			python = t.Python.Interpreter
 		}
 	case resolver.KindWheel:
 		return "", usageError("%s: doctor examines what is installed; give the installed distribution's name or directory", arg)

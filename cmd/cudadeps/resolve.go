@@ -270,8 +270,8 @@ func (a *app) packageIndex(f resolveFlags, t *resolver.Target) (*pypi.Client, er
 		return nil, nil
 	}
 	var cfg pypi.PipConfig
-	if t.Env != nil {
-		cfg.Prefix = t.Env.Prefix
+	if t.Python != nil {
+		cfg.Prefix = t.Python.Prefix
 	}
 	ix, err := pypi.PipIndexes(cfg)
 	if err != nil {

@@ -202,8 +202,8 @@ func renderStep(w io.Writer, r *resolver.Round, s *resolver.Step) {
 			}
 			fmt.Fprintf(w, "      → %s %s (%s)\n", verb, p.HostDir, strings.TrimSpace(string(p.Rule)+" "+p.Entry))
 		}
-		if d.Env != nil {
-			fmt.Fprintf(w, "      → LD_LIBRARY_PATH via the activation script, for %s\n", strings.Join(shortList(d.Env.For, 2), ", "))
+		if d.Script != nil {
+			fmt.Fprintf(w, "      → LD_LIBRARY_PATH via the activation script, for %s\n", strings.Join(shortList(d.Script.For, 2), ", "))
 		}
 	}
 }
