@@ -520,7 +520,7 @@ type Search struct {
 	// Loaded is the object that answers to Name in From's closure before any
 	// search happens (its soname, or an earlier NEEDED), when there is one.
 	Loaded *Object
-	Steps  []Step
+	Steps  []Attempt
 	// Problem explains rejections when nothing was found.
 	Problem string
 }

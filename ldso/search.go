@@ -146,31 +146,31 @@ func newPathList(via Via, source string, dirs []searchDir) *pathList {
 	return &pathList{via: via, source: source, dirs: dirs, key: listKey(via, dirs)}
 }
 
-// Outcome is the result of one candidate in a search.
-type Outcome string
+// Verdict is the result of one candidate in a search.
+type Verdict string
 
-// Outcomes of a candidate, in the loader's terms.
+// Verdicts on a candidate, in the loader's terms.
 const (
-	OutcomeFound        Outcome = "found"
-	OutcomeAbsent       Outcome = "absent"        // no such file
-	OutcomeNoDir        Outcome = "no_directory"  // the directory does not exist
-	OutcomeWrongClass   Outcome = "wrong_class"   // ELFCLASS32 vs 64: skipped
-	OutcomeWrongMachine Outcome = "wrong_machine" // another architecture: skipped
-	OutcomeUnreadable   Outcome = "unreadable"    // permission denied: skipped
-	OutcomeInvalid      Outcome = "invalid"       // the loader stops with an error
-	OutcomeSkipped      Outcome = "skipped"       // rule not applied (NODEFLIB, no cache)
-	OutcomeCacheMiss    Outcome = "not_in_cache"
+	VerdictFound        Verdict = "found"
+	VerdictAbsent       Verdict = "absent"        // no such file
+	VerdictNoDir        Verdict = "no_directory"  // the directory does not exist
+	VerdictWrongClass   Verdict = "wrong_class"   // ELFCLASS32 vs 64: skipped
+	VerdictWrongMachine Verdict = "wrong_machine" // another architecture: skipped
+	VerdictUnreadable   Verdict = "unreadable"    // permission denied: skipped
+	VerdictInvalid      Verdict = "invalid"       // the loader stops with an error
+	VerdictSkipped      Verdict = "skipped"       // rule not applied (NODEFLIB, no cache)
+	VerdictCacheMiss    Verdict = "not_in_cache"
 )
 
-// Step is one thing the loader tries while searching for a name.
-type Step struct {
+// Attempt is one thing the loader tries while searching for a name.
+type Attempt struct {
 	Via     Via     `json:"via"`
 	Source  string  `json:"source"`           // "RPATH of X", "LD_LIBRARY_PATH", "/etc/ld.so.cache", ...
 	Entry   string  `json:"entry,omitempty"`  // the path list entry as written
 	Dir     string  `json:"dir,omitempty"`    // the directory tried (with hwcaps subdirectory)
 	Subdir  string  `json:"subdir,omitempty"` // the hwcaps subdirectory part of Dir, if any
 	Path    string  `json:"path,omitempty"`   // the candidate file
-	Outcome Outcome `json:"outcome"`
+	Verdict Verdict `json:"outcome"`
 	Detail  string  `json:"detail,omitempty"`
 }
 
@@ -191,7 +191,7 @@ type found struct {
 
 // verdict classifies a candidate the way ld.so's open_verify does.
 type verdict struct {
-	outcome Outcome
+	outcome Verdict
 	detail  string
 	fi      *fileInfo
 	host    string
@@ -228,7 +228,7 @@ func rtldStrerror(e syscall.Errno) string {
 func (l *Loader) verify(guest string, want expect) verdict {
 	host, ok := l.fs.resolve(guest)
 	if !ok {
-		return verdict{outcome: OutcomeAbsent}
+		return verdict{outcome: VerdictAbsent}
 	}
 	fi := l.open(host)
 	v := verdict{fi: fi, host: host}
@@ -236,20 +236,20 @@ func (l *Loader) verify(guest string, want expect) verdict {
 		var fe *elfscan.FormatError
 		switch {
 		case errors.Is(fi.err, fs.ErrNotExist), errors.Is(fi.err, syscall.ENOTDIR):
-			v.outcome = OutcomeAbsent
+			v.outcome = VerdictAbsent
 		case errors.Is(fi.err, fs.ErrPermission):
-			v.outcome, v.detail = OutcomeUnreadable, "permission denied"
+			v.outcome, v.detail = VerdictUnreadable, "permission denied"
 		case errors.Is(fi.err, syscall.EISDIR):
-			v.outcome, v.detail = OutcomeInvalid, "cannot read file data: "+rtldStrerror(syscall.EISDIR)
+			v.outcome, v.detail = VerdictInvalid, "cannot read file data: "+rtldStrerror(syscall.EISDIR)
 		case errors.Is(fi.err, elfscan.ErrNotELF):
-			v.outcome, v.detail = OutcomeInvalid, "invalid ELF header"
+			v.outcome, v.detail = VerdictInvalid, "invalid ELF header"
 			if st, err := statSize(host); err == nil && st < 64 {
 				v.detail = "file too short"
 			}
 		case errors.As(fi.err, &fe):
-			v.outcome, v.detail = OutcomeInvalid, fe.Msg
+			v.outcome, v.detail = VerdictInvalid, fe.Msg
 		default:
-			v.outcome, v.detail = OutcomeInvalid, fi.err.Error()
+			v.outcome, v.detail = VerdictInvalid, fi.err.Error()
 		}
 		return v
 	}
@@ -257,32 +257,32 @@ func (l *Loader) verify(guest string, want expect) verdict {
 	// The checks of open_verify, in its order.
 	switch {
 	case in.Class != want.class:
-		v.outcome, v.detail = OutcomeWrongClass, fmt.Sprintf("%s, not %s", in.Class, want.class)
+		v.outcome, v.detail = VerdictWrongClass, fmt.Sprintf("%s, not %s", in.Class, want.class)
 	case in.Data != want.data:
-		v.outcome = OutcomeInvalid
+		v.outcome = VerdictInvalid
 		if want.data == elf.ELFDATA2MSB {
 			v.detail = "ELF file data encoding not big-endian"
 		} else {
 			v.detail = "ELF file data encoding not little-endian"
 		}
 	case in.Ident[elf.EI_VERSION] != byte(elf.EV_CURRENT):
-		v.outcome, v.detail = OutcomeInvalid, "ELF file version ident does not match current one"
+		v.outcome, v.detail = VerdictInvalid, "ELF file version ident does not match current one"
 	case in.OSABI != elf.ELFOSABI_NONE && in.OSABI != elf.ELFOSABI_LINUX:
-		v.outcome, v.detail = OutcomeInvalid, "ELF file OS ABI invalid"
+		v.outcome, v.detail = VerdictInvalid, "ELF file OS ABI invalid"
 	case !validABIVersion(in):
-		v.outcome, v.detail = OutcomeInvalid, "ELF file ABI version invalid"
+		v.outcome, v.detail = VerdictInvalid, "ELF file ABI version invalid"
 	case !zeroPadding(in):
-		v.outcome, v.detail = OutcomeInvalid, "nonzero padding in e_ident"
+		v.outcome, v.detail = VerdictInvalid, "nonzero padding in e_ident"
 	case in.Version != uint32(elf.EV_CURRENT):
-		v.outcome, v.detail = OutcomeInvalid, "ELF file version does not match current one"
+		v.outcome, v.detail = VerdictInvalid, "ELF file version does not match current one"
 	case in.Machine != want.machine:
-		v.outcome, v.detail = OutcomeWrongMachine, fmt.Sprintf("%s, not %s", machineName(in.Machine), machineName(want.machine))
+		v.outcome, v.detail = VerdictWrongMachine, fmt.Sprintf("%s, not %s", machineName(in.Machine), machineName(want.machine))
 	case in.Type != elf.ET_DYN && in.Type != elf.ET_EXEC:
-		v.outcome, v.detail = OutcomeInvalid, "only ET_DYN and ET_EXEC can be loaded"
+		v.outcome, v.detail = VerdictInvalid, "only ET_DYN and ET_EXEC can be loaded"
 	case !validPhentsize(in):
-		v.outcome, v.detail = OutcomeInvalid, "ELF file's phentsize not the expected size"
+		v.outcome, v.detail = VerdictInvalid, "ELF file's phentsize not the expected size"
 	default:
-		v.outcome = OutcomeFound
+		v.outcome = VerdictFound
 	}
 	return v
 }
@@ -333,9 +333,9 @@ func machineName(m elf.Machine) string {
 }
 
 // tracer collects the steps of one search when an explanation is wanted.
-type tracer struct{ steps []Step }
+type tracer struct{ steps []Attempt }
 
-func (t *tracer) add(s Step) {
+func (t *tracer) add(s Attempt) {
 	if t != nil {
 		t.steps = append(t.steps, s)
 	}
@@ -490,7 +490,7 @@ func (p *Process) searchUncached(name string, lists []*pathList, nodeflib bool, 
 	var rejected []string
 	for i, pl := range lists {
 		if pl.note != "" {
-			t.add(Step{Via: pl.via, Source: pl.source, Outcome: OutcomeSkipped, Detail: pl.note})
+			t.add(Attempt{Via: pl.via, Source: pl.source, Verdict: VerdictSkipped, Detail: pl.note})
 			continue
 		}
 		if f, done := p.searchList(name, pl, t, &rejected); done {
@@ -503,23 +503,23 @@ func (p *Process) searchUncached(name string, lists []*pathList, nodeflib bool, 
 	const cacheSource = "/etc/ld.so.cache"
 	switch {
 	case p.l.cache == nil:
-		t.add(Step{Via: ViaCache, Source: cacheSource, Outcome: OutcomeSkipped, Detail: "no usable cache"})
+		t.add(Attempt{Via: ViaCache, Source: cacheSource, Verdict: VerdictSkipped, Detail: "no usable cache"})
 	default:
 		e, ok := p.l.cache.lookup(name, p.cacheArch, p.hwprio)
 		switch {
 		case !ok:
-			t.add(Step{Via: ViaCache, Source: cacheSource, Outcome: OutcomeCacheMiss})
+			t.add(Attempt{Via: ViaCache, Source: cacheSource, Verdict: VerdictCacheMiss})
 		case nodeflib && p.inSystemDir(e.Path):
-			t.add(Step{Via: ViaCache, Source: cacheSource, Path: e.Path, Outcome: OutcomeSkipped, Detail: "DF_1_NODEFLIB: cache entries in default directories are not used"})
+			t.add(Attempt{Via: ViaCache, Source: cacheSource, Path: e.Path, Verdict: VerdictSkipped, Detail: "DF_1_NODEFLIB: cache entries in default directories are not used"})
 		default:
 			v := p.l.verify(e.Path, p.want)
-			t.add(Step{Via: ViaCache, Source: cacheSource, Path: e.Path, Outcome: v.outcome, Detail: v.detail})
+			t.add(Attempt{Via: ViaCache, Source: cacheSource, Path: e.Path, Verdict: v.outcome, Detail: v.detail})
 			switch v.outcome {
-			case OutcomeFound:
+			case VerdictFound:
 				return found{ok: true, guest: e.Path, host: v.host, via: ViaCache, from: cacheSource, fi: v.fi}
-			case OutcomeInvalid:
+			case VerdictInvalid:
 				return found{problem: e.Path + ": " + v.detail, fatal: true}
-			case OutcomeWrongClass, OutcomeWrongMachine, OutcomeUnreadable:
+			case VerdictWrongClass, VerdictWrongMachine, VerdictUnreadable:
 				rejected = append(rejected, e.Path+" ("+v.detail+")")
 			}
 		}
@@ -527,7 +527,7 @@ func (p *Process) searchUncached(name string, lists []*pathList, nodeflib bool, 
 
 	// The default directories.
 	if nodeflib {
-		t.add(Step{Via: ViaDefault, Source: "system search path", Outcome: OutcomeSkipped, Detail: "DF_1_NODEFLIB"})
+		t.add(Attempt{Via: ViaDefault, Source: "system search path", Verdict: VerdictSkipped, Detail: "DF_1_NODEFLIB"})
 	} else {
 		if f, done := p.searchList(name, p.sysdirs, t, &rejected); done {
 			return f
@@ -550,18 +550,18 @@ func (p *Process) searchList(name string, pl *pathList, t *tracer, rejected *[]s
 			}
 			dir := d.dir + sub
 			if !p.l.fs.dirExists(dir) {
-				t.add(Step{Via: pl.via, Source: pl.source, Entry: d.entry, Dir: dir, Subdir: sub, Outcome: OutcomeNoDir})
+				t.add(Attempt{Via: pl.via, Source: pl.source, Entry: d.entry, Dir: dir, Subdir: sub, Verdict: VerdictNoDir})
 				continue
 			}
 			cand := dir + name
 			v := p.l.verify(cand, p.want)
-			t.add(Step{Via: pl.via, Source: pl.source, Entry: d.entry, Dir: dir, Subdir: sub, Path: cand, Outcome: v.outcome, Detail: v.detail})
+			t.add(Attempt{Via: pl.via, Source: pl.source, Entry: d.entry, Dir: dir, Subdir: sub, Path: cand, Verdict: v.outcome, Detail: v.detail})
 			switch v.outcome {
-			case OutcomeFound:
+			case VerdictFound:
 				return found{ok: true, guest: cand, host: v.host, via: pl.via, from: pl.source, entry: d.entry, owner: pl.owner, fi: v.fi}, true
-			case OutcomeInvalid:
+			case VerdictInvalid:
 				return found{problem: cand + ": " + v.detail, fatal: true}, true
-			case OutcomeWrongClass, OutcomeWrongMachine, OutcomeUnreadable:
+			case VerdictWrongClass, VerdictWrongMachine, VerdictUnreadable:
 				*rejected = append(*rejected, cand+" ("+v.detail+")")
 			}
 		}
@@ -581,13 +581,13 @@ func (p *Process) inSystemDir(file string) bool {
 // openPath opens a name that contains a slash (after token expansion).
 func (p *Process) openPath(name string, t *tracer) found {
 	v := p.l.verify(name, p.want)
-	t.add(Step{Via: ViaPath, Source: "path in DT_NEEDED", Path: name, Outcome: v.outcome, Detail: v.detail})
+	t.add(Attempt{Via: ViaPath, Source: "path in DT_NEEDED", Path: name, Verdict: v.outcome, Detail: v.detail})
 	switch v.outcome {
-	case OutcomeFound:
+	case VerdictFound:
 		return found{ok: true, guest: name, host: v.host, via: ViaPath, from: "path", fi: v.fi}
-	case OutcomeAbsent:
+	case VerdictAbsent:
 		return found{}
-	case OutcomeInvalid:
+	case VerdictInvalid:
 		return found{problem: name + ": " + v.detail, fatal: true}
 	default:
 		return found{problem: name + " (" + v.detail + ")"}

@@ -67,12 +67,12 @@ Exit status: 0 when the library is found, 3 when it is not, 1 on errors,
 }
 
 type whyReport struct {
-	Soname  string      `json:"soname"`
-	From    string      `json:"from"`
-	Found   *whyFound   `json:"found"`
-	Loaded  *whyFound   `json:"already_loaded"`
-	Steps   []ldso.Step `json:"steps"`
-	Problem string      `json:"problem,omitempty"`
+	Soname  string         `json:"soname"`
+	From    string         `json:"from"`
+	Found   *whyFound      `json:"found"`
+	Loaded  *whyFound      `json:"already_loaded"`
+	Steps   []ldso.Attempt `json:"steps"`
+	Problem string         `json:"problem,omitempty"`
 }
 
 type whyFound struct {
@@ -85,7 +85,7 @@ type whyFound struct {
 func whyJSON(s *ldso.Search) whyReport {
 	r := whyReport{Soname: s.Name, From: s.From.Path, Steps: s.Steps, Problem: s.Problem}
 	if r.Steps == nil {
-		r.Steps = []ldso.Step{}
+		r.Steps = []ldso.Attempt{}
 	}
 	if s.Found != nil {
 		r.Found = &whyFound{Path: s.Found.Path, Via: s.Found.Via, From: s.Found.From, Entry: s.Found.Entry}
@@ -119,27 +119,27 @@ func renderWhy(w io.Writer, s *ldso.Search, verbose bool) {
 			flush()
 			group = key
 			n++
-			switch st.Outcome {
-			case ldso.OutcomeSkipped:
+			switch st.Verdict {
+			case ldso.VerdictSkipped:
 				fmt.Fprintf(w, "%2d. %s: %s\n", n, st.Source, st.Detail)
 				continue
-			case ldso.OutcomeCacheMiss:
+			case ldso.VerdictCacheMiss:
 				fmt.Fprintf(w, "%2d. %s: no entry for %s\n", n, st.Source, s.Name)
 				continue
 			}
 			fmt.Fprintf(w, "%2d. %s\n", n, st.Source)
 		}
-		switch st.Outcome {
-		case ldso.OutcomeNoDir:
+		switch st.Verdict {
+		case ldso.VerdictNoDir:
 			if st.Subdir != "" && !verbose {
 				absent++
 				continue
 			}
 			fmt.Fprintf(w, "      %-60s no such directory%s\n", st.Dir, entryNote(st))
-		case ldso.OutcomeSkipped:
+		case ldso.VerdictSkipped:
 			fmt.Fprintf(w, "      %s: %s\n", st.Path, st.Detail)
 		default:
-			fmt.Fprintf(w, "      %-60s %s%s%s\n", st.Path, outcomeText(st.Outcome), detail(st.Detail), entryNote(st))
+			fmt.Fprintf(w, "      %-60s %s%s%s\n", st.Path, outcomeText(st.Verdict), detail(st.Detail), entryNote(st))
 		}
 	}
 	flush()
@@ -154,7 +154,7 @@ func renderWhy(w io.Writer, s *ldso.Search, verbose bool) {
 	}
 }
 
-func entryNote(st ldso.Step) string {
+func entryNote(st ldso.Attempt) string {
 	if st.Entry != "" && (st.Via == ldso.ViaRPath || st.Via == ldso.ViaRunPath || st.Via == ldso.ViaLDLibraryPath) && !strings.HasPrefix(st.Entry, "/") {
 		return "   from " + st.Entry
 	}
@@ -168,19 +168,19 @@ func detail(d string) string {
 	return ": " + d
 }
 
-func outcomeText(o ldso.Outcome) string {
+func outcomeText(o ldso.Verdict) string {
 	switch o {
-	case ldso.OutcomeFound:
+	case ldso.VerdictFound:
 		return "FOUND"
-	case ldso.OutcomeAbsent:
+	case ldso.VerdictAbsent:
 		return "no such file"
-	case ldso.OutcomeWrongClass:
+	case ldso.VerdictWrongClass:
 		return "skipped, wrong ELF class"
-	case ldso.OutcomeWrongMachine:
+	case ldso.VerdictWrongMachine:
 		return "skipped, wrong machine"
-	case ldso.OutcomeUnreadable:
+	case ldso.VerdictUnreadable:
 		return "skipped, unreadable"
-	case ldso.OutcomeInvalid:
+	case ldso.VerdictInvalid:
 		return "REFUSED, the loader stops here"
 	}
 	return string(o)
