@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/ldso"
 )
@@ -18,8 +18,8 @@ import (
 // side (the root finds them through RUNPATH $ORIGIN).
 type fixture struct {
 	name string
-	root elftest.Linked
-	libs map[string]elftest.Linked // file name → object
+	root elfwrite.Linked
+	libs map[string]elfwrite.Linked // file name → object
 	// want are the misses the fixture is built to show, "symbol" or
 	// "symbol, version V", all of the root: ld.so must print exactly these
 	// (else the fixture does not test what it says) and so must the model.
@@ -27,45 +27,45 @@ type fixture struct {
 }
 
 func fixtures() []fixture {
-	origin := elftest.Str("$ORIGIN")
+	origin := elfwrite.Str("$ORIGIN")
 	return []fixture{{
 		name: "soname without the symbol",
-		root: elftest.Linked{Soname: "libroot.so", Needed: []string{"libp.so.1"}, RunPath: origin,
-			Refs: []elftest.Ref{{Name: "present"}, {Name: "absent"}}},
-		libs: map[string]elftest.Linked{"libp.so.1": {Soname: "libp.so.1", Defs: []elftest.Def{{Name: "present"}, {Name: "other"}}}},
+		root: elfwrite.Linked{Soname: "libroot.so", Needed: []string{"libp.so.1"}, RunPath: origin,
+			Refs: []elfwrite.Ref{{Name: "present"}, {Name: "absent"}}},
+		libs: map[string]elfwrite.Linked{"libp.so.1": {Soname: "libp.so.1", Defs: []elfwrite.Def{{Name: "present"}, {Name: "other"}}}},
 		want: []string{"absent"},
 	}, {
 		// The user's libcusparse.so.12 asks __nvJitLinkComplete_12_4 of
 		// libnvJitLink.so.12 at a version node an older file defines, but
 		// without that symbol in it.
 		name: "symbol only at an older version node",
-		root: elftest.Linked{Soname: "libroot.so", Needed: []string{"libjit.so.12"}, RunPath: origin,
-			VersionNeeds: []elftest.VersionNeed{{File: "libjit.so.12", Versions: []string{"libjit.so.12", "JIT_12.4"}}},
-			Refs:         []elftest.Ref{{Name: "jitComplete_12_4", Version: "JIT_12.4"}, {Name: "jitCreate", Version: "libjit.so.12"}}},
-		libs: map[string]elftest.Linked{"libjit.so.12": {Soname: "libjit.so.12", VersionDefs: []string{"libjit.so.12", "JIT_12.4"},
-			Defs: []elftest.Def{{Name: "jitComplete_12_4", Version: "libjit.so.12"}, {Name: "jitCreate", Version: "libjit.so.12"}}}},
+		root: elfwrite.Linked{Soname: "libroot.so", Needed: []string{"libjit.so.12"}, RunPath: origin,
+			VersionNeeds: []elfwrite.VersionNeed{{File: "libjit.so.12", Versions: []string{"libjit.so.12", "JIT_12.4"}}},
+			Refs:         []elfwrite.Ref{{Name: "jitComplete_12_4", Version: "JIT_12.4"}, {Name: "jitCreate", Version: "libjit.so.12"}}},
+		libs: map[string]elfwrite.Linked{"libjit.so.12": {Soname: "libjit.so.12", VersionDefs: []string{"libjit.so.12", "JIT_12.4"},
+			Defs: []elfwrite.Def{{Name: "jitComplete_12_4", Version: "libjit.so.12"}, {Name: "jitCreate", Version: "libjit.so.12"}}}},
 		want: []string{"jitComplete_12_4, version JIT_12.4"},
 	}, {
 		// A linker keeps an undefined symbol whose only user it dropped
 		// (libtorch_python.so's PyExc_FutureWarning): no relocation names
 		// it, so ld.so never looks it up and reports nothing.
 		name: "undefined symbol no relocation names",
-		root: elftest.Linked{Soname: "libroot.so", Needed: []string{"libp.so.1"}, RunPath: origin,
-			Refs: []elftest.Ref{{Name: "present"}, {Name: "dropped_user", Unrelocated: true}, {Name: "absent"}}},
-		libs: map[string]elftest.Linked{"libp.so.1": {Soname: "libp.so.1", Defs: []elftest.Def{{Name: "present"}}}},
+		root: elfwrite.Linked{Soname: "libroot.so", Needed: []string{"libp.so.1"}, RunPath: origin,
+			Refs: []elfwrite.Ref{{Name: "present"}, {Name: "dropped_user", Unrelocated: true}, {Name: "absent"}}},
+		libs: map[string]elfwrite.Linked{"libp.so.1": {Soname: "libp.so.1", Defs: []elfwrite.Def{{Name: "present"}}}},
 		want: []string{"absent"},
 	}, {
 		name: "weak undefined reference",
-		root: elftest.Linked{Soname: "libroot.so", Needed: []string{"libp.so.1"}, RunPath: origin,
-			Refs: []elftest.Ref{{Name: "optional_hook", Weak: true}, {Name: "present"}, {Name: "missing_strong"}}},
-		libs: map[string]elftest.Linked{"libp.so.1": {Soname: "libp.so.1", Defs: []elftest.Def{{Name: "present"}}}},
+		root: elfwrite.Linked{Soname: "libroot.so", Needed: []string{"libp.so.1"}, RunPath: origin,
+			Refs: []elfwrite.Ref{{Name: "optional_hook", Weak: true}, {Name: "present"}, {Name: "missing_strong"}}},
+		libs: map[string]elfwrite.Linked{"libp.so.1": {Soname: "libp.so.1", Defs: []elfwrite.Def{{Name: "present"}}}},
 		want: []string{"missing_strong"},
 	}, {
 		// Versions H_1, H_2, H_3 take indexes 2, 3, 4.
 		name: "hidden and default versions",
-		root: elftest.Linked{Soname: "libroot.so", Needed: []string{"libh.so.1"}, RunPath: origin,
-			VersionNeeds: []elftest.VersionNeed{{File: "libh.so.1", Versions: []string{"H_1", "H_2", "H_3"}}},
-			Refs: []elftest.Ref{
+		root: elfwrite.Linked{Soname: "libroot.so", Needed: []string{"libh.so.1"}, RunPath: origin,
+			VersionNeeds: []elfwrite.VersionNeed{{File: "libh.so.1", Versions: []string{"H_1", "H_2", "H_3"}}},
+			Refs: []elfwrite.Ref{
 				{Name: "two_versions"},                // a hidden H_2 and a default H_3: takes H_3
 				{Name: "only_hidden"},                 // H_2, hidden: not for an unversioned reference
 				{Name: "only_hidden", Version: "H_2"}, // but a versioned one binds it
@@ -74,8 +74,8 @@ func fixtures() []fixture {
 				{Name: "two_versions", Version: "H_1"}, // defined at H_2 and H_3 only
 				{Name: "only_default", Version: "H_3"},
 			}},
-		libs: map[string]elftest.Linked{"libh.so.1": {Soname: "libh.so.1", VersionDefs: []string{"H_1", "H_2", "H_3"},
-			Defs: []elftest.Def{
+		libs: map[string]elfwrite.Linked{"libh.so.1": {Soname: "libh.so.1", VersionDefs: []string{"H_1", "H_2", "H_3"},
+			Defs: []elfwrite.Def{
 				{Name: "two_versions", Version: "H_2", Hidden: true}, {Name: "two_versions", Version: "H_3"},
 				{Name: "only_hidden", Version: "H_2", Hidden: true},
 				{Name: "oldest_hidden", Version: "H_1", Hidden: true},
@@ -84,22 +84,22 @@ func fixtures() []fixture {
 		want: []string{"only_hidden", "two_versions, version H_1"},
 	}, {
 		name: "unversioned definitions and references",
-		root: elftest.Linked{Soname: "libroot.so", Needed: []string{"libu.so.1", "libw.so.1"}, RunPath: origin,
-			VersionNeeds: []elftest.VersionNeed{{File: "libu.so.1", Versions: []string{"U_1"}}},
-			Refs:         []elftest.Ref{{Name: "plain", Version: "U_1"}, {Name: "from_w"}, {Name: "versioned_w", Version: "U_1"}}},
-		libs: map[string]elftest.Linked{
+		root: elfwrite.Linked{Soname: "libroot.so", Needed: []string{"libu.so.1", "libw.so.1"}, RunPath: origin,
+			VersionNeeds: []elfwrite.VersionNeed{{File: "libu.so.1", Versions: []string{"U_1"}}},
+			Refs:         []elfwrite.Ref{{Name: "plain", Version: "U_1"}, {Name: "from_w"}, {Name: "versioned_w", Version: "U_1"}}},
+		libs: map[string]elfwrite.Linked{
 			// No version records at all: any version is accepted.
-			"libu.so.1": {Soname: "libu.so.1", Defs: []elftest.Def{{Name: "plain"}}},
+			"libu.so.1": {Soname: "libu.so.1", Defs: []elfwrite.Def{{Name: "plain"}}},
 			// Versions, but the symbol has the global index.
-			"libw.so.1": {Soname: "libw.so.1", VersionDefs: []string{"W_1"}, Defs: []elftest.Def{{Name: "from_w"}, {Name: "versioned_w"}, {Name: "other", Version: "W_1"}}},
+			"libw.so.1": {Soname: "libw.so.1", VersionDefs: []string{"W_1"}, Defs: []elfwrite.Def{{Name: "from_w"}, {Name: "versioned_w"}, {Name: "other", Version: "W_1"}}},
 		},
 		want: nil,
 	}, {
 		name: "binding, visibility and type",
-		root: elftest.Linked{Soname: "libroot.so", Needed: []string{"libs.so.1"}, RunPath: origin,
-			Refs: []elftest.Ref{{Name: "local"}, {Name: "hidden"}, {Name: "internal"}, {Name: "protected"}, {Name: "weak_def"},
+		root: elfwrite.Linked{Soname: "libroot.so", Needed: []string{"libs.so.1"}, RunPath: origin,
+			Refs: []elfwrite.Ref{{Name: "local"}, {Name: "hidden"}, {Name: "internal"}, {Name: "protected"}, {Name: "weak_def"},
 				{Name: "no_value"}, {Name: "tls_no_value"}, {Name: "ifunc"}, {Name: "section"}, {Name: "unique"}, {Name: "func"}}},
-		libs: map[string]elftest.Linked{"libs.so.1": {Soname: "libs.so.1", Defs: []elftest.Def{
+		libs: map[string]elfwrite.Linked{"libs.so.1": {Soname: "libs.so.1", Defs: []elfwrite.Def{
 			{Name: "local", Local: true},
 			{Name: "hidden", Vis: elf.STV_HIDDEN},
 			{Name: "internal", Vis: elf.STV_INTERNAL},
@@ -118,20 +118,20 @@ func fixtures() []fixture {
 		// a local one hides a later global of the same object, not one in
 		// the next object.
 		name: "first of the chain decides",
-		root: elftest.Linked{Soname: "libroot.so", Needed: []string{"libs.so.1", "libt.so.1"}, RunPath: origin,
-			Refs: []elftest.Ref{{Name: "shadowed"}, {Name: "elsewhere"}}},
-		libs: map[string]elftest.Linked{
-			"libs.so.1": {Soname: "libs.so.1", Defs: []elftest.Def{{Name: "shadowed", Local: true}, {Name: "shadowed"}, {Name: "elsewhere", Vis: elf.STV_HIDDEN}}},
-			"libt.so.1": {Soname: "libt.so.1", Defs: []elftest.Def{{Name: "elsewhere"}}},
+		root: elfwrite.Linked{Soname: "libroot.so", Needed: []string{"libs.so.1", "libt.so.1"}, RunPath: origin,
+			Refs: []elfwrite.Ref{{Name: "shadowed"}, {Name: "elsewhere"}}},
+		libs: map[string]elfwrite.Linked{
+			"libs.so.1": {Soname: "libs.so.1", Defs: []elfwrite.Def{{Name: "shadowed", Local: true}, {Name: "shadowed"}, {Name: "elsewhere", Vis: elf.STV_HIDDEN}}},
+			"libt.so.1": {Soname: "libt.so.1", Defs: []elfwrite.Def{{Name: "elsewhere"}}},
 		},
 		want: []string{"shadowed"},
 	}, {
 		name: "references of the needed libraries too",
-		root: elftest.Linked{Soname: "libroot.so", Needed: []string{"libmid.so.1"}, RunPath: origin, Refs: []elftest.Ref{{Name: "mid"}}},
-		libs: map[string]elftest.Linked{
+		root: elfwrite.Linked{Soname: "libroot.so", Needed: []string{"libmid.so.1"}, RunPath: origin, Refs: []elfwrite.Ref{{Name: "mid"}}},
+		libs: map[string]elfwrite.Linked{
 			"libmid.so.1": {Soname: "libmid.so.1", Needed: []string{"libleaf.so.1"}, RunPath: origin,
-				Defs: []elftest.Def{{Name: "mid"}}, Refs: []elftest.Ref{{Name: "leaf"}, {Name: "from_root"}, {Name: "nowhere"}}},
-			"libleaf.so.1": {Soname: "libleaf.so.1", Defs: []elftest.Def{{Name: "leaf"}}},
+				Defs: []elfwrite.Def{{Name: "mid"}}, Refs: []elfwrite.Ref{{Name: "leaf"}, {Name: "from_root"}, {Name: "nowhere"}}},
+			"libleaf.so.1": {Soname: "libleaf.so.1", Defs: []elfwrite.Def{{Name: "leaf"}}},
 		},
 		// from_root is defined by nothing here; the root defines none.
 		want: nil,
@@ -144,14 +144,14 @@ func (f fixture) write(t *testing.T, dir string, machine elf.Machine, gnu bool) 
 	t.Helper()
 	for name, spec := range f.libs {
 		spec.Machine, spec.GNUHash = machine, gnu
-		if err := elftest.WriteLinked(filepath.Join(dir, name), spec); err != nil {
+		if err := elfwrite.WriteLinked(filepath.Join(dir, name), spec); err != nil {
 			t.Fatal(err)
 		}
 	}
 	root := f.root
 	root.Machine, root.GNUHash = machine, gnu
 	p := filepath.Join(dir, "libroot.so")
-	if err := elftest.WriteLinked(p, root); err != nil {
+	if err := elfwrite.WriteLinked(p, root); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/ldso"
 )
@@ -45,13 +45,13 @@ func TestRTLDGlobalJoinsTheGlobalScope(t *testing.T) {
 	}
 	provider := filepath.Join(dir, "libprovider.so.1")
 	consumer := filepath.Join(dir, "libconsumer.so")
-	for p, spec := range map[string]elftest.Linked{
-		provider: {Soname: "libprovider.so.1", Defs: []elftest.Def{{Name: "from_provider"}}, GNUHash: true},
+	for p, spec := range map[string]elfwrite.Linked{
+		provider: {Soname: "libprovider.so.1", Defs: []elfwrite.Def{{Name: "from_provider"}}, GNUHash: true},
 		// The consumer does not need the provider: only the global scope
 		// can hold the symbol.
-		consumer: {Soname: "libconsumer.so", Refs: []elftest.Ref{{Name: "from_provider"}}, GNUHash: true},
+		consumer: {Soname: "libconsumer.so", Refs: []elfwrite.Ref{{Name: "from_provider"}}, GNUHash: true},
 	} {
-		if err := elftest.WriteLinked(p, spec); err != nil {
+		if err := elfwrite.WriteLinked(p, spec); err != nil {
 			t.Fatal(err)
 		}
 	}

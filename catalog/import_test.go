@@ -19,7 +19,7 @@ import (
 
 	"github.com/ulikunitz/xz"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/platform"
 )
 
@@ -235,7 +235,7 @@ func TestImportFromTable(t *testing.T) {
 
 type fileSpec struct {
 	name    string // below the archive's top directory
-	elf     *elftest.Spec
+	elf     *elfwrite.Spec
 	text    string // non-ELF content
 	symlink string // link target
 }
@@ -275,7 +275,7 @@ func buildTarXZ(t *testing.T, top string, files []fileSpec) []byte {
 		}
 		data := []byte(f.text)
 		if f.elf != nil {
-			if data, err = elftest.Build(*f.elf); err != nil {
+			if data, err = elfwrite.Build(*f.elf); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -354,23 +354,23 @@ func testExtractor(fetched *[]string) Extractor {
 
 func TestImportScanRecordsSonamesInside(t *testing.T) {
 	x86 := buildTarXZ(t, "libfoo-linux-x86_64-13.0.1-archive", []fileSpec{
-		{name: "lib/libfoo.so.13.0.1", elf: &elftest.Spec{Soname: "libfoo.so.13", Needed: []string{"libc.so.6"}}},
+		{name: "lib/libfoo.so.13.0.1", elf: &elfwrite.Spec{Soname: "libfoo.so.13", Needed: []string{"libc.so.6"}}},
 		{name: "lib/libfoo.so.13", symlink: "libfoo.so.13.0.1"},
 		{name: "lib/libfoo.so", symlink: "libfoo.so.13"},
-		{name: "lib/libfooLt.so.13.0.1", elf: &elftest.Spec{Soname: "libfooLt.so.13"}},
+		{name: "lib/libfooLt.so.13.0.1", elf: &elfwrite.Spec{Soname: "libfooLt.so.13"}},
 		{name: "lib/libfooLt.so.13", symlink: "libfooLt.so.13.0.1"},
 		{name: "lib/libfoo_static.a", text: "!<arch>\n"},
-		{name: "lib/stubs/libcuda.so", elf: &elftest.Spec{Soname: "libcuda.so.1"}},
-		{name: "lib/cross/libwrong.so.1", elf: &elftest.Spec{Soname: "libwrong.so.1", Machine: elf.EM_AARCH64}},
-		{name: "bin/footool", elf: &elftest.Spec{Type: elf.ET_EXEC, Interp: "/lib64/ld-linux-x86-64.so.2"}},
+		{name: "lib/stubs/libcuda.so", elf: &elfwrite.Spec{Soname: "libcuda.so.1"}},
+		{name: "lib/cross/libwrong.so.1", elf: &elfwrite.Spec{Soname: "libwrong.so.1", Machine: elf.EM_AARCH64}},
+		{name: "bin/footool", elf: &elfwrite.Spec{Type: elf.ET_EXEC, Interp: "/lib64/ld-linux-x86-64.so.2"}},
 		{name: "include/foo.h", text: "#define FOO 1\n"},
 		{name: "LICENSE", text: "license text\n"},
 	})
 	sbsa := buildTarXZ(t, "libfoo-linux-sbsa-13.0.1-archive", []fileSpec{
-		{name: "lib/libfoo.so.13.0.1", elf: &elftest.Spec{Soname: "libfoo.so.13", Machine: elf.EM_AARCH64}},
+		{name: "lib/libfoo.so.13.0.1", elf: &elfwrite.Spec{Soname: "libfoo.so.13", Machine: elf.EM_AARCH64}},
 		{name: "lib/libfoo.so.13", symlink: "libfoo.so.13.0.1"},
-		{name: "lib/libcuda.so.1", elf: &elftest.Spec{Soname: "libcuda.so.1", Machine: elf.EM_AARCH64}}, // a driver library is never offered
-		{name: "lib/plugin.so", elf: &elftest.Spec{Machine: elf.EM_AARCH64}},                            // no SONAME
+		{name: "lib/libcuda.so.1", elf: &elfwrite.Spec{Soname: "libcuda.so.1", Machine: elf.EM_AARCH64}}, // a driver library is never offered
+		{name: "lib/plugin.so", elf: &elfwrite.Spec{Machine: elf.EM_AARCH64}},                            // no SONAME
 	})
 	files := map[string][]byte{
 		"/mirror/libfoo/linux-x86_64/libfoo-linux-x86_64-13.0.1-archive.tar.xz": x86,

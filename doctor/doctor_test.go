@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 func TestHealthyHost(t *testing.T) {
@@ -217,7 +217,7 @@ func TestDevices(t *testing.T) {
 	t.Run("wsl", func(t *testing.T) {
 		h := newBareHost(t)
 		h.file("/dev/dxg", "")
-		h.elf("/usr/lib/wsl/lib/libcuda.so.1.1", elftest.Spec{Soname: "libcuda.so.1", Symbols: driverSymbols()})
+		h.elf("/usr/lib/wsl/lib/libcuda.so.1.1", elfwrite.Spec{Soname: "libcuda.so.1", Symbols: driverSymbols()})
 		h.link("/usr/lib/wsl/lib/libcuda.so.1", "libcuda.so.1.1")
 		r := h.report()
 		expect(t, r, CheckDevices, OK, []string{"/dev/dxg", "WSL2"})
@@ -241,7 +241,7 @@ func TestStubOnLibraryPath(t *testing.T) {
 	stubs := "/usr/local/cuda-13.0/targets/x86_64-linux/lib/stubs"
 	setup := func(t *testing.T, withSonameLink bool) *fakeHost {
 		h := newGPUHost(t)
-		h.elf(stubs+"/libcuda.so", elftest.Spec{Soname: "libcuda.so.1", Symbols: driverSymbols()})
+		h.elf(stubs+"/libcuda.so", elfwrite.Spec{Soname: "libcuda.so.1", Symbols: driverSymbols()})
 		if withSonameLink {
 			h.link(stubs+"/libcuda.so.1", "libcuda.so")
 		}
@@ -277,7 +277,7 @@ func TestStubOnLibraryPath(t *testing.T) {
 func TestStubInCache(t *testing.T) {
 	stubs := "/usr/local/cuda/lib64/stubs"
 	h := newGPUHost(t)
-	h.elf(stubs+"/libcuda.so", elftest.Spec{Soname: "libcuda.so.1", Symbols: driverSymbols()})
+	h.elf(stubs+"/libcuda.so", elfwrite.Spec{Soname: "libcuda.so.1", Symbols: driverSymbols()})
 	h.link(stubs+"/libcuda.so.1", "libcuda.so")
 	h.confDirs = []string{stubs}
 	r := h.report()
@@ -343,7 +343,7 @@ func TestForwardCompatibility(t *testing.T) {
 	h.devices(1, true)
 	h.driverLibs("/usr/lib64", "575.57.08")
 	compat := "/usr/local/cuda-13.0/compat"
-	h.elf(compat+"/libcuda.so.580.95.05", elftest.Spec{Soname: "libcuda.so.1", Symbols: driverSymbols()})
+	h.elf(compat+"/libcuda.so.580.95.05", elfwrite.Spec{Soname: "libcuda.so.1", Symbols: driverSymbols()})
 	h.link(compat+"/libcuda.so.1", "libcuda.so.580.95.05")
 	h.env["LD_LIBRARY_PATH"] = compat
 	writeTorchLike(h, "/venv/site-packages", "13")
@@ -360,9 +360,9 @@ func TestForwardCompatibility(t *testing.T) {
 func writeTorchLike(h *fakeHost, site, major string) {
 	rpath := "$ORIGIN/../../nvidia/cu" + major + "/lib:$ORIGIN"
 	h.elf(site+"/nvidia/cu"+major+"/lib/libcudart.so."+major, cudart(major, "cudaMalloc", "cudaGetDeviceCount", "__cudaRegisterFatBinary"))
-	h.elf(site+"/torch/lib/libtorch_cuda.so", cudartUser("libtorch_cuda.so", major, elftest.Str(rpath), "cudaMalloc", "__cudaRegisterFatBinary"))
-	h.elf(site+"/torch/lib/libc10_cuda.so", cudartUser("libc10_cuda.so", major, elftest.Str(rpath), "cudaGetDeviceCount"))
-	h.elf(site+"/torch/_C.so", elftest.Spec{Needed: []string{"libtorch_cuda.so", "libc.so.6"}, RPath: elftest.Str("$ORIGIN/lib")})
+	h.elf(site+"/torch/lib/libtorch_cuda.so", cudartUser("libtorch_cuda.so", major, elfwrite.Str(rpath), "cudaMalloc", "__cudaRegisterFatBinary"))
+	h.elf(site+"/torch/lib/libc10_cuda.so", cudartUser("libc10_cuda.so", major, elfwrite.Str(rpath), "cudaGetDeviceCount"))
+	h.elf(site+"/torch/_C.so", elfwrite.Spec{Needed: []string{"libtorch_cuda.so", "libc.so.6"}, RPath: elfwrite.Str("$ORIGIN/lib")})
 	h.file(site+"/torch/__init__.py", "import torch._C\n")
 }
 
@@ -409,7 +409,7 @@ func TestCompatibilityMinorVersion(t *testing.T) {
 	h.driverLibs("/usr/lib64", "535.104.05")
 	h.elf("/opt/app/lib/libcudart.so.12.8.90", cudart("12", "cudaMalloc"))
 	h.link("/opt/app/lib/libcudart.so.12", "libcudart.so.12.8.90")
-	h.elf("/opt/app/lib/libkernels.so", cudartUser("libkernels.so", "12", elftest.Str("$ORIGIN"), "cudaMalloc"))
+	h.elf("/opt/app/lib/libkernels.so", cudartUser("libkernels.so", "12", elfwrite.Str("$ORIGIN"), "cudaMalloc"))
 	r := h.reportFor("/opt/app/lib/libkernels.so")
 	expect(t, r, CheckCompat, Warn, []string{"needs CUDA 12.8", "runs through minor version compatibility"}, "570.26", "CUDA_ERROR_UNSUPPORTED_PTX_VERSION")
 }
@@ -439,14 +439,14 @@ func TestCompatibilityFromNeededOnly(t *testing.T) {
 	h.kernel("570.172.08", false)
 	h.remove("/usr/lib64")
 	h.driverLibs("/usr/lib64", "570.172.08")
-	h.elf("/opt/app/libsolver.so", elftest.Spec{Soname: "libsolver.so", Needed: []string{"libcublas.so.13", "libcurand.so.10", "libc.so.6"}})
+	h.elf("/opt/app/libsolver.so", elfwrite.Spec{Soname: "libsolver.so", Needed: []string{"libcublas.so.13", "libcurand.so.10", "libc.so.6"}})
 	r := h.reportFor("/opt/app")
 	expect(t, r, CheckCompat, Fail, []string{"app needs CUDA 13 (it needs libcublas.so.13)", "runs CUDA 12.8 and older"}, "580")
 }
 
 func TestCompatibilityNoCUDA(t *testing.T) {
 	h := newGPUHost(t)
-	h.elf("/opt/plain/libz.so.1", elftest.Spec{Soname: "libz.so.1", Needed: []string{"libc.so.6", "libcufft.so.11"}})
+	h.elf("/opt/plain/libz.so.1", elfwrite.Spec{Soname: "libz.so.1", Needed: []string{"libc.so.6", "libcufft.so.11"}})
 	r := h.reportFor("/opt/plain")
 	expect(t, r, CheckCompat, OK, []string{"plain needs no CUDA runtime"})
 	expect(t, r, CheckStaticRuntime, OK, []string{"no object of plain carries the CUDA runtime statically"})
@@ -484,8 +484,8 @@ func TestPlainProgramModel(t *testing.T) {
 // modelled; its DT_RUNPATH is searched for libcuda.so.1 like any other.
 func TestProgramFromPATH(t *testing.T) {
 	h := newGPUHost(t)
-	h.elf("/opt/py/bin/python3", elftest.Spec{Interp: interp, Flags1: elf.DF_1_PIE, Needed: []string{"libc.so.6"}, RunPath: elftest.Str("$ORIGIN/../lib")})
-	h.elf("/opt/py/lib/libcuda.so.1", elftest.Spec{Soname: "libcuda.so.1", Symbols: driverSymbols()})
+	h.elf("/opt/py/bin/python3", elfwrite.Spec{Interp: interp, Flags1: elf.DF_1_PIE, Needed: []string{"libc.so.6"}, RunPath: elfwrite.Str("$ORIGIN/../lib")})
+	h.elf("/opt/py/lib/libcuda.so.1", elfwrite.Spec{Soname: "libcuda.so.1", Symbols: driverSymbols()})
 	h.env["PATH"] = "/opt/py/bin:/usr/bin"
 	r := h.report()
 	expect(t, r, CheckLibcuda, OK, []string{"load /opt/py/bin/../lib/libcuda.so.1 (RUNPATH of /opt/py/bin/python3"})

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/elfscan"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // fakeHost is a machine built in a directory: the files doctor reads under
@@ -40,16 +40,16 @@ const interp = "/lib64/ld-linux-x86-64.so.2"
 func newBareHost(t *testing.T) *fakeHost {
 	t.Helper()
 	h := &fakeHost{t: t, root: t.TempDir(), env: map[string]string{}, denied: map[string]bool{}}
-	h.elf(interp, elftest.Spec{Soname: "ld-linux-x86-64.so.2", VersionDefs: []string{"GLIBC_2.2.5", "GLIBC_2.3"}})
-	h.elf("/lib64/libc.so.6", elftest.Spec{
+	h.elf(interp, elfwrite.Spec{Soname: "ld-linux-x86-64.so.2", VersionDefs: []string{"GLIBC_2.2.5", "GLIBC_2.3"}})
+	h.elf("/lib64/libc.so.6", elfwrite.Spec{
 		Soname: "libc.so.6", Interp: interp, Needed: []string{"ld-linux-x86-64.so.2"},
 		VersionDefs: []string{"GLIBC_2.2.5", "GLIBC_2.34", "GLIBC_2.38"},
-		Symbols: []elftest.Symbol{
+		Symbols: []elfwrite.Symbol{
 			{Name: "dlsym", Defined: true, Func: true, Version: "GLIBC_2.34"},
 			{Name: "malloc", Defined: true, Func: true, Version: "GLIBC_2.2.5"},
 		},
 	})
-	h.elf("/bin/sh", elftest.Spec{Type: elf.ET_DYN, Flags1: elf.DF_1_PIE, Interp: interp, Needed: []string{"libc.so.6"}})
+	h.elf("/bin/sh", elfwrite.Spec{Type: elf.ET_DYN, Flags1: elf.DF_1_PIE, Interp: interp, Needed: []string{"libc.so.6"}})
 	h.dir("/usr/lib64")
 	return h
 }
@@ -88,9 +88,9 @@ func (h *fakeHost) remove(guest string) {
 	}
 }
 
-func (h *fakeHost) elf(guest string, spec elftest.Spec) {
+func (h *fakeHost) elf(guest string, spec elfwrite.Spec) {
 	h.t.Helper()
-	if err := elftest.Write(h.path(guest), spec); err != nil {
+	if err := elfwrite.Write(h.path(guest), spec); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -127,10 +127,10 @@ func (h *fakeHost) devices(n int, uvm bool) {
 func itoa(i int) string { return string(rune('0' + i)) }
 
 // driverSymbols are the entry points of a real libcuda.so.1.
-func driverSymbols() []elftest.Symbol {
-	var s []elftest.Symbol
+func driverSymbols() []elfwrite.Symbol {
+	var s []elfwrite.Symbol
 	for _, n := range []string{"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuGetProcAddress", "cuGetProcAddress_v2", "cuMemAlloc_v2"} {
-		s = append(s, elftest.Symbol{Name: n, Defined: true, Func: true})
+		s = append(s, elfwrite.Symbol{Name: n, Defined: true, Func: true})
 	}
 	return s
 }
@@ -138,33 +138,33 @@ func driverSymbols() []elftest.Symbol {
 // driverLibs installs a driver's libcuda and libnvidia-ml in dir, named and
 // linked as the driver packages do.
 func (h *fakeHost) driverLibs(dir, v string) {
-	h.elf(dir+"/libcuda.so."+v, elftest.Spec{Soname: "libcuda.so.1", Needed: []string{"libc.so.6"}, Symbols: driverSymbols()})
+	h.elf(dir+"/libcuda.so."+v, elfwrite.Spec{Soname: "libcuda.so.1", Needed: []string{"libc.so.6"}, Symbols: driverSymbols()})
 	h.link(dir+"/libcuda.so.1", "libcuda.so."+v)
-	h.elf(dir+"/libnvidia-ml.so."+v, elftest.Spec{Soname: "libnvidia-ml.so.1", Needed: []string{"libc.so.6"},
-		Symbols: []elftest.Symbol{{Name: "nvmlInit_v2", Defined: true, Func: true}, {Name: "nvmlDeviceGetCount_v2", Defined: true, Func: true}}})
+	h.elf(dir+"/libnvidia-ml.so."+v, elfwrite.Spec{Soname: "libnvidia-ml.so.1", Needed: []string{"libc.so.6"},
+		Symbols: []elfwrite.Symbol{{Name: "nvmlInit_v2", Defined: true, Func: true}, {Name: "nvmlDeviceGetCount_v2", Defined: true, Func: true}}})
 	h.link(dir+"/libnvidia-ml.so.1", "libnvidia-ml.so."+v)
 }
 
 // cudart is a libcudart.so.N with versioned definitions.
-func cudart(major string, syms ...string) elftest.Spec {
+func cudart(major string, syms ...string) elfwrite.Spec {
 	so := "libcudart.so." + major
-	spec := elftest.Spec{Soname: so, Needed: []string{"libc.so.6"}, VersionDefs: []string{so}}
+	spec := elfwrite.Spec{Soname: so, Needed: []string{"libc.so.6"}, VersionDefs: []string{so}}
 	for _, s := range syms {
-		spec.Symbols = append(spec.Symbols, elftest.Symbol{Name: s, Defined: true, Func: true, Version: so})
+		spec.Symbols = append(spec.Symbols, elfwrite.Symbol{Name: s, Defined: true, Func: true, Version: so})
 	}
 	return spec
 }
 
 // cudartUser is a library that links libcudart.so.N and imports syms from
 // it, as nvcc-built shared libraries do.
-func cudartUser(soname, major string, rpath *string, syms ...string) elftest.Spec {
+func cudartUser(soname, major string, rpath *string, syms ...string) elfwrite.Spec {
 	so := "libcudart.so." + major
-	spec := elftest.Spec{
+	spec := elfwrite.Spec{
 		Soname: soname, Needed: []string{so, "libc.so.6"}, RPath: rpath,
-		VersionNeeds: []elftest.VersionNeed{{File: so, Versions: []string{so}}},
+		VersionNeeds: []elfwrite.VersionNeed{{File: so, Versions: []string{so}}},
 	}
 	for _, s := range syms {
-		spec.Symbols = append(spec.Symbols, elftest.Symbol{Name: s, Func: true, Version: so})
+		spec.Symbols = append(spec.Symbols, elfwrite.Symbol{Name: s, Func: true, Version: so})
 	}
 	return spec
 }

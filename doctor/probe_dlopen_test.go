@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // The test binary is its own probe child, as cudadeps is.
@@ -41,7 +41,7 @@ func TestProbeChildDriverCalls(t *testing.T) {
 func TestProbeChildFailures(t *testing.T) {
 	t.Run("not-a-driver", func(t *testing.T) {
 		dir := t.TempDir()
-		if err := elftest.Write(filepath.Join(dir, "libcuda.so.1"), elftest.Spec{Soname: "libcuda.so.1"}); err != nil {
+		if err := elfwrite.Write(filepath.Join(dir, "libcuda.so.1"), elfwrite.Spec{Soname: "libcuda.so.1"}); err != nil {
 			t.Fatal(err)
 		}
 		p := runChild(t, dir)
@@ -51,7 +51,7 @@ func TestProbeChildFailures(t *testing.T) {
 	})
 	t.Run("crash", func(t *testing.T) {
 		dir := t.TempDir()
-		b, err := elftest.Build(elftest.Spec{Soname: "libcuda.so.1", Symbols: []elftest.Symbol{{Name: "cuInit", Defined: true, Func: true}}})
+		b, err := elfwrite.Build(elfwrite.Spec{Soname: "libcuda.so.1", Symbols: []elfwrite.Symbol{{Name: "cuInit", Defined: true, Func: true}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // childSays is a probe subprocess that printed out and ended as res says.
@@ -171,9 +171,9 @@ func TestProbeScriptReal(t *testing.T) {
 	if err != nil {
 		t.Skip("no python3")
 	}
-	probe := func(t *testing.T, spec elftest.Spec, patch func([]byte)) (*ProbeResult, string) {
+	probe := func(t *testing.T, spec elfwrite.Spec, patch func([]byte)) (*ProbeResult, string) {
 		dir := t.TempDir()
-		b, err := elftest.Build(spec)
+		b, err := elfwrite.Build(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func TestProbeScriptReal(t *testing.T) {
 		return r.Summary.Probe, dir
 	}
 	t.Run("not-a-driver", func(t *testing.T) {
-		spec := elftest.Spec{Soname: "libcuda.so.1", Symbols: []elftest.Symbol{{Name: "cuNothing", Defined: true, Func: true}}}
+		spec := elfwrite.Spec{Soname: "libcuda.so.1", Symbols: []elfwrite.Symbol{{Name: "cuNothing", Defined: true, Func: true}}}
 		p, _ := probe(t, spec, nil)
 		if p.Stage != "dlsym" || !strings.Contains(p.Error, "cuInit") || p.Died != "" {
 			t.Errorf("%+v", p)
@@ -202,7 +202,7 @@ func TestProbeScriptReal(t *testing.T) {
 		// cuInit points into the object's only segment, which is not
 		// executable: calling it kills the process with SIGSEGV, which must
 		// not kill doctor.
-		spec := elftest.Spec{Soname: "libcuda.so.1", Symbols: []elftest.Symbol{{Name: "cuInit", Defined: true, Func: true}}}
+		spec := elfwrite.Spec{Soname: "libcuda.so.1", Symbols: []elfwrite.Symbol{{Name: "cuInit", Defined: true, Func: true}}}
 		p, dir := probe(t, spec, func(b []byte) { setSymbolValue(t, b, "cuInit", 0x40) })
 		if p.Died != "SIGSEGV" || p.Stage != "cuInit" || p.Init != nil {
 			t.Errorf("%+v (stderr %q)", p, p.Stderr)
@@ -213,7 +213,7 @@ func TestProbeScriptReal(t *testing.T) {
 	})
 }
 
-// setSymbolValue gives a dynamic symbol of an elftest object an address
+// setSymbolValue gives a dynamic symbol of an elfwrite object an address
 // (the loader ignores symbols whose value is 0).
 func setSymbolValue(t *testing.T, b []byte, name string, value uint64) {
 	t.Helper()

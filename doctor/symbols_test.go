@@ -4,13 +4,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
-func hookLib(names ...string) elftest.Spec {
-	spec := elftest.Spec{Soname: "libhook.so", Needed: []string{"libc.so.6"}}
+func hookLib(names ...string) elfwrite.Spec {
+	spec := elfwrite.Spec{Soname: "libhook.so", Needed: []string{"libc.so.6"}}
 	for _, n := range names {
-		spec.Symbols = append(spec.Symbols, elftest.Symbol{Name: n, Defined: true, Func: true})
+		spec.Symbols = append(spec.Symbols, elfwrite.Symbol{Name: n, Defined: true, Func: true})
 	}
 	return spec
 }
@@ -78,14 +78,14 @@ func TestStaticRuntime(t *testing.T) {
 	build := func(h *fakeHost) {
 		// nvcc's default: the runtime linked in, its registration entry point
 		// exported, no libcudart in NEEDED.
-		h.elf("/opt/app/libtest_cuda.so", elftest.Spec{Soname: "libtest_cuda.so", Needed: []string{"libc.so.6"},
-			Symbols: []elftest.Symbol{
+		h.elf("/opt/app/libtest_cuda.so", elfwrite.Spec{Soname: "libtest_cuda.so", Needed: []string{"libc.so.6"},
+			Symbols: []elfwrite.Symbol{
 				{Name: "__cudaRegisterFatBinary", Defined: true, Func: true},
 				{Name: "__cudaRegisterFunction", Defined: true, Func: true},
 				{Name: "dlsym", Func: true},
 			}})
 		// A library linking libcudart dynamically imports the same name: not static.
-		h.elf("/opt/app/libdyn.so", cudartUser("libdyn.so", "12", elftest.Str("$ORIGIN"), "__cudaRegisterFatBinary", "cudaMalloc"))
+		h.elf("/opt/app/libdyn.so", cudartUser("libdyn.so", "12", elfwrite.Str("$ORIGIN"), "__cudaRegisterFatBinary", "cudaMalloc"))
 		h.elf("/opt/app/libcudart.so.12", cudart("12", "__cudaRegisterFatBinary", "cudaMalloc"))
 	}
 	t.Run("no-hook", func(t *testing.T) {
@@ -116,8 +116,8 @@ func TestStaticRuntime(t *testing.T) {
 func TestRuntimeHookVersion(t *testing.T) {
 	h := newGPUHost(t)
 	writeTorchLike(h, "/venv/site-packages", "13")
-	h.elf("/opt/hook12.so", elftest.Spec{Soname: "libhook12.so", VersionDefs: []string{"libcudart.so.12"},
-		Symbols: []elftest.Symbol{{Name: "cudaMalloc", Defined: true, Func: true, Version: "libcudart.so.12"}}})
+	h.elf("/opt/hook12.so", elfwrite.Spec{Soname: "libhook12.so", VersionDefs: []string{"libcudart.so.12"},
+		Symbols: []elfwrite.Symbol{{Name: "cudaMalloc", Defined: true, Func: true, Version: "libcudart.so.12"}}})
 	h.env["LD_PRELOAD"] = "/opt/hook12.so"
 	r := h.reportFor("/venv/site-packages/torch")
 	expect(t, r, CheckInterposers, Warn, []string{"it defines cudaMalloc@@libcudart.so.12 while libtorch_cuda.so asks for cudaMalloc@libcudart.so.13"}, "version script")
@@ -131,13 +131,13 @@ func TestVGPUShims(t *testing.T) {
 	setup := func(t *testing.T, cudartSyms []string, libcudaSyms []string) *fakeHost {
 		h := newGPUHost(t)
 		dir := "/usr/local/lib/ollama/cuda_v12"
-		spec := elftest.Spec{Soname: "libvgpu-cuda.so", Needed: []string{"libc.so.6"}}
+		spec := elfwrite.Spec{Soname: "libvgpu-cuda.so", Needed: []string{"libc.so.6"}}
 		for _, n := range libcudaSyms {
-			spec.Symbols = append(spec.Symbols, elftest.Symbol{Name: n, Defined: true, Func: true})
+			spec.Symbols = append(spec.Symbols, elfwrite.Symbol{Name: n, Defined: true, Func: true})
 		}
 		h.elf("/usr/lib64/libvgpu-cuda.so", spec)
 		h.elf("/usr/lib64/libvgpu-cudart.so", cudart("12", cudartSyms...))
-		h.elf("/usr/lib64/libvgpu-nvml.so", elftest.Spec{Soname: "libvgpu-nvml.so", Symbols: []elftest.Symbol{{Name: "nvmlInit_v2", Defined: true, Func: true}}})
+		h.elf("/usr/lib64/libvgpu-nvml.so", elfwrite.Spec{Soname: "libvgpu-nvml.so", Symbols: []elfwrite.Symbol{{Name: "nvmlInit_v2", Defined: true, Func: true}}})
 		h.link(dir+"/libcuda.so.1", "/usr/lib64/libvgpu-cuda.so")
 		h.link(dir+"/libcudart.so.12", "/usr/lib64/libvgpu-cudart.so")
 		h.link(dir+"/libcudart.so.12.8.90", "/usr/lib64/libvgpu-cudart.so")

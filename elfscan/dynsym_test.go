@@ -8,7 +8,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // TestReferencesMatchDebugELF compares the references of host libraries
@@ -94,10 +94,10 @@ func relocatedBySections(f *elf.File) map[uint64]bool {
 // TestSymbolTablesOfDamagedFiles reads and looks up symbols of an object
 // damaged byte by byte: an error or an answer, never a panic.
 func TestSymbolTablesOfDamagedFiles(t *testing.T) {
-	good, err := elftest.BuildLinked(elftest.Linked{Soname: "libd.so.1", Needed: []string{"libc.so.6"}, VersionDefs: []string{"D_1"}, GNUHash: true,
-		VersionNeeds: []elftest.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.2.5"}}},
-		Defs:         []elftest.Def{{Name: "d_one", Version: "D_1"}, {Name: "d_two"}},
-		Refs:         []elftest.Ref{{Name: "malloc", Version: "GLIBC_2.2.5"}, {Name: "hook", Weak: true}}})
+	good, err := elfwrite.BuildLinked(elfwrite.Linked{Soname: "libd.so.1", Needed: []string{"libc.so.6"}, VersionDefs: []string{"D_1"}, GNUHash: true,
+		VersionNeeds: []elfwrite.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.2.5"}}},
+		Defs:         []elfwrite.Def{{Name: "d_one", Version: "D_1"}, {Name: "d_two"}},
+		Refs:         []elfwrite.Ref{{Name: "malloc", Version: "GLIBC_2.2.5"}, {Name: "hook", Weak: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // hostLibraries returns real ELF shared objects of this machine, the largest
@@ -194,15 +194,15 @@ func TestEveryClassAndByteOrder(t *testing.T) {
 	} {
 		for _, noSections := range []bool{false, true} {
 			name := fmt.Sprintf("%v-%v-%v-nosections=%v", tc.class, tc.data, tc.machine, noSections)
-			spec := elftest.Spec{
+			spec := elfwrite.Spec{
 				Class: tc.class, Data: tc.data, Machine: tc.machine, Interp: "/lib/ld.so.1",
 				Soname: "libx.so.3", Needed: []string{"liba.so.1", "libb.so.2"},
-				RPath: elftest.Str("$ORIGIN/../lib"), RunPath: elftest.Str("/opt/x"), Flags1: elf.DF_1_NODEFLIB,
-				VersionNeeds:     []elftest.VersionNeed{{File: "liba.so.1", Versions: []string{"A_1", "A_2"}, Weak: []bool{false, true}}},
+				RPath: elfwrite.Str("$ORIGIN/../lib"), RunPath: elfwrite.Str("/opt/x"), Flags1: elf.DF_1_NODEFLIB,
+				VersionNeeds:     []elfwrite.VersionNeed{{File: "liba.so.1", Versions: []string{"A_1", "A_2"}, Weak: []bool{false, true}}},
 				VersionDefs:      []string{"X_1", "X_2"},
 				NoSectionHeaders: noSections,
 			}
-			data, err := elftest.Build(spec)
+			data, err := elfwrite.Build(spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,10 +217,10 @@ func TestEveryClassAndByteOrder(t *testing.T) {
 			}
 			if len(in.VersionNeeds) != 1 || in.VersionNeeds[0].File != "liba.so.1" || len(in.VersionNeeds[0].Versions) != 2 ||
 				in.VersionNeeds[0].Versions[0].Weak() || !in.VersionNeeds[0].Versions[1].Weak() ||
-				in.VersionNeeds[0].Versions[1].Hash != elftest.Hash("A_2") {
+				in.VersionNeeds[0].Versions[1].Hash != elfwrite.Hash("A_2") {
 				t.Errorf("%s: version needs %+v", name, in.VersionNeeds)
 			}
-			if len(in.VersionDefs) != 3 || !in.VersionDefs[0].Base() || in.VersionDefs[0].Name != "libx.so.3" || !in.HasVersion("X_2", elftest.Hash("X_2")) || in.HasVersion("X_3", elftest.Hash("X_3")) {
+			if len(in.VersionDefs) != 3 || !in.VersionDefs[0].Base() || in.VersionDefs[0].Name != "libx.so.3" || !in.HasVersion("X_2", elfwrite.Hash("X_2")) || in.HasVersion("X_3", elfwrite.Hash("X_3")) {
 				t.Errorf("%s: version defs %+v", name, in.VersionDefs)
 			}
 		}
@@ -237,7 +237,7 @@ func TestNotELF(t *testing.T) {
 }
 
 func TestCorruptFilesFailCleanly(t *testing.T) {
-	good, err := elftest.Build(elftest.Spec{Soname: "libq.so", Needed: []string{"liba.so"}, VersionNeeds: []elftest.VersionNeed{{File: "liba.so", Versions: []string{"V"}}}, VersionDefs: []string{"Q"}})
+	good, err := elfwrite.Build(elfwrite.Spec{Soname: "libq.so", Needed: []string{"liba.so"}, VersionNeeds: []elfwrite.VersionNeed{{File: "liba.so", Versions: []string{"V"}}}, VersionDefs: []string{"Q"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,12 +342,12 @@ func TestZipMembers(t *testing.T) {
 }
 
 func FuzzRead(f *testing.F) {
-	for _, spec := range []elftest.Spec{
-		{Soname: "liba.so", Needed: []string{"libb.so"}, RPath: elftest.Str("$ORIGIN")},
-		{Class: elf.ELFCLASS32, Machine: elf.EM_386, Soname: "x", VersionNeeds: []elftest.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.0"}}}, NoSectionHeaders: true},
+	for _, spec := range []elfwrite.Spec{
+		{Soname: "liba.so", Needed: []string{"libb.so"}, RPath: elfwrite.Str("$ORIGIN")},
+		{Class: elf.ELFCLASS32, Machine: elf.EM_386, Soname: "x", VersionNeeds: []elfwrite.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.0"}}}, NoSectionHeaders: true},
 		{Data: elf.ELFDATA2MSB, Machine: elf.EM_PPC64, VersionDefs: []string{"V1", "V2"}, Soname: "libv.so"},
 	} {
-		b, err := elftest.Build(spec)
+		b, err := elfwrite.Build(spec)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // TestPagesReusedAcrossReads reads a file through more pages than are
@@ -55,13 +55,13 @@ func TestPagesReusedAcrossReads(t *testing.T) {
 func TestReadWithPagesReadsTheSame(t *testing.T) {
 	var files []string
 	dir := t.TempDir()
-	for i, spec := range []elftest.Spec{
-		{Soname: "liba.so.1", Needed: []string{"libc.so.6", "libm.so.6"}, RunPath: elftest.Str("$ORIGIN")},
-		{Soname: "libb.so", VersionDefs: []string{"B_1", "B_2"}, VersionNeeds: []elftest.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.2.5", "GLIBC_2.34"}}}},
-		{Needed: []string{"libz.so.1"}, RPath: elftest.Str("/opt/x:/opt/y"), NoSectionHeaders: true},
+	for i, spec := range []elfwrite.Spec{
+		{Soname: "liba.so.1", Needed: []string{"libc.so.6", "libm.so.6"}, RunPath: elfwrite.Str("$ORIGIN")},
+		{Soname: "libb.so", VersionDefs: []string{"B_1", "B_2"}, VersionNeeds: []elfwrite.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.2.5", "GLIBC_2.34"}}}},
+		{Needed: []string{"libz.so.1"}, RPath: elfwrite.Str("/opt/x:/opt/y"), NoSectionHeaders: true},
 	} {
 		p := filepath.Join(dir, string(rune('a'+i))+".so")
-		if err := elftest.Write(p, spec); err != nil {
+		if err := elfwrite.Write(p, spec); err != nil {
 			t.Fatal(err)
 		}
 		files = append(files, p)

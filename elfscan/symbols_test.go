@@ -13,21 +13,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // cudartSpec is a library shaped like libcudart.so.12: versioned definitions
 // of its own, and versioned references to glibc.
-func cudartSpec() elftest.Spec {
-	return elftest.Spec{
+func cudartSpec() elfwrite.Spec {
+	return elfwrite.Spec{
 		Soname:      "libcudart.so.12",
 		Needed:      []string{"libc.so.6", "libdl.so.2"},
 		VersionDefs: []string{"libcudart.so.12"},
-		VersionNeeds: []elftest.VersionNeed{
+		VersionNeeds: []elfwrite.VersionNeed{
 			{File: "libc.so.6", Versions: []string{"GLIBC_2.2.5", "GLIBC_2.34"}},
 			{File: "libdl.so.2", Versions: []string{"GLIBC_2.2.5"}},
 		},
-		Symbols: []elftest.Symbol{
+		Symbols: []elfwrite.Symbol{
 			{Name: "__cudaRegisterFatBinary", Defined: true, Func: true, Version: "libcudart.so.12"},
 			{Name: "cudaMalloc", Defined: true, Func: true, Version: "libcudart.so.12"},
 			{Name: "cudaGetDeviceCount", Defined: true, Func: true, Version: "libcudart.so.12"},
@@ -39,17 +39,17 @@ func cudartSpec() elftest.Spec {
 	}
 }
 
-func writeSpec(t *testing.T, spec elftest.Spec) string {
+func writeSpec(t *testing.T, spec elfwrite.Spec) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "lib.so")
-	if err := elftest.Write(path, spec); err != nil {
+	if err := elfwrite.Write(path, spec); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
 // want lists what a spec says its symbols are, in String form.
-func want(spec elftest.Spec) []string {
+func want(spec elfwrite.Spec) []string {
 	fileOf := map[string]string{}
 	for _, vn := range spec.VersionNeeds {
 		for _, v := range vn.Versions {
@@ -161,9 +161,9 @@ func TestReadSymbolsFilter(t *testing.T) {
 }
 
 func TestReadSymbolsWithoutVersions(t *testing.T) {
-	spec := elftest.Spec{
+	spec := elfwrite.Spec{
 		Soname: "libcuda.so.1",
-		Symbols: []elftest.Symbol{
+		Symbols: []elfwrite.Symbol{
 			{Name: "cuInit", Defined: true, Func: true},
 			{Name: "cuDriverGetVersion", Defined: true, Func: true},
 			{Name: "dlopen", Func: true},
@@ -178,13 +178,13 @@ func TestReadSymbolsWithoutVersions(t *testing.T) {
 	}
 }
 
-// withGNUHash rewrites an object built by elftest (without section headers)
+// withGNUHash rewrites an object built by elfwrite (without section headers)
 // so that it carries a DT_GNU_HASH table instead of DT_HASH, the way modern
 // toolchains link. The symbols of spec must be ordered as gnuOrder leaves them.
-func withGNUHash(t testing.TB, spec elftest.Spec, nbuckets uint32) []byte {
+func withGNUHash(t testing.TB, spec elfwrite.Spec, nbuckets uint32) []byte {
 	t.Helper()
 	spec.NoSectionHeaders = true
-	b, err := elftest.Build(spec)
+	b, err := elfwrite.Build(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func withGNUHash(t testing.TB, spec elftest.Spec, nbuckets uint32) []byte {
 	return b
 }
 
-// dynTags decodes the dynamic segment of an elftest object (whose virtual
+// dynTags decodes the dynamic segment of an elfwrite object (whose virtual
 // addresses are file offsets) through the program headers.
 func dynTags(t *testing.T, b []byte) map[elf.DynTag]uint64 {
 	t.Helper()
@@ -320,7 +320,7 @@ func gnuHash(name string) uint32 {
 
 // gnuOrder puts undefined symbols first and groups defined ones by bucket,
 // as a linker emitting DT_GNU_HASH does.
-func gnuOrder(syms []elftest.Symbol, nbuckets uint32) []elftest.Symbol {
+func gnuOrder(syms []elfwrite.Symbol, nbuckets uint32) []elfwrite.Symbol {
 	out := slices.Clone(syms)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Defined != out[j].Defined {
@@ -344,7 +344,7 @@ func TestReadSymbolsGNUHash(t *testing.T) {
 					spec.Machine = elf.EM_386
 				}
 				for i := 0; i < 40; i++ {
-					spec.Symbols = append(spec.Symbols, elftest.Symbol{Name: fmt.Sprintf("cuFunc%d", i), Defined: true, Func: true, Version: "libcudart.so.12"})
+					spec.Symbols = append(spec.Symbols, elfwrite.Symbol{Name: fmt.Sprintf("cuFunc%d", i), Defined: true, Func: true, Version: "libcudart.so.12"})
 				}
 				spec.Symbols = gnuOrder(spec.Symbols, nbuckets)
 				b := withGNUHash(t, spec, nbuckets)
@@ -371,7 +371,7 @@ func TestReadSymbolsGNUHash(t *testing.T) {
 
 func TestReadSymbolsGNUHashOnlyUndefined(t *testing.T) {
 	// Every bucket empty: the count is symoffset.
-	spec := elftest.Spec{Soname: "libx.so", Symbols: []elftest.Symbol{{Name: "malloc", Func: true}, {Name: "free", Func: true}}}
+	spec := elfwrite.Spec{Soname: "libx.so", Symbols: []elfwrite.Symbol{{Name: "malloc", Func: true}, {Name: "free", Func: true}}}
 	b := withGNUHash(t, spec, 4)
 	syms, err := ReadSymbols(bytes.NewReader(b), int64(len(b)), "x", nil)
 	if err != nil {
@@ -458,7 +458,7 @@ func firstDiff(a, b []string) int {
 // costs its symbol and string tables, not the file.
 func TestReadSymbolsCost(t *testing.T) {
 	spec := cudartSpec()
-	b, err := elftest.Build(spec)
+	b, err := elfwrite.Build(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +515,7 @@ func TestReadSymbolsNotELFAndStatic(t *testing.T) {
 	}
 	// An object without PT_DYNAMIC (a static executable) has no dynamic symbols.
 	spec := cudartSpec()
-	b, err := elftest.Build(spec)
+	b, err := elfwrite.Build(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +536,7 @@ func TestReadSymbolsNotELFAndStatic(t *testing.T) {
 }
 
 func TestReadSymbolsBadVersionIndex(t *testing.T) {
-	b, err := elftest.Build(cudartSpec())
+	b, err := elfwrite.Build(cudartSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +560,7 @@ func TestReadSymbolsDamaged(t *testing.T) {
 	for _, noSections := range []bool{false, true} {
 		spec := cudartSpec()
 		spec.NoSectionHeaders = noSections
-		b, err := elftest.Build(spec)
+		b, err := elfwrite.Build(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -587,7 +587,7 @@ func FuzzReadSymbols(f *testing.F) {
 	for _, noSections := range []bool{false, true} {
 		spec := cudartSpec()
 		spec.NoSectionHeaders = noSections
-		b, err := elftest.Build(spec)
+		b, err := elfwrite.Build(spec)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -636,7 +636,7 @@ func TestLookupSymbols(t *testing.T) {
 		t.Run(fmt.Sprintf("DT_GNU_HASH/%d", nb), func(t *testing.T) {
 			spec := cudartSpec()
 			for i := 0; i < 50; i++ {
-				spec.Symbols = append(spec.Symbols, elftest.Symbol{Name: fmt.Sprintf("cudaFunc%d", i), Defined: true, Func: true, Version: "libcudart.so.12"})
+				spec.Symbols = append(spec.Symbols, elfwrite.Symbol{Name: fmt.Sprintf("cudaFunc%d", i), Defined: true, Func: true, Version: "libcudart.so.12"})
 			}
 			spec.Symbols = gnuOrder(spec.Symbols, nb)
 			b := withGNUHash(t, spec, nb)
@@ -700,9 +700,9 @@ func TestLookupSymbolsHostLibraries(t *testing.T) {
 // TestLookupSymbolsCost: looking two names up in a table of 20000 symbols
 // reads a small fraction of what reading the table does.
 func TestLookupSymbolsCost(t *testing.T) {
-	spec := elftest.Spec{Soname: "libbig.so", VersionDefs: []string{"BIG_1"}}
+	spec := elfwrite.Spec{Soname: "libbig.so", VersionDefs: []string{"BIG_1"}}
 	for i := 0; i < 20000; i++ {
-		spec.Symbols = append(spec.Symbols, elftest.Symbol{Name: fmt.Sprintf("_ZN5torch8internal6symbol%dEv", i), Defined: true, Func: true, Version: "BIG_1"})
+		spec.Symbols = append(spec.Symbols, elfwrite.Symbol{Name: fmt.Sprintf("_ZN5torch8internal6symbol%dEv", i), Defined: true, Func: true, Version: "BIG_1"})
 	}
 	const nb = 4096
 	spec.Symbols = gnuOrder(spec.Symbols, nb)
@@ -725,7 +725,7 @@ func TestLookupSymbolsCost(t *testing.T) {
 
 func TestLookupSymbolsDamaged(t *testing.T) {
 	gnu := withGNUHash(t, cudartSpec(), 3)
-	plain, err := elftest.Build(cudartSpec())
+	plain, err := elfwrite.Build(cudartSpec())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
@@ -139,7 +139,7 @@ func (sys system) run(t *testing.T, fx fixture) (*Result, string) {
 func platformRule(t *testing.T, sys system) {
 	{
 		{
-			objs := map[string]elftest.Spec{
+			objs := map[string]elfwrite.Spec{
 				"plat.so": {Soname: "plat.so", Needed: []string{"libP.so", "libQ.so"}, RunPath: str("$ORIGIN/$PLATFORM:$ORIGIN/lib/${PLATFORM}/x")},
 			}
 			for _, p := range []string{"x86_64", "haswell", "xeon_phi", "aarch64", "i686"} {
@@ -160,16 +160,16 @@ func platformRule(t *testing.T, sys system) {
 // say whether real/deps and pkg/deps hold a libB.so; the two differ in what
 // they need, so the closure shows which one was taken.
 func dotDotTree(link string, kernelSide, textSide bool) tree {
-	objs := map[string]elftest.Spec{
+	objs := map[string]elfwrite.Spec{
 		"pkg/main.so":      {Soname: "main.so", Needed: []string{"libA.so", "libc.so.6"}, RunPath: str("$ORIGIN/lib")},
 		"real/lib/libA.so": {Soname: "libA.so", Needed: []string{"libB.so", "libc.so.6"}, RunPath: str("$ORIGIN/../deps")},
 	}
 	if kernelSide {
-		objs["real/deps/libB.so"] = elftest.Spec{Soname: "libB.so", Needed: []string{"libKernelSide.so", "libc.so.6"}, RunPath: str("$ORIGIN")}
+		objs["real/deps/libB.so"] = elfwrite.Spec{Soname: "libB.so", Needed: []string{"libKernelSide.so", "libc.so.6"}, RunPath: str("$ORIGIN")}
 		objs["real/deps/libKernelSide.so"] = leaf("libKernelSide.so")
 	}
 	if textSide {
-		objs["pkg/deps/libB.so"] = elftest.Spec{Soname: "libB.so", Needed: []string{"libTextSide.so", "libc.so.6"}, RunPath: str("$ORIGIN")}
+		objs["pkg/deps/libB.so"] = elfwrite.Spec{Soname: "libB.so", Needed: []string{"libTextSide.so", "libc.so.6"}, RunPath: str("$ORIGIN")}
 		objs["pkg/deps/libTextSide.so"] = leaf("libTextSide.so")
 	}
 	return tree{objs: objs, links: map[string]string{"pkg/lib": link}}
@@ -200,7 +200,7 @@ func dotDotRule(t *testing.T, sys system) {
 			t.Run("link in the rest of the path", func(t *testing.T) {
 				// a/b/.. is other, not real: b is a link inside a link.
 				tr := tree{
-					objs: map[string]elftest.Spec{
+					objs: map[string]elfwrite.Spec{
 						"main.so":                     {Soname: "main.so", Needed: []string{"libB.so", "libc.so.6"}, RunPath: str("$ORIGIN/a/b/../deps")},
 						"other/x/README.so":           leaf("README.so"),
 						"other/deps/libB.so":          {Soname: "libB.so", Needed: []string{"libKernelSide.so", "libc.so.6"}, RunPath: str("$ORIGIN")},
@@ -250,7 +250,7 @@ var preloadShapes = map[string]string{
 }
 
 func preloadTree() tree {
-	objs := map[string]elftest.Spec{
+	objs := map[string]elfwrite.Spec{
 		"main.so": {Soname: "main.so", Needed: []string{"libc.so.6"}},
 	}
 	for _, p := range []string{"p1", "p2", "p3", "p4"} {
@@ -287,7 +287,7 @@ func preloadFileRule(t *testing.T, sys system) {
 // only), by the same path, another path, and in ld.so.preload; and that its
 // soname is matched.
 func preloadMainRule(t *testing.T, sys system) {
-	tr := tree{objs: map[string]elftest.Spec{
+	tr := tree{objs: map[string]elfwrite.Spec{
 		"main.so": {Soname: "libmain.so", Needed: []string{"libA.so", "libc.so.6"}, RunPath: str("$ORIGIN")},
 		"libA.so": leaf("libA.so"),
 	}}
@@ -328,7 +328,7 @@ func wantSecondCopy(t *testing.T, r *Result, path string) {
 // TestLoaderListedWithoutLibc checks when ld.so lists itself for a closure
 // that never reaches libc: glibc 2.41 always does, 2.36 does not.
 func loaderListedRule(t *testing.T, sys system) {
-	tr := tree{objs: map[string]elftest.Spec{
+	tr := tree{objs: map[string]elfwrite.Spec{
 		"nolibc.so": {Soname: "nolibc.so", Needed: []string{"libZ.so"}, RunPath: str("$ORIGIN")},
 		"libZ.so":   {Soname: "libZ.so"},
 	}}
@@ -358,7 +358,7 @@ func stopRule(t *testing.T, sys system) {
 	}
 	for name, tr := range shapes {
 		t.Run(name, func(t *testing.T) {
-			tr.objs = map[string]elftest.Spec{
+			tr.objs = map[string]elfwrite.Spec{
 				"main.so": {Soname: "main.so", Needed: []string{"libD.so", "libc.so.6"}, RunPath: str("$ORIGIN/stop")},
 			}
 			got, _ := sys.run(t, fixture{tree: tr, main: "main.so"})

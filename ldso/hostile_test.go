@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // The bounds a hostile root must stay within: every input below is refused
@@ -155,7 +155,7 @@ func TestHostileRootFiles(t *testing.T) {
 			t.Skipf("mkfifo: %v", err)
 		}
 		main := filepath.Join(root, "opt", "main.so")
-		if err := elftest.Write(main, elftest.Spec{Machine: elf.EM_AARCH64, Soname: "main.so", Needed: []string{"libfifo.so"}}); err != nil {
+		if err := elfwrite.Write(main, elfwrite.Spec{Machine: elf.EM_AARCH64, Soname: "main.so", Needed: []string{"libfifo.so"}}); err != nil {
 			t.Fatal(err)
 		}
 		l, err := newInRoot(t, root)

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // TestSearchMemoKeepsOwnRPath loads two objects of one directory, with the
@@ -16,7 +16,7 @@ import (
 // another's closure).
 func TestSearchMemoKeepsOwnRPath(t *testing.T) {
 	dir := t.TempDir()
-	tree{objs: map[string]elftest.Spec{
+	tree{objs: map[string]elfwrite.Spec{
 		"pkg/a.so":        {Soname: "a.so", Needed: []string{"libx.so"}, RPath: str("$ORIGIN/lib")},
 		"pkg/b.so":        {Soname: "b.so", Needed: []string{"libx.so"}, RPath: str("$ORIGIN/lib")},
 		"pkg/lib/libx.so": leaf("libx.so"),

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/elfscan"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
@@ -219,7 +219,7 @@ func TestDebianCUDALibrariesMatchLoader(t *testing.T) {
 	}
 	libdir := filepath.Join(dir, "usr/lib/x86_64-linux-gnu")
 	ctx := context.Background()
-	for _, llp := range []*string{nil, elftest.Str(libdir + ":" + libdir + "/nvidia/current")} {
+	for _, llp := range []*string{nil, elfwrite.Str(libdir + ":" + libdir + "/nvidia/current")} {
 		env, opts := hostEnv(llp)
 		l, err := New(ctx, opts)
 		if err != nil {

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
@@ -18,7 +18,7 @@ func TestOriginKeepsDotDot(t *testing.T) {
 	ldsoPath, ok := lddtest.HostLoader()
 	lddtest.Need(t, ok, "no x86_64 ld.so on this host")
 	dir := t.TempDir()
-	tree{objs: map[string]elftest.Spec{
+	tree{objs: map[string]elfwrite.Spec{
 		"pkg/main.so":     {Soname: "main.so", Needed: []string{"libA.so"}, RunPath: str("$ORIGIN/../libs")},
 		"libs/libA.so":    {Soname: "libA.so", Needed: []string{"libB.so"}, RunPath: str("$ORIGIN")},
 		"libs/libB.so":    leaf("libB.so"),
@@ -58,7 +58,7 @@ func TestDotDotAfterSymlink(t *testing.T) {
 	lddtest.Need(t, ok, "no x86_64 ld.so on this host")
 	dir := t.TempDir()
 	tree{
-		objs: map[string]elftest.Spec{
+		objs: map[string]elfwrite.Spec{
 			"pkg/main.so":       {Soname: "main.so", Needed: []string{"libA.so"}, RunPath: str("$ORIGIN/lib")},
 			"real/lib/libA.so":  {Soname: "libA.so", Needed: []string{"libB.so"}, RunPath: str("$ORIGIN/../deps")},
 			"real/deps/libB.so": leaf("libB.so"),

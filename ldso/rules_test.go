@@ -8,13 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // tree describes a fixture: ELF objects, symlinks and plain files.
 type tree struct {
-	objs  map[string]elftest.Spec
+	objs  map[string]elfwrite.Spec
 	links map[string]string // path → target
 	files map[string]string // path → contents
 }
@@ -25,7 +25,7 @@ func (tr tree) write(t *testing.T, dir string, m elf.Machine) {
 		if spec.Machine == elf.EM_NONE {
 			spec.Machine = m
 		}
-		if err := elftest.Write(filepath.Join(dir, p), spec); err != nil {
+		if err := elfwrite.Write(filepath.Join(dir, p), spec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,7 +61,7 @@ type rule struct {
 	check   func(t *testing.T, dir string, r *Result)
 }
 
-func str(s string) *string { return elftest.Str(s) }
+func str(s string) *string { return elfwrite.Str(s) }
 
 func find(r *Result, name string) *Object {
 	for _, o := range r.Objects {
@@ -99,8 +99,8 @@ func wantMissing(t *testing.T, r *Result, name string) Miss {
 }
 
 // leaf needs the C library, as every real library does.
-func leaf(soname string) elftest.Spec {
-	return elftest.Spec{Soname: soname, Needed: []string{"libc.so.6"}}
+func leaf(soname string) elfwrite.Spec {
+	return elfwrite.Spec{Soname: soname, Needed: []string{"libc.so.6"}}
 }
 
 func rules(m elf.Machine, sysLib string) []rule {
@@ -111,7 +111,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 	return []rule{
 		{
 			name: "rpath is inherited down the load chain",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so":   {Soname: "main.so", Needed: []string{"libB.so"}, RPath: str("$ORIGIN/a")},
 				"a/libB.so": {Soname: "libB.so", Needed: []string{"libC.so"}},
 				"a/libC.so": leaf("libC.so"),
@@ -126,7 +126,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "runpath is not inherited",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so":   {Soname: "main.so", Needed: []string{"libB.so"}, RunPath: str("$ORIGIN/a")},
 				"a/libB.so": {Soname: "libB.so", Needed: []string{"libC.so"}},
 				"a/libC.so": leaf("libC.so"),
@@ -142,7 +142,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "rpath is ignored when the object has runpath",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so":   {Soname: "main.so", Needed: []string{"libB.so", "libC.so"}, RPath: str("$ORIGIN/r"), RunPath: str("$ORIGIN/u")},
 				"r/libB.so": leaf("libB.so"),
 				"u/libC.so": leaf("libC.so"),
@@ -155,7 +155,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "the chain goes on past an ancestor with runpath",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so":     {Soname: "main.so", Needed: []string{"libB.so"}, RPath: str("$ORIGIN/a")},
 				"a/libB.so":   {Soname: "libB.so", Needed: []string{"libC.so"}, RunPath: str("$ORIGIN/c"), RPath: str("$ORIGIN/d")},
 				"a/c/libC.so": {Soname: "libC.so", Needed: []string{"libD.so", "libE.so"}},
@@ -174,7 +174,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "nodeflib skips the cache and the default directories",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so": {Soname: "main.so", Needed: []string{"libm.so.6"}, Flags1: elf.DF_1_NODEFLIB},
 			}},
 			main: "main.so",
@@ -184,7 +184,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "nodeflib still honours LD_LIBRARY_PATH",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so": {Soname: "main.so", Needed: []string{"libm.so.6"}, Flags1: elf.DF_1_NODEFLIB},
 			}},
 			main: "main.so",
@@ -196,7 +196,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		{
 			name: "$ORIGIN is the directory the object was opened from, not its real path",
 			tree: tree{
-				objs: map[string]elftest.Spec{
+				objs: map[string]elfwrite.Spec{
 					"main.so":         {Soname: "main.so", Needed: []string{"libA.so"}, RunPath: str("$ORIGIN/lib")},
 					"real/libA.so.1":  {Soname: "libA.so", Needed: []string{"libB.so"}, RunPath: str("$ORIGIN/dep")},
 					"lib/dep/libB.so": leaf("libB.so"),
@@ -212,7 +212,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "a candidate of another machine is skipped",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so":   {Soname: "main.so", Needed: []string{"libB.so", "libW.so"}, RPath: str("$ORIGIN/a:$ORIGIN/b")},
 				"a/libB.so": {Soname: "libB.so", Machine: wrongMachine},
 				"b/libB.so": leaf("libB.so"),
@@ -229,7 +229,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "a candidate of another class is skipped",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so":   {Soname: "main.so", Needed: []string{"libB.so"}, RPath: str("$ORIGIN/a:$ORIGIN/b")},
 				"a/libB.so": {Soname: "libB.so", Class: elf.ELFCLASS32, Machine: elf.EM_386},
 				"b/libB.so": leaf("libB.so"),
@@ -242,7 +242,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		{
 			name: "a loaded soname satisfies later requests, and one file loads once",
 			tree: tree{
-				objs: map[string]elftest.Spec{
+				objs: map[string]elfwrite.Spec{
 					"main.so":   {Soname: "main.so", Needed: []string{"libfoo.so", "libbar.so"}, RPath: str("$ORIGIN")},
 					"libfoo.so": leaf("libfoo.so.1"),
 					"libbar.so": {Soname: "libbar.so", Needed: []string{"libfoo.so.1", "libalias.so"}},
@@ -262,9 +262,9 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "a missing symbol version is reported, a weak one is not fatal",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so": {Soname: "main.so", Needed: []string{"libW.so"}, RPath: str("$ORIGIN"),
-					VersionNeeds: []elftest.VersionNeed{{File: "libW.so", Versions: []string{"W_1", "W_2", "W_3"}, Weak: []bool{false, false, true}}}},
+					VersionNeeds: []elfwrite.VersionNeed{{File: "libW.so", Versions: []string{"W_1", "W_2", "W_3"}, Weak: []bool{false, false, true}}}},
 				"libW.so": {Soname: "libW.so", Needed: []string{"libc.so.6"}, VersionDefs: []string{"W_1"}},
 			}},
 			main: "main.so",
@@ -287,7 +287,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "an empty LD_LIBRARY_PATH entry is the working directory",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so":     {Soname: "main.so", Needed: []string{"libB.so"}},
 				"cwd/libB.so": leaf("libB.so"),
 			}},
@@ -299,7 +299,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "LD_LIBRARY_PATH comes after RPATH and before RUNPATH",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so":     {Soname: "main.so", Needed: []string{"libB.so", "libC.so"}, RPath: str("$ORIGIN/r")},
 				"r/libB.so":   leaf("libB.so"),
 				"llp/libB.so": leaf("libB.so"),
@@ -317,7 +317,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		{
 			name: "a file that is not a loadable object stops the loader",
 			tree: tree{
-				objs:  map[string]elftest.Spec{"main.so": {Soname: "main.so", Needed: []string{"libI.so"}, RPath: str("$ORIGIN/a:$ORIGIN/b")}, "b/libI.so": leaf("libI.so")},
+				objs:  map[string]elfwrite.Spec{"main.so": {Soname: "main.so", Needed: []string{"libI.so"}, RPath: str("$ORIGIN/a:$ORIGIN/b")}, "b/libI.so": leaf("libI.so")},
 				files: map[string]string{"a/libI.so": "INPUT(-lfoo)\n"},
 			},
 			main: "main.so",
@@ -331,7 +331,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		{
 			name: "an object whose dynamic segment has no bytes stops the loader",
 			tree: tree{
-				objs:  map[string]elftest.Spec{"main.so": {Soname: "main.so", Needed: []string{"libND.so"}, RPath: str("$ORIGIN/a")}},
+				objs:  map[string]elfwrite.Spec{"main.so": {Soname: "main.so", Needed: []string{"libND.so"}, RPath: str("$ORIGIN/a")}},
 				files: map[string]string{"a/libND.so": withoutDynamicBytes(m, leaf("libND.so"))},
 			},
 			main: "main.so",
@@ -344,7 +344,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "a needed path with $ORIGIN is opened directly",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so":     {Soname: "main.so", Needed: []string{"$ORIGIN/sub/libP.so"}},
 				"sub/libP.so": leaf("libP.so"),
 			}},
@@ -356,7 +356,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "preloaded objects load first and satisfy later requests",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so":    {Soname: "main.so", Needed: []string{"libQ.so"}},
 				"p/libP.so":  leaf("libQ.so"),
 				"p/libP2.so": leaf("libP2.so"),
@@ -378,7 +378,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "hwcaps subdirectories come before the directory itself",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so":                          {Soname: "main.so", Needed: []string{"libH.so", "libT.so"}, RPath: str("$ORIGIN/a")},
 				"a/libH.so":                        leaf("libH.so"),
 				"a/glibc-hwcaps/x86-64-v2/libH.so": leaf("libH.so"),
@@ -403,7 +403,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 		},
 		{
 			name: "$LIB and ${PLATFORM} expand to the loader's values",
-			tree: tree{objs: map[string]elftest.Spec{
+			tree: tree{objs: map[string]elfwrite.Spec{
 				"main.so": {Soname: "main.so", Needed: []string{"libL.so", "libP.so"}, RPath: str("$ORIGIN/$LIB:$ORIGIN/${PLATFORM}/x")},
 			}},
 			main: "main.so",
@@ -422,7 +422,7 @@ func addPlatformFiles(t *testing.T, dir string, a *ArchConfig, m elf.Machine) {
 	for p, soname := range map[string]string{a.Lib + "/libL.so": "libL.so", a.Platform + "/x/libP.so": "libP.so"} {
 		spec := leaf(soname)
 		spec.Machine = m
-		if err := elftest.Write(filepath.Join(dir, p), spec); err != nil {
+		if err := elfwrite.Write(filepath.Join(dir, p), spec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -529,12 +529,12 @@ func TestRulesMatchArm64Loader(t *testing.T) {
 // directories; a library the cache knows in another directory still loads.
 func TestNodeflibUsesCacheOutsideDefaultDirs(t *testing.T) {
 	sr := lddtest.ArmSysroot(t, "/opt/extra/lib")
-	if err := elftest.Write(filepath.Join(sr.Root, "opt/extra/lib/libE.so.1"), elftest.Spec{Machine: elf.EM_AARCH64, Soname: "libE.so.1"}); err != nil {
+	if err := elfwrite.Write(filepath.Join(sr.Root, "opt/extra/lib/libE.so.1"), elfwrite.Spec{Machine: elf.EM_AARCH64, Soname: "libE.so.1"}); err != nil {
 		t.Fatal(err)
 	}
 	sr.RebuildCache(t)
 	main := "/opt/app/main.so"
-	if err := elftest.Write(sr.Root+main, elftest.Spec{Machine: elf.EM_AARCH64, Soname: "main.so", Needed: []string{"libE.so.1", "libm.so.6"}, Flags1: elf.DF_1_NODEFLIB}); err != nil {
+	if err := elfwrite.Write(sr.Root+main, elfwrite.Spec{Machine: elf.EM_AARCH64, Soname: "main.so", Needed: []string{"libE.so.1", "libm.so.6"}, Flags1: elf.DF_1_NODEFLIB}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -576,9 +576,9 @@ func compareOrFatal(t *testing.T, main string, got *Result, want *lddtest.Output
 
 // withoutDynamicBytes builds an object whose PT_DYNAMIC keeps its place but
 // has no bytes in the file, as in a separate debug-information file.
-func withoutDynamicBytes(m elf.Machine, spec elftest.Spec) string {
+func withoutDynamicBytes(m elf.Machine, spec elfwrite.Spec) string {
 	spec.Machine = m
-	data, err := elftest.Build(spec)
+	data, err := elfwrite.Build(spec)
 	if err != nil {
 		panic(err)
 	}

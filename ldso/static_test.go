@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
@@ -18,10 +18,10 @@ func TestStartStaticProgram(t *testing.T) {
 	dir := t.TempDir()
 	static := filepath.Join(dir, "static")
 	dynamic := filepath.Join(dir, "dynamic")
-	if err := elftest.Write(static, elftest.Spec{Type: elf.ET_EXEC, Static: true}); err != nil {
+	if err := elfwrite.Write(static, elfwrite.Spec{Type: elf.ET_EXEC, Static: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := elftest.Write(dynamic, elftest.Spec{Type: elf.ET_EXEC, Needed: []string{"libc.so.6"}}); err != nil {
+	if err := elfwrite.Write(dynamic, elfwrite.Spec{Type: elf.ET_EXEC, Needed: []string{"libc.so.6"}}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/ldso"
@@ -24,22 +24,22 @@ import (
 func TestResolveArm64Sysroot(t *testing.T) {
 	sr := lddtest.ArmSysroot(t)
 	site := filepath.Join(sr.Root, "opt/venv/lib/python3.12/site-packages")
-	arm := func(s elftest.Spec) elftest.Spec { s.Machine = elf.EM_AARCH64; return s }
+	arm := func(s elfwrite.Spec) elfwrite.Spec { s.Machine = elf.EM_AARCH64; return s }
 	writeDist(t, site, "gpupkg", "1.0", []string{"nvidia-cuda-runtime"}, map[string][]byte{
 		"gpupkg/__init__.py": []byte("\n"),
-		"gpupkg/lib/libgpupkg.so": elfBytes(t, arm(elftest.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudart.so.13", "libnvpl_lapack_lp64_gomp.so.0", "libcudss.so.0", "libc.so.6"},
-			RPath: elftest.Str("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN/../../nvidia/cudss/lib:$ORIGIN")})),
+		"gpupkg/lib/libgpupkg.so": elfBytes(t, arm(elfwrite.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudart.so.13", "libnvpl_lapack_lp64_gomp.so.0", "libcudss.so.0", "libc.so.6"},
+			RPath: elfwrite.Str("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN/../../nvidia/cudss/lib:$ORIGIN")})),
 	}, map[string]fs.FileMode{"gpupkg/lib/libgpupkg.so": 0o755})
 	writeDist(t, site, "nvidia-cuda-runtime", "13.0", nil, map[string][]byte{
-		"nvidia/cu13/lib/libcudart.so.13": elfBytes(t, arm(elftest.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}})),
+		"nvidia/cu13/lib/libcudart.so.13": elfBytes(t, arm(elfwrite.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}})),
 	}, map[string]fs.FileMode{"nvidia/cu13/lib/libcudart.so.13": 0o755})
 
 	m := mirrortest.Serve(t, []mirrortest.Archive{
 		{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-sbsa", Variant: "cuda13", Machine: elf.EM_AARCH64,
-			Libs:  map[string]elftest.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}},
+			Libs:  map[string]elfwrite.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}},
 			Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}},
 		{Component: "nvpl_lapack", Product: "nvpl", Version: "9.9.9", Platform: "linux-sbsa", Machine: elf.EM_AARCH64,
-			Libs:  map[string]elftest.Spec{"libnvpl_lapack_lp64_gomp.so.0": {Soname: "libnvpl_lapack_lp64_gomp.so.0", Needed: []string{"libgomp.so.1", "libc.so.6"}}},
+			Libs:  map[string]elfwrite.Spec{"libnvpl_lapack_lp64_gomp.so.0": {Soname: "libnvpl_lapack_lp64_gomp.so.0", Needed: []string{"libgomp.so.1", "libc.so.6"}}},
 			Links: map[string]string{}},
 	})
 	ctx := context.Background()

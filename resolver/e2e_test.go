@@ -17,7 +17,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/ldso"
@@ -63,9 +63,9 @@ func writeDist(t *testing.T, site, name, version string, requires []string, file
 	}
 }
 
-func elfBytes(t *testing.T, spec elftest.Spec) []byte {
+func elfBytes(t *testing.T, spec elfwrite.Spec) []byte {
 	t.Helper()
-	b, err := elftest.Build(spec)
+	b, err := elfwrite.Build(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,33 +111,33 @@ func newFixture(t *testing.T, runtimeLib bool) *fixture {
 	}
 	writeDist(t, f.site, "gpupkg", "1.0", []string{"nvidia-cuda-runtime==13.0", "nvidia-extra; extra == \"all\""}, map[string][]byte{
 		"gpupkg/__init__.py": []byte(init),
-		"gpupkg/lib/libgpupkg.so": elfBytes(t, elftest.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudart.so.13", "libcudss.so.0", "libc.so.6"},
-			RPath: elftest.Str("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN/../../nvidia/cudss/lib:$ORIGIN")}),
+		"gpupkg/lib/libgpupkg.so": elfBytes(t, elfwrite.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudart.so.13", "libcudss.so.0", "libc.so.6"},
+			RPath: elfwrite.Str("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN/../../nvidia/cudss/lib:$ORIGIN")}),
 	}, map[string]fs.FileMode{"gpupkg/lib/libgpupkg.so": 0o755})
 	writeDist(t, f.site, "nvidia-cuda-runtime", "13.0", nil, map[string][]byte{
-		"nvidia/cu13/lib/libcudart.so.13": elfBytes(t, elftest.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}),
+		"nvidia/cu13/lib/libcudart.so.13": elfBytes(t, elfwrite.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}),
 	}, map[string]fs.FileMode{"nvidia/cu13/lib/libcudart.so.13": 0o755})
 	f.lib = filepath.Join(f.site, "gpupkg/lib/libgpupkg.so")
 
 	archives := []mirrortest.Archive{
 		{Component: "libcudss", Product: "cudss", Version: "0.9.0.1", Platform: "linux-x86_64", Variant: "cuda13",
-			Libs: map[string]elftest.Spec{
-				"libcudss.so.0.9.0":                {Soname: "libcudss.so.0", Needed: []string{"libcublas.so.13", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")},
+			Libs: map[string]elfwrite.Spec{
+				"libcudss.so.0.9.0":                {Soname: "libcudss.so.0", Needed: []string{"libcublas.so.13", "libc.so.6"}, RunPath: elfwrite.Str("$ORIGIN")},
 				"libcudss_commlayer_nccl.so.0.9.0": {Soname: "libcudss_commlayer_nccl.so.0", Needed: []string{"libnccl.so.2"}},
-				"libcudss_mtlayer_gomp.so.0.9.0":   {Soname: "libcudss_mtlayer_gomp.so.0", Needed: []string{"libcudss.so.0"}, RunPath: elftest.Str("$ORIGIN")},
+				"libcudss_mtlayer_gomp.so.0.9.0":   {Soname: "libcudss_mtlayer_gomp.so.0", Needed: []string{"libcudss.so.0"}, RunPath: elfwrite.Str("$ORIGIN")},
 			},
 			Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.0", "libcudss.so": "libcudss.so.0",
 				"libcudss_commlayer_nccl.so.0": "libcudss_commlayer_nccl.so.0.9.0", "libcudss_mtlayer_gomp.so.0": "libcudss_mtlayer_gomp.so.0.9.0"},
 		},
 		{Component: "libcublas", Product: "cuda", Version: "13.9.9.9", Platform: "linux-x86_64", Variant: "cuda13",
-			Libs: map[string]elftest.Spec{
-				"libcublas.so.13.0.1":   {Soname: "libcublas.so.13", Needed: []string{"libcublasLt.so.13", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")},
+			Libs: map[string]elfwrite.Spec{
+				"libcublas.so.13.0.1":   {Soname: "libcublas.so.13", Needed: []string{"libcublasLt.so.13", "libc.so.6"}, RunPath: elfwrite.Str("$ORIGIN")},
 				"libcublasLt.so.13.0.1": {Soname: "libcublasLt.so.13", Needed: []string{"libc.so.6"}},
 			},
 			Links: map[string]string{"libcublas.so.13": "libcublas.so.13.0.1", "libcublasLt.so.13": "libcublasLt.so.13.0.1"},
 		},
 		{Component: "libcufft", Product: "cuda", Version: "12.9.9.9", Platform: "linux-x86_64", Variant: "cuda13",
-			Libs:  map[string]elftest.Spec{"libcufft.so.12.0.0": {Soname: "libcufft.so.12", Needed: []string{"libc.so.6"}}},
+			Libs:  map[string]elfwrite.Spec{"libcufft.so.12.0.0": {Soname: "libcufft.so.12", Needed: []string{"libc.so.6"}}},
 			Links: map[string]string{"libcufft.so.12": "libcufft.so.12.0.0"},
 		},
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/ldso"
@@ -54,9 +54,9 @@ var cudnnSonames = []string{"libcudnn.so.9", "libcudnn_adv.so.9", "libcudnn_cnn.
 
 // cudnnLibs are a cuDNN release's files, with links named as NVIDIA's
 // archives name them (libcudnn.so.9 → libcudnn.so.9.14.0).
-func cudnnLibs(version string) (map[string]elftest.Spec, map[string]string) {
+func cudnnLibs(version string) (map[string]elfwrite.Spec, map[string]string) {
 	short := strings.Join(strings.Split(version, ".")[:3], ".")
-	libs := map[string]elftest.Spec{}
+	libs := map[string]elfwrite.Spec{}
 	links := map[string]string{}
 	for _, n := range cudnnSonames {
 		stem := strings.TrimSuffix(n, ".9")
@@ -64,7 +64,7 @@ func cudnnLibs(version string) (map[string]elftest.Spec, map[string]string) {
 		if n != "libcudnn.so.9" {
 			needed = append(needed, "libcudnn.so.9")
 		}
-		libs[stem+"."+short] = elftest.Spec{Soname: n, Needed: needed, RunPath: elftest.Str("$ORIGIN")}
+		libs[stem+"."+short] = elfwrite.Spec{Soname: n, Needed: needed, RunPath: elfwrite.Str("$ORIGIN")}
 		links[n] = stem + "." + short
 	}
 	return libs, links
@@ -74,11 +74,11 @@ func newPinFixture(t *testing.T, runpath bool) *pinFixture {
 	t.Helper()
 	f := &pinFixture{}
 	f.python, f.site = venvSite(t)
-	spec := elftest.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudnn.so.9", "libc.so.6"}}
+	spec := elfwrite.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudnn.so.9", "libc.so.6"}}
 	if runpath {
-		spec.RunPath = elftest.Str("$ORIGIN/../../nvidia/cudnn/lib")
+		spec.RunPath = elfwrite.Str("$ORIGIN/../../nvidia/cudnn/lib")
 	} else {
-		spec.RPath = elftest.Str("$ORIGIN/../../nvidia/cudnn/lib")
+		spec.RPath = elfwrite.Str("$ORIGIN/../../nvidia/cudnn/lib")
 	}
 	writeDist(t, f.site, "gpupkg", "1.0", []string{"nvidia-cudnn-cu13==9.19.0.56"}, map[string][]byte{
 		"gpupkg/__init__.py":      []byte(""),
@@ -86,7 +86,7 @@ func newPinFixture(t *testing.T, runpath bool) *pinFixture {
 	}, map[string]fs.FileMode{"gpupkg/lib/libgpupkg.so": 0o755})
 	wheel := map[string][]byte{}
 	for _, n := range cudnnSonames {
-		wheel["nvidia/cudnn/lib/"+n] = elfBytes(t, elftest.Spec{Soname: n, Needed: []string{"libc.so.6"}})
+		wheel["nvidia/cudnn/lib/"+n] = elfBytes(t, elfwrite.Spec{Soname: n, Needed: []string{"libc.so.6"}})
 	}
 	writeDist(t, f.site, "nvidia-cudnn-cu13", "9.19.0.56", nil, wheel, nil)
 	// The wheel's files are gone; its RECORD still lists them.
@@ -98,7 +98,7 @@ func newPinFixture(t *testing.T, runpath bool) *pinFixture {
 	libs, links := cudnnLibs("9.14.0.64")
 	for name, s := range libs {
 		s.Machine = elf.EM_X86_64
-		if err := elftest.Write(filepath.Join(f.sysDir, name), s); err != nil {
+		if err := elfwrite.Write(filepath.Join(f.sysDir, name), s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -252,11 +252,11 @@ func TestNotIntoAnotherDistributionsDirectory(t *testing.T) {
 	python, site := venvSite(t)
 	writeDist(t, site, "gpupkg", "1.0", []string{"nvidia-nvshmem-cu13"}, map[string][]byte{
 		"gpupkg/__init__.py": []byte(""),
-		"gpupkg/lib/libgpupkg.so": elfBytes(t, elftest.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudnn.so.9", "libc.so.6"},
-			RPath: elftest.Str("$ORIGIN/../../nvidia/nvshmem/lib:$ORIGIN/../../gpupkg_libs")}),
+		"gpupkg/lib/libgpupkg.so": elfBytes(t, elfwrite.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudnn.so.9", "libc.so.6"},
+			RPath: elfwrite.Str("$ORIGIN/../../nvidia/nvshmem/lib:$ORIGIN/../../gpupkg_libs")}),
 	}, map[string]fs.FileMode{"gpupkg/lib/libgpupkg.so": 0o755})
 	writeDist(t, site, "nvidia-nvshmem-cu13", "3.4.5", nil, map[string][]byte{
-		"nvidia/nvshmem/lib/libnvshmem_host.so.3": elfBytes(t, elftest.Spec{Soname: "libnvshmem_host.so.3", Needed: []string{"libc.so.6"}}),
+		"nvidia/nvshmem/lib/libnvshmem_host.so.3": elfBytes(t, elfwrite.Spec{Soname: "libnvshmem_host.so.3", Needed: []string{"libc.so.6"}}),
 	}, nil)
 	_, cat := cudnnMirror(t, "9.19.0.56")
 	f := &pinFixture{python: python, site: site, llp: "", prefix: filepath.Join(t.TempDir(), "prefix")}

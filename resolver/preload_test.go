@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/ldso"
 )
 
@@ -21,11 +21,11 @@ func TestPathfinderPreloadsBeforeTheModule(t *testing.T) {
 		ext := "cpython-312-x86_64-linux-gnu.so"
 		writeDist(t, site, "cupy-cuda13x", "14.0.0", nil, map[string][]byte{
 			"cupy/__init__.py":                      nil,
-			"cupy_backends/cuda/libs/cublas." + ext: elfBytes(t, elftest.Spec{Needed: []string{"libcublas.so.13", "libc.so.6"}}),
+			"cupy_backends/cuda/libs/cublas." + ext: elfBytes(t, elfwrite.Spec{Needed: []string{"libcublas.so.13", "libc.so.6"}}),
 		}, map[string]fs.FileMode{"cupy_backends/cuda/libs/cublas." + ext: 0o755})
 		lib := map[string][]byte{}
 		if present {
-			lib["nvidia/cu13/lib/libcublas.so.13"] = elfBytes(t, elftest.Spec{Soname: "libcublas.so.13", Needed: []string{"libc.so.6"}})
+			lib["nvidia/cu13/lib/libcublas.so.13"] = elfBytes(t, elfwrite.Spec{Soname: "libcublas.so.13", Needed: []string{"libc.so.6"}})
 		}
 		writeDist(t, site, "nvidia-cublas", "13.1.0.3", nil, lib, map[string]fs.FileMode{"nvidia/cu13/lib/libcublas.so.13": 0o755})
 		ctx := context.Background()

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // TestSharedDirectory resolves two packages of one environment whose
@@ -21,8 +21,8 @@ func TestSharedDirectory(t *testing.T) {
 	second := filepath.Join(f.site, "gpuvision/lib/libgpuvision.so")
 	writeDist(t, f.site, "gpuvision", "1.0", []string{"gpupkg"}, map[string][]byte{
 		"gpuvision/__init__.py": []byte("import gpupkg\n"),
-		"gpuvision/lib/libgpuvision.so": elfBytes(t, elftest.Spec{Soname: "libgpuvision.so", Needed: []string{"libcudss.so.0", "libc.so.6"},
-			RPath: elftest.Str("$ORIGIN/../../nvidia/cudss/lib:$ORIGIN")}),
+		"gpuvision/lib/libgpuvision.so": elfBytes(t, elfwrite.Spec{Soname: "libgpuvision.so", Needed: []string{"libcudss.so.0", "libc.so.6"},
+			RPath: elfwrite.Str("$ORIGIN/../../nvidia/cudss/lib:$ORIGIN")}),
 	}, map[string]fs.FileMode{"gpuvision/lib/libgpuvision.so": 0o755})
 	before := snapshot(t, f.site)
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
 )
@@ -20,12 +20,12 @@ func TestProcessStaticInterpreter(t *testing.T) {
 	root := filepath.Join(dir, "ext.so")
 	static := filepath.Join(dir, "python-static")
 	dynamic := filepath.Join(dir, "python-dynamic")
-	for path, spec := range map[string]elftest.Spec{
+	for path, spec := range map[string]elfwrite.Spec{
 		root:    {Soname: "ext.so"},
 		static:  {Type: elf.ET_EXEC, Static: true},
 		dynamic: {Type: elf.ET_EXEC, Soname: "python-dynamic"},
 	} {
-		if err := elftest.Write(path, spec); err != nil {
+		if err := elfwrite.Write(path, spec); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/internal/torchtree"
@@ -27,7 +27,7 @@ func TestResolveTorchSkeleton(t *testing.T) {
 	site, _ := torchtree.Tree(t, torchtree.Options{Keep: torchtree.Without("nvidia/cusparselt/")})
 	m := mirrortest.Serve(t, []mirrortest.Archive{{
 		Component: "libcusparse_lt", Product: "cusparselt", Version: "9.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
-		Libs:  map[string]elftest.Spec{"libcusparseLt.so.0.9.9": {Soname: "libcusparseLt.so.0", Needed: []string{"libc.so.6"}}},
+		Libs:  map[string]elfwrite.Spec{"libcusparseLt.so.0.9.9": {Soname: "libcusparseLt.so.0", Needed: []string{"libc.so.6"}}},
 		Links: map[string]string{"libcusparseLt.so.0": "libcusparseLt.so.0.9.9"},
 	}})
 	ctx := context.Background()

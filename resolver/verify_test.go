@@ -13,7 +13,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
@@ -323,13 +323,13 @@ func newCupyFixture(t *testing.T, compile string, extraRoot bool) *cupyFixture {
 		"cupy_backends/cuda/libs/__init__.py":         nil,
 		"cupy_backends/cuda/libs/nvrtc.py":            []byte(nvrtc),
 		"cupy_cuda13x-14.0.0.dist-info/top_level.txt": []byte("cupy\ncupy_backends\ncupyx\n"),
-		"cupy/_core/core." + ext:                      elfBytes(t, elftest.Spec{Soname: "core." + ext, Needed: []string{"libc.so.6"}}),
-		"cupy_backends/cuda/libs/cutensor." + ext:     elfBytes(t, elftest.Spec{Needed: []string{"libcutensor.so.2", "libc.so.6"}}),
+		"cupy/_core/core." + ext:                      elfBytes(t, elfwrite.Spec{Soname: "core." + ext, Needed: []string{"libc.so.6"}}),
+		"cupy_backends/cuda/libs/cutensor." + ext:     elfBytes(t, elfwrite.Spec{Needed: []string{"libcutensor.so.2", "libc.so.6"}}),
 	}
 	if extraRoot {
 		// A module CuPy always loads that needs cuTENSOR too: then it is
 		// no longer optional.
-		files["cupy/_core/_routines_linalg."+ext] = elfBytes(t, elftest.Spec{Needed: []string{"libcutensor.so.2", "libc.so.6"}})
+		files["cupy/_core/_routines_linalg."+ext] = elfBytes(t, elfwrite.Spec{Needed: []string{"libcutensor.so.2", "libc.so.6"}})
 	}
 	modes := map[string]fs.FileMode{}
 	for p := range files {
@@ -340,13 +340,13 @@ func newCupyFixture(t *testing.T, compile string, extraRoot bool) *cupyFixture {
 	writeDist(t, f.site, "cupy-cuda13x", "14.0.0", []string{"numpy"}, files, modes)
 	archives := []mirrortest.Archive{
 		{Component: "cuda_nvrtc", Product: "cuda", Version: "13.0.999.1", Platform: "linux-x86_64",
-			Libs: map[string]elftest.Spec{
+			Libs: map[string]elfwrite.Spec{
 				"libnvrtc.so.13.0.99":            {Soname: "libnvrtc.so.13", Needed: []string{"libc.so.6"}},
 				"libnvrtc-builtins.so.13.0.99.1": {Soname: "libnvrtc-builtins.so.13.0", Needed: []string{"libc.so.6"}},
 			},
 			Links: map[string]string{"libnvrtc.so.13": "libnvrtc.so.13.0.99", "libnvrtc-builtins.so.13.0": "libnvrtc-builtins.so.13.0.99.1"}},
 		{Component: "libcutensor", Product: "cutensor", Version: "2.99.0.1", Platform: "linux-x86_64", Variant: "cuda13",
-			Libs:  map[string]elftest.Spec{"libcutensor.so.2.99.0": {Soname: "libcutensor.so.2", Needed: []string{"libc.so.6"}}},
+			Libs:  map[string]elfwrite.Spec{"libcutensor.so.2.99.0": {Soname: "libcutensor.so.2", Needed: []string{"libc.so.6"}}},
 			Links: map[string]string{"libcutensor.so.2": "libcutensor.so.2.99.0"}},
 	}
 	for i := range archives {

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/indextest"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pypi"
@@ -23,7 +23,7 @@ import (
 func cudnnWheel(t *testing.T, version, tags string) indextest.Wheel {
 	files := map[string][]byte{"nvidia/cudnn/__init__.py": nil}
 	for _, n := range cudnnSonames {
-		files["nvidia/cudnn/lib/"+n] = elfBytes(t, elftest.Spec{Soname: n, Needed: []string{"libc.so.6"}})
+		files["nvidia/cudnn/lib/"+n] = elfBytes(t, elfwrite.Spec{Soname: n, Needed: []string{"libc.so.6"}})
 	}
 	return indextest.Wheel{Project: "nvidia-cudnn-cu13", Version: version, Tags: tags, Files: files}
 }

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/ldso"
 )
 
@@ -19,20 +19,20 @@ import (
 func TestExtensionModulesBindInTheirInterpreter(t *testing.T) {
 	prefix := t.TempDir()
 	site := filepath.Join(prefix, "lib/python3.12/site-packages")
-	write := func(p string, spec elftest.Linked) {
+	write := func(p string, spec elfwrite.Linked) {
 		t.Helper()
-		if err := elftest.WriteLinked(p, spec); err != nil {
+		if err := elfwrite.WriteLinked(p, spec); err != nil {
 			t.Fatal(err)
 		}
 	}
 	python := filepath.Join(prefix, "bin/python3.12")
-	write(python, elftest.Linked{Defs: []elftest.Def{{Name: "PyObject_Call", Type: elf.STT_FUNC}, {Name: "PyLong_FromLong", Type: elf.STT_FUNC}}})
+	write(python, elfwrite.Linked{Defs: []elfwrite.Def{{Name: "PyObject_Call", Type: elf.STT_FUNC}, {Name: "PyLong_FromLong", Type: elf.STT_FUNC}}})
 	ext := filepath.Join(site, "pkg/_ext.cpython-312-x86_64-linux-gnu.so")
-	write(ext, elftest.Linked{Soname: "_ext.so", Needed: []string{"libhelper.so"}, RunPath: elftest.Str("$ORIGIN"),
-		Defs: []elftest.Def{{Name: "PyInit__ext", Type: elf.STT_FUNC}},
-		Refs: []elftest.Ref{{Name: "PyObject_Call"}, {Name: "helper"}, {Name: "PyNew_InAFutureVersion"}}})
+	write(ext, elfwrite.Linked{Soname: "_ext.so", Needed: []string{"libhelper.so"}, RunPath: elfwrite.Str("$ORIGIN"),
+		Defs: []elfwrite.Def{{Name: "PyInit__ext", Type: elf.STT_FUNC}},
+		Refs: []elfwrite.Ref{{Name: "PyObject_Call"}, {Name: "helper"}, {Name: "PyNew_InAFutureVersion"}}})
 	helper := filepath.Join(site, "pkg/libhelper.so")
-	write(helper, elftest.Linked{Soname: "libhelper.so", Defs: []elftest.Def{{Name: "helper"}}, Refs: []elftest.Ref{{Name: "PyLong_FromLong"}}})
+	write(helper, elfwrite.Linked{Soname: "libhelper.so", Defs: []elfwrite.Def{{Name: "helper"}}, Refs: []elfwrite.Ref{{Name: "PyLong_FromLong"}}})
 
 	ctx := context.Background()
 	for _, symbols := range []bool{true, false} {

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/elfscan"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/ldso"
 )
 
@@ -21,25 +21,25 @@ import (
 // link, in several directories.
 func mixedTree(t *testing.T, dir string) {
 	t.Helper()
-	objs := map[string]elftest.Spec{
-		"pkg/lib/liba.so":      {Soname: "liba.so", Needed: []string{"libb.so", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")},
+	objs := map[string]elfwrite.Spec{
+		"pkg/lib/liba.so":      {Soname: "liba.so", Needed: []string{"libb.so", "libc.so.6"}, RunPath: elfwrite.Str("$ORIGIN")},
 		"pkg/lib/libb.so":      {Soname: "libb.so", Needed: []string{"libc.so.6"}},
-		"pkg/ext/mod.so":       {Needed: []string{"liba.so", "libc.so.6"}, RPath: elftest.Str("$ORIGIN/../lib")},
-		"pkg/ext/mod2.so":      {Needed: []string{"liba.so", "libc.so.6"}, RPath: elftest.Str("$ORIGIN/../lib")},
+		"pkg/ext/mod.so":       {Needed: []string{"liba.so", "libc.so.6"}, RPath: elfwrite.Str("$ORIGIN/../lib")},
+		"pkg/ext/mod2.so":      {Needed: []string{"liba.so", "libc.so.6"}, RPath: elfwrite.Str("$ORIGIN/../lib")},
 		"pkg/ext/broken.so":    {Needed: []string{"libnothere.so.1", "libc.so.6"}},
 		"other/tool":           {Type: elf.ET_EXEC, Interp: "/lib64/ld-linux-x86-64.so.2", Needed: []string{"libc.so.6"}},
 		"pkg/ext/object.o":     {Type: elf.ET_REL},
-		"pkg/lib/z/deep/x.so":  {Soname: "x.so", Needed: []string{"liba.so"}, RunPath: elftest.Str("$ORIGIN/../..")},
-		"pkg/lib/z/deep/y.so":  {Soname: "y.so", Needed: []string{"x.so"}, RunPath: elftest.Str("$ORIGIN")},
-		"pkg/lib/z/deep/w.so":  {Soname: "w.so", Needed: []string{"libc.so.6"}, VersionDefs: []string{"W_1"}, VersionNeeds: []elftest.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.2.5"}}}},
-		"pkg/lib/z/deep/v1.so": {Soname: "v1.so", Needed: []string{"w.so"}, RunPath: elftest.Str("$ORIGIN"), VersionNeeds: []elftest.VersionNeed{{File: "w.so", Versions: []string{"W_9"}}}},
+		"pkg/lib/z/deep/x.so":  {Soname: "x.so", Needed: []string{"liba.so"}, RunPath: elfwrite.Str("$ORIGIN/../..")},
+		"pkg/lib/z/deep/y.so":  {Soname: "y.so", Needed: []string{"x.so"}, RunPath: elfwrite.Str("$ORIGIN")},
+		"pkg/lib/z/deep/w.so":  {Soname: "w.so", Needed: []string{"libc.so.6"}, VersionDefs: []string{"W_1"}, VersionNeeds: []elfwrite.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.2.5"}}}},
+		"pkg/lib/z/deep/v1.so": {Soname: "v1.so", Needed: []string{"w.so"}, RunPath: elfwrite.Str("$ORIGIN"), VersionNeeds: []elfwrite.VersionNeed{{File: "w.so", Versions: []string{"W_9"}}}},
 	}
 	for p, s := range objs {
-		if err := elftest.Write(filepath.Join(dir, p), s); err != nil {
+		if err := elfwrite.Write(filepath.Join(dir, p), s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	good, err := elftest.Build(elftest.Spec{Soname: "libc2.so"})
+	good, err := elfwrite.Build(elfwrite.Spec{Soname: "libc2.so"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 )
 
@@ -26,10 +26,10 @@ import (
 func nvidiaStandIn(t *testing.T) *mirrortest.Mirror {
 	return mirrortest.Serve(t, []mirrortest.Archive{
 		{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
-			Libs:  map[string]elftest.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}},
+			Libs:  map[string]elfwrite.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}},
 			Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}},
 		{Component: "libcutensor", Product: "cutensor", Version: "9.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
-			Libs:  map[string]elftest.Spec{"libcutensor.so.9.9.9": {Soname: "libcutensor.so.2", Needed: []string{"libc.so.6"}}},
+			Libs:  map[string]elfwrite.Spec{"libcutensor.so.9.9.9": {Soname: "libcutensor.so.2", Needed: []string{"libc.so.6"}}},
 			Links: map[string]string{"libcutensor.so.2": "libcutensor.so.9.9.9"}},
 	})
 }
@@ -39,11 +39,11 @@ func nvidiaStandIn(t *testing.T) *mirrortest.Mirror {
 func appTree(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := elftest.Write(filepath.Join(dir, "app/lib/libapp.so"), elftest.Spec{Soname: "libapp.so",
-		Needed: []string{"libcudss.so.0", "libcutensor.so.2", "libcudart.so.13", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")}); err != nil {
+	if err := elfwrite.Write(filepath.Join(dir, "app/lib/libapp.so"), elfwrite.Spec{Soname: "libapp.so",
+		Needed: []string{"libcudss.so.0", "libcutensor.so.2", "libcudart.so.13", "libc.so.6"}, RunPath: elfwrite.Str("$ORIGIN")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := elftest.Write(filepath.Join(dir, "app/lib/libcudart.so.13"), elftest.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}); err != nil {
+	if err := elfwrite.Write(filepath.Join(dir, "app/lib/libcudart.so.13"), elfwrite.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -391,17 +391,17 @@ func TestApplyRefusesAnotherKindOfNode(t *testing.T) {
 func TestApplyPlanOfEveryRound(t *testing.T) {
 	nv := mirrortest.Serve(t, []mirrortest.Archive{
 		{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
-			Libs: map[string]elftest.Spec{"libcudss.so.0": {Soname: "libcudss.so.0", Needed: []string{"libcutensor.so.2", "libc.so.6"}}}},
+			Libs: map[string]elfwrite.Spec{"libcudss.so.0": {Soname: "libcudss.so.0", Needed: []string{"libcutensor.so.2", "libc.so.6"}}}},
 		{Component: "libcutensor", Product: "cutensor", Version: "9.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
-			Libs: map[string]elftest.Spec{"libcutensor.so.2": {Soname: "libcutensor.so.2", Needed: []string{"libc.so.6"}}}},
+			Libs: map[string]elfwrite.Spec{"libcutensor.so.2": {Soname: "libcutensor.so.2", Needed: []string{"libc.so.6"}}}},
 	})
 	work := t.TempDir()
 	app := func() string {
 		dir := t.TempDir()
-		if err := elftest.Write(filepath.Join(dir, "lib/libapp.so"), elftest.Spec{Soname: "libapp.so", Needed: []string{"libcudss.so.0", "libcudart.so.13", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")}); err != nil {
+		if err := elfwrite.Write(filepath.Join(dir, "lib/libapp.so"), elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libcudss.so.0", "libcudart.so.13", "libc.so.6"}, RunPath: elfwrite.Str("$ORIGIN")}); err != nil {
 			t.Fatal(err)
 		}
-		if err := elftest.Write(filepath.Join(dir, "lib/libcudart.so.13"), elftest.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}); err != nil {
+		if err := elfwrite.Write(filepath.Join(dir, "lib/libcudart.so.13"), elfwrite.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}); err != nil {
 			t.Fatal(err)
 		}
 		return dir
@@ -471,9 +471,9 @@ func site(t *testing.T, cudssVersion string) string {
 			t.Fatal(err)
 		}
 	}
-	elfFile := func(s elftest.Spec) []byte {
+	elfFile := func(s elfwrite.Spec) []byte {
 		p := filepath.Join(t.TempDir(), "lib.so")
-		if err := elftest.Write(p, s); err != nil {
+		if err := elfwrite.Write(p, s); err != nil {
 			t.Fatal(err)
 		}
 		data, err := os.ReadFile(p)
@@ -484,10 +484,10 @@ func site(t *testing.T, cudssVersion string) string {
 	}
 	dist("gpupkg", "1.0", []string{"nvidia-cudss-cu13==" + cudssVersion}, map[string][]byte{
 		"gpupkg/__init__.py":         nil,
-		"gpupkg/lib/libgpupkg.so":    elfFile(elftest.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudss.so.0", "libcudart.so.13", "libc.so.6"}, RPath: elftest.Str("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN")}),
-		"gpupkg/lib/libcudart.so.13": elfFile(elftest.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}),
+		"gpupkg/lib/libgpupkg.so":    elfFile(elfwrite.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudss.so.0", "libcudart.so.13", "libc.so.6"}, RPath: elfwrite.Str("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN")}),
+		"gpupkg/lib/libcudart.so.13": elfFile(elfwrite.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}),
 	})
-	dist("nvidia-cudss-cu13", cudssVersion, nil, map[string][]byte{"nvidia/cu13/lib/libcudss.so.0": elfFile(elftest.Spec{Soname: "libcudss.so.0"})})
+	dist("nvidia-cudss-cu13", cudssVersion, nil, map[string][]byte{"nvidia/cu13/lib/libcudss.so.0": elfFile(elfwrite.Spec{Soname: "libcudss.so.0"})})
 	if err := os.Remove(filepath.Join(dir, "nvidia/cu13/lib/libcudss.so.0")); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestImportScanThroughFetch(t *testing.T) {
 	arch := mirrortest.Archive{
 		Component: "libcudss", Product: "cudss", Version: "0.9.0.1", Platform: "linux-x86_64", Variant: "cuda13",
-		Libs: map[string]elftest.Spec{
+		Libs: map[string]elfwrite.Spec{
 			"libcudss.so.0.9.0":         {Soname: "libcudss.so.0"},
 			"libcudss_extra.so.0.9.0":   {Soname: "libcudss_extra.so.0"},
 			"stubs/libcudss_stub.so":    {Soname: "libcudss_stub_only.so"},

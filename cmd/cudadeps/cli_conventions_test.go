@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // Point 6: usage mistakes are exit 2 everywhere, and messages say what is wrong.
@@ -57,7 +57,7 @@ func TestCLIOneVocabulary(t *testing.T) {
 
 	ok := t.TempDir()
 	lib := filepath.Join(ok, "libok.so")
-	if err := elftest.Write(lib, elftest.Spec{Soname: "libok.so"}); err != nil {
+	if err := elfwrite.Write(lib, elfwrite.Spec{Soname: "libok.so"}); err != nil {
 		t.Fatal(err)
 	}
 	prefix := t.TempDir()
@@ -152,7 +152,7 @@ func TestCLIConventions(t *testing.T) {
 	}
 
 	missing := filepath.Join(t.TempDir(), "libneeds.so")
-	if err := elftest.Write(missing, elftest.Spec{Soname: "libneeds.so", Needed: []string{"libnowhere.so.3"}}); err != nil {
+	if err := elfwrite.Write(missing, elfwrite.Spec{Soname: "libneeds.so", Needed: []string{"libnowhere.so.3"}}); err != nil {
 		t.Fatal(err)
 	}
 	red := "\x1b[1;31mNOT FOUND"

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 )
 
@@ -25,7 +25,7 @@ func stallingMirror(t *testing.T) (catalogPath, url string, started chan struct{
 	t.Helper()
 	dir := t.TempDir()
 	catalogPath = mirrortest.Build(t, dir, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
-		Libs: map[string]elftest.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}}, Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}}})
+		Libs: map[string]elfwrite.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}}, Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}}})
 	started = make(chan struct{})
 	var once sync.Once
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -170,7 +170,7 @@ func TestCLIHumanLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	lib := filepath.Join(t.TempDir(), "libok.so")
-	if err := elftest.Write(lib, elftest.Spec{Soname: "libok.so"}); err != nil {
+	if err := elfwrite.Write(lib, elfwrite.Spec{Soname: "libok.so"}); err != nil {
 		t.Fatal(err)
 	}
 	r := runBinary(t, env, "", "scan", lib, "--root", root)
@@ -182,7 +182,7 @@ func TestCLIHumanLogs(t *testing.T) {
 		t.Errorf("--log-format json:\n%s", r.stderr)
 	}
 	ok := t.TempDir()
-	if err := elftest.Write(filepath.Join(ok, "libok.so"), elftest.Spec{Soname: "libok.so", Needed: []string{"libc.so.6"}}); err != nil {
+	if err := elfwrite.Write(filepath.Join(ok, "libok.so"), elfwrite.Spec{Soname: "libok.so", Needed: []string{"libc.so.6"}}); err != nil {
 		t.Fatal(err)
 	}
 	r = runBinary(t, env, "", "resolve", ok, "-v", "--dry-run", "--ld-library-path", "")
@@ -211,7 +211,7 @@ func TestCLINothingIsNotSuccess(t *testing.T) {
 
 	dir := t.TempDir()
 	lib := filepath.Join(dir, "libok.so")
-	if err := elftest.Write(lib, elftest.Spec{Soname: "libok.so", Needed: []string{"libc.so.6"}}); err != nil {
+	if err := elfwrite.Write(lib, elfwrite.Spec{Soname: "libok.so", Needed: []string{"libc.so.6"}}); err != nil {
 		t.Fatal(err)
 	}
 	script := filepath.Join(dir, "libc.so")

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/doctor"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // gpuRoot builds a host with driver 580.95.05, one GPU and the driver's
@@ -28,8 +28,8 @@ func gpuRoot(t *testing.T, uvm bool) string {
 			t.Fatal(err)
 		}
 	}
-	obj := func(p string, spec elftest.Spec) {
-		if err := elftest.Write(filepath.Join(root, p), spec); err != nil {
+	obj := func(p string, spec elfwrite.Spec) {
+		if err := elfwrite.Write(filepath.Join(root, p), spec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -39,16 +39,16 @@ func gpuRoot(t *testing.T, uvm bool) string {
 		}
 	}
 	const interp = "/lib64/ld-linux-x86-64.so.2"
-	obj(interp, elftest.Spec{Soname: "ld-linux-x86-64.so.2", VersionDefs: []string{"GLIBC_2.3"}})
-	obj("/lib64/libc.so.6", elftest.Spec{Soname: "libc.so.6", Interp: interp, VersionDefs: []string{"GLIBC_2.2.5", "GLIBC_2.38"}})
-	obj("/bin/sh", elftest.Spec{Interp: interp, Flags1: elf.DF_1_PIE, Needed: []string{"libc.so.6"}})
-	var syms []elftest.Symbol
+	obj(interp, elfwrite.Spec{Soname: "ld-linux-x86-64.so.2", VersionDefs: []string{"GLIBC_2.3"}})
+	obj("/lib64/libc.so.6", elfwrite.Spec{Soname: "libc.so.6", Interp: interp, VersionDefs: []string{"GLIBC_2.2.5", "GLIBC_2.38"}})
+	obj("/bin/sh", elfwrite.Spec{Interp: interp, Flags1: elf.DF_1_PIE, Needed: []string{"libc.so.6"}})
+	var syms []elfwrite.Symbol
 	for _, n := range []string{"cuInit", "cuGetProcAddress_v2", "cuDriverGetVersion"} {
-		syms = append(syms, elftest.Symbol{Name: n, Defined: true, Func: true})
+		syms = append(syms, elfwrite.Symbol{Name: n, Defined: true, Func: true})
 	}
-	obj("/usr/lib64/libcuda.so.580.95.05", elftest.Spec{Soname: "libcuda.so.1", Symbols: syms})
+	obj("/usr/lib64/libcuda.so.580.95.05", elfwrite.Spec{Soname: "libcuda.so.1", Symbols: syms})
 	link("/usr/lib64/libcuda.so.1", "libcuda.so.580.95.05")
-	obj("/usr/local/cuda/lib64/stubs/libcuda.so", elftest.Spec{Soname: "libcuda.so.1", Symbols: syms})
+	obj("/usr/local/cuda/lib64/stubs/libcuda.so", elfwrite.Spec{Soname: "libcuda.so.1", Symbols: syms})
 	link("/usr/local/cuda/lib64/stubs/libcuda.so.1", "libcuda.so")
 	write("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:46:41 UTC 2025\n")
 	write("/dev/nvidiactl", "")
@@ -56,7 +56,7 @@ func gpuRoot(t *testing.T, uvm bool) string {
 	if uvm {
 		write("/dev/nvidia-uvm", "")
 	}
-	obj("/opt/hook/libhook.so", elftest.Spec{Soname: "libhook.so", Symbols: []elftest.Symbol{{Name: "cudaMalloc", Defined: true, Func: true}}})
+	obj("/opt/hook/libhook.so", elfwrite.Spec{Soname: "libhook.so", Symbols: []elfwrite.Symbol{{Name: "cudaMalloc", Defined: true, Func: true}}})
 	return root
 }
 
@@ -149,7 +149,7 @@ func TestDoctorTarget(t *testing.T) {
 	quietEnv(t)
 	root := gpuRoot(t, true)
 	lib := filepath.Join(root, "opt/app/libapp.so")
-	if err := elftest.Write(lib, elftest.Spec{Soname: "libapp.so", Needed: []string{"libcudart.so.13"}}); err != nil {
+	if err := elfwrite.Write(lib, elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libcudart.so.13"}}); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ := doctorCLI("doctor", "--root", root, lib)
@@ -207,11 +207,11 @@ func TestDoctorDistribution(t *testing.T) {
 	root := gpuRoot(t, true)
 	site := t.TempDir()
 	rpath := "$ORIGIN/../../nvidia/cu13/lib"
-	for p, spec := range map[string]elftest.Spec{
+	for p, spec := range map[string]elfwrite.Spec{
 		"torch/lib/libtorch_cuda.so":      {Soname: "libtorch_cuda.so", Needed: []string{"libcudart.so.13"}, RPath: &rpath},
 		"nvidia/cu13/lib/libcudart.so.13": {Soname: "libcudart.so.13"},
 	} {
-		if err := elftest.Write(filepath.Join(site, p), spec); err != nil {
+		if err := elfwrite.Write(filepath.Join(site, p), spec); err != nil {
 			t.Fatal(err)
 		}
 	}

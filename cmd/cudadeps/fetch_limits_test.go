@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 )
 
@@ -13,7 +13,7 @@ import (
 // and nothing is installed.
 func TestFetchLimitFlags(t *testing.T) {
 	m := mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-sbsa", Variant: "cuda13", Machine: elf.EM_AARCH64,
-		Libs: map[string]elftest.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
+		Libs: map[string]elfwrite.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	for flag, want := range map[string]string{
 		"--max-archive-entries=1": "limit of 1 entries",

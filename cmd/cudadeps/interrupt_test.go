@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
@@ -101,7 +101,7 @@ func TestCLIInterruptedBeforeDownload(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := elftest.Write(filepath.Join(site[0], "hangpkg", "_native.so"), elftest.Spec{Soname: "_native.so", Needed: []string{"libc.so.6"}}); err != nil {
+		if err := elfwrite.Write(filepath.Join(site[0], "hangpkg", "_native.so"), elfwrite.Spec{Soname: "_native.so", Needed: []string{"libc.so.6"}}); err != nil {
 			t.Fatal(err)
 		}
 		interruptWhenMarked(t, marker, "resolve", "hangpkg", "--yes", "--python", filepath.Join(venv, "bin", "python3"), "--prefix", t.TempDir(), "--ld-library-path", "")

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/resolver"
 )
@@ -18,14 +18,14 @@ import (
 // second resolve downloads nothing, undo restores the directory.
 func TestResolveDirectoryCLI(t *testing.T) {
 	dir := t.TempDir()
-	if err := elftest.Write(filepath.Join(dir, "app/lib/libapp.so"), elftest.Spec{Soname: "libapp.so", Needed: []string{"libcudss.so.0", "libcudart.so.13", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN:$ORIGIN/../deps")}); err != nil {
+	if err := elfwrite.Write(filepath.Join(dir, "app/lib/libapp.so"), elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libcudss.so.0", "libcudart.so.13", "libc.so.6"}, RunPath: elfwrite.Str("$ORIGIN:$ORIGIN/../deps")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := elftest.Write(filepath.Join(dir, "app/lib/libcudart.so.13"), elftest.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}); err != nil {
+	if err := elfwrite.Write(filepath.Join(dir, "app/lib/libcudart.so.13"), elfwrite.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}); err != nil {
 		t.Fatal(err)
 	}
 	m := mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
-		Libs: map[string]elftest.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}}, Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}}})
+		Libs: map[string]elfwrite.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}}, Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}}})
 	prefix := filepath.Join(t.TempDir(), "prefix")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	common := []string{"--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--ld-library-path", "", "--quiet"}
@@ -83,7 +83,7 @@ func TestResolveDirectoryCLI(t *testing.T) {
 
 func TestFetchCommand(t *testing.T) {
 	m := mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-sbsa", Variant: "cuda13", Machine: elf.EM_AARCH64,
-		Libs: map[string]elftest.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
+		Libs: map[string]elfwrite.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
 	prefix := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	code, stdout, stderr := runCLI(t, "fetch", "libcudss", "--platform", "linux-sbsa", "--cuda", "13", "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--json", "--quiet")
@@ -139,11 +139,11 @@ func TestResolveExampleWheel(t *testing.T) {
 // missing (3) or failed otherwise (1, with a command to rerun it).
 func TestResolveCheckCLI(t *testing.T) {
 	dir := t.TempDir()
-	if err := elftest.Write(filepath.Join(dir, "lib/libapp.so"), elftest.Spec{Soname: "libapp.so", Needed: []string{"libc.so.6"}}); err != nil {
+	if err := elfwrite.Write(filepath.Join(dir, "lib/libapp.so"), elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libc.so.6"}}); err != nil {
 		t.Fatal(err)
 	}
 	m := mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
-		Libs: map[string]elftest.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
+		Libs: map[string]elfwrite.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
 	prefix := filepath.Join(t.TempDir(), "prefix")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	resolve := func(extra ...string) (int, string, string) {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/indextest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 )
@@ -28,15 +28,15 @@ func wheelTarget(t *testing.T) (dir string, m *mirrortest.Mirror, ix *indextest.
 	t.Setenv("PIP_NO_INDEX", "")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	dir = t.TempDir()
-	if err := elftest.Write(filepath.Join(dir, "app/lib/libapp.so"), elftest.Spec{Soname: "libapp.so", Needed: []string{"libcudss.so.0", "libcudart.so.13", "libc.so.6"}, RunPath: elftest.Str("$ORIGIN")}); err != nil {
+	if err := elfwrite.Write(filepath.Join(dir, "app/lib/libapp.so"), elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libcudss.so.0", "libcudart.so.13", "libc.so.6"}, RunPath: elfwrite.Str("$ORIGIN")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := elftest.Write(filepath.Join(dir, "app/lib/libcudart.so.13"), elftest.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}); err != nil {
+	if err := elfwrite.Write(filepath.Join(dir, "app/lib/libcudart.so.13"), elfwrite.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}}); err != nil {
 		t.Fatal(err)
 	}
 	m = mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
-		Libs: map[string]elftest.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}}, Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}}})
-	lib, err := elftest.Build(elftest.Spec{Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}})
+		Libs: map[string]elfwrite.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}}, Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}}})
+	lib, err := elfwrite.Build(elfwrite.Spec{Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}})
 	if err != nil {
 		t.Fatal(err)
 	}

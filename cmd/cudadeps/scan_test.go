@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // runCmd runs one command line in-process.
@@ -28,17 +28,17 @@ func runCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // not installed.
 func torchLikeTree(t *testing.T, dir string, withCudss bool) {
 	t.Helper()
-	objs := map[string]elftest.Spec{
+	objs := map[string]elfwrite.Spec{
 		"torch/lib/libtorch_cuda.so": {Soname: "libtorch_cuda.so", Needed: []string{"libc10.so", "libcudart.so.13", "libcudss.so.0", "libc.so.6"},
-			RPath: elftest.Str("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN")},
+			RPath: elfwrite.Str("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN")},
 		"torch/lib/libc10.so":             {Soname: "libc10.so", Needed: []string{"libc.so.6"}},
 		"nvidia/cu13/lib/libcudart.so.13": {Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}},
 	}
 	if withCudss {
-		objs["nvidia/cu13/lib/libcudss.so.0"] = elftest.Spec{Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}
+		objs["nvidia/cu13/lib/libcudss.so.0"] = elfwrite.Spec{Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}
 	}
 	for p, s := range objs {
-		if err := elftest.Write(filepath.Join(dir, p), s); err != nil {
+		if err := elfwrite.Write(filepath.Join(dir, p), s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,7 +140,7 @@ func TestScanWheelWithoutUnpacking(t *testing.T) {
 	}
 	// The wheel checked against a real site-packages that has cuDSS: clean.
 	site := t.TempDir()
-	if err := elftest.Write(filepath.Join(site, "nvidia/cu13/lib/libcudss.so.0"), elftest.Spec{Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}); err != nil {
+	if err := elfwrite.Write(filepath.Join(site, "nvidia/cu13/lib/libcudss.so.0"), elfwrite.Spec{Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}); err != nil {
 		t.Fatal(err)
 	}
 	if stdout, stderr, code := runCmd(t, "scan", "--site-packages", site, whl); code != exitOK {
@@ -196,7 +196,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestScanForeignMachineWarns(t *testing.T) {
 	dir := t.TempDir()
-	if err := elftest.Write(filepath.Join(dir, "libarm.so"), elftest.Spec{Machine: elf.EM_AARCH64, Soname: "libarm.so", Needed: []string{"libc.so.6"}}); err != nil {
+	if err := elfwrite.Write(filepath.Join(dir, "libarm.so"), elfwrite.Spec{Machine: elf.EM_AARCH64, Soname: "libarm.so", Needed: []string{"libc.so.6"}}); err != nil {
 		t.Fatal(err)
 	}
 	stdout, _, code := runCmd(t, "scan", filepath.Join(dir, "libarm.so"))

@@ -17,7 +17,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // Wheel is where the wheel is written, relative to the repository root.
@@ -25,9 +25,9 @@ const Wheel = "examples/demo-0.1-py3-none-linux_x86_64.whl"
 
 // Build returns the bytes of the wheel; the same every time.
 func Build() ([]byte, error) {
-	objs := map[string]elftest.Spec{
+	objs := map[string]elfwrite.Spec{
 		"demo/lib/libdemo_cuda.so": {Soname: "libdemo_cuda.so", Needed: []string{"libcudart.so.13", "libcublas.so.13", "libcudss.so.0", "libc.so.6"},
-			RPath: elftest.Str("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN/../../nvidia/cudss/lib:$ORIGIN")},
+			RPath: elfwrite.Str("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN/../../nvidia/cudss/lib:$ORIGIN")},
 		"nvidia/cu13/lib/libcudart.so.13": {Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}},
 	}
 	files := map[string][]byte{
@@ -36,7 +36,7 @@ func Build() ([]byte, error) {
 		"demo-0.1.dist-info/WHEEL":    []byte("Wheel-Version: 1.0\nGenerator: cudadeps demowheel\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n"),
 	}
 	for p, spec := range objs {
-		b, err := elftest.Build(spec)
+		b, err := elfwrite.Build(spec)
 		if err != nil {
 			return nil, err
 		}

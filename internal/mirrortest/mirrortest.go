@@ -21,7 +21,7 @@ import (
 
 	"github.com/ulikunitz/xz"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
 // Archive is one component archive in NVIDIA's redist layout:
@@ -34,7 +34,7 @@ type Archive struct {
 	Variant   string // "cuda13" or ""
 	// Libs are the files under lib/, by name; each is written with its
 	// machine defaulting to Machine.
-	Libs map[string]elftest.Spec
+	Libs map[string]elfwrite.Spec
 	// Links are symlinks under lib/: name → target.
 	Links   map[string]string
 	Machine elf.Machine
@@ -217,7 +217,7 @@ func (a Archive) build(t testing.TB) []byte {
 		if spec.Machine == elf.EM_NONE {
 			spec.Machine = a.Machine
 		}
-		data, err := elftest.Build(spec)
+		data, err := elfwrite.Build(spec)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,7 @@
 // size, class, machine, type, SONAME, NEEDED, RPATH, RUNPATH, FLAGS_1 and
 // symbol version needs and definitions. Build writes one small loadable
 // object per record with exactly those dynamic-linking facts (through
-// internal/elftest), so that both the loader model and the real loader
+// internal/elfwrite), so that both the loader model and the real loader
 // resolve the skeleton as they would resolve the real environment. Code and
 // symbols are not recorded and not written.
 //
@@ -31,7 +31,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
@@ -171,9 +171,9 @@ func (r *Record) Executable() bool {
 	return err == nil && f&elf.DF_1_PIE != 0
 }
 
-// Spec is the elftest description of the record's skeleton object.
-func (r *Record) Spec() (elftest.Spec, error) {
-	s := elftest.Spec{Soname: r.Soname, Needed: r.Needed, RPath: r.RPath, RunPath: r.RunPath}
+// Spec is the elfwrite description of the record's skeleton object.
+func (r *Record) Spec() (elfwrite.Spec, error) {
+	s := elfwrite.Spec{Soname: r.Soname, Needed: r.Needed, RPath: r.RPath, RunPath: r.RunPath}
 	switch r.Class {
 	case "ELF64":
 		s.Class = elf.ELFCLASS64
@@ -202,7 +202,7 @@ func (r *Record) Spec() (elftest.Spec, error) {
 		s.Interp = interpreter(s.Machine, s.Class)
 	}
 	for _, vn := range r.VerNeed {
-		s.VersionNeeds = append(s.VersionNeeds, elftest.VersionNeed{File: vn.File, Versions: vn.Versions})
+		s.VersionNeeds = append(s.VersionNeeds, elfwrite.VersionNeed{File: vn.File, Versions: vn.Versions})
 	}
 	if len(r.VerDef) > 0 {
 		s.VersionBase = r.VerDef[0]
@@ -341,7 +341,7 @@ func Build(ctx context.Context, dir string, recs []Record, opts Options) ([]stri
 		if err != nil {
 			return nil, err
 		}
-		b, err := elftest.Build(spec)
+		b, err := elfwrite.Build(spec)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.Path, err)
 		}

@@ -40,7 +40,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
@@ -433,7 +433,7 @@ func symlinkedDirs(t *tree) (setup, func() error, error) {
 		if err := u.copyFile(lib+"/libstdc++.so.6", torch+"/lib/libstdc++.so.6"); err != nil {
 			return setup{}, u.undo, err
 		}
-		decoy, err := elftest.Build(elftest.Spec{Machine: t.machine, Soname: "libstdc++.so.6", Needed: []string{"libTextSide.so.1", "libc.so.6"}})
+		decoy, err := elfwrite.Build(elfwrite.Spec{Machine: t.machine, Soname: "libstdc++.so.6", Needed: []string{"libTextSide.so.1", "libc.so.6"}})
 		if err != nil {
 			return setup{}, u.undo, err
 		}
@@ -529,7 +529,7 @@ func stoppers(t *tree) (setup, func() error, error) {
 	if err := u.mkdirAll("/opt/stop/libz.so.1"); err != nil {
 		return setup{}, u.undo, err
 	}
-	data, err := elftest.Build(elftest.Spec{Machine: other, Soname: "libgcc_s.so.1"})
+	data, err := elfwrite.Build(elfwrite.Spec{Machine: other, Soname: "libgcc_s.so.1"})
 	if err != nil {
 		return setup{}, u.undo, err
 	}

@@ -1,4 +1,4 @@
-package elftest
+package elfwrite
 
 import (
 	"bytes"
@@ -99,7 +99,7 @@ func BuildLinked(spec Linked) ([]byte, error) {
 	case elf.EM_AARCH64:
 		globDat = uint32(elf.R_AARCH64_GLOB_DAT)
 	default:
-		return nil, fmt.Errorf("elftest: no relocation type for %v", spec.Machine)
+		return nil, fmt.Errorf("elfwrite: no relocation type for %v", spec.Machine)
 	}
 	le := binary.LittleEndian
 	strs := &bytes.Buffer{}
@@ -150,7 +150,7 @@ func BuildLinked(spec Linked) ([]byte, error) {
 		vs := uint16(1)
 		if r.Version != "" {
 			if vs = needIndex[r.Version]; vs == 0 {
-				return nil, fmt.Errorf("elftest: reference %s: version %s is not needed", r.Name, r.Version)
+				return nil, fmt.Errorf("elfwrite: reference %s: version %s is not needed", r.Name, r.Version)
 			}
 		}
 		syms = append(syms, linkedSym{name: r.Name, info: elf.ST_INFO(bind, elf.STT_NOTYPE), versym: vs, noReloc: r.Unrelocated})
@@ -172,7 +172,7 @@ func BuildLinked(spec Linked) ([]byte, error) {
 		vs := uint16(1)
 		if d.Version != "" {
 			if vs = verIndex[d.Version]; vs == 0 {
-				return nil, fmt.Errorf("elftest: definition %s: version %s is not defined", d.Name, d.Version)
+				return nil, fmt.Errorf("elfwrite: definition %s: version %s is not defined", d.Name, d.Version)
 			}
 		}
 		if d.Hidden {

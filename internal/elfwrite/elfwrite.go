@@ -1,11 +1,11 @@
-// Package elftest writes small ELF shared objects that glibc's loader accepts, for any machine, class and byte order, so tests can build library trees.
+// Package elfwrite writes small ELF objects that glibc's loader accepts, for any machine, class and byte order: the trees tests build and the demo wheel.
 //
 // The objects have one PT_LOAD segment that covers the whole file (virtual
 // address = file offset), a PT_DYNAMIC segment, an optional PT_INTERP, a
 // non-executable PT_GNU_STACK, a dynamic symbol table with a DT_HASH table,
 // and optional version needs, version definitions and section headers. They
 // carry no code: enough for `ld.so --list` and for readers, not for running.
-package elftest
+package elfwrite
 
 import (
 	"bytes"
