@@ -16,7 +16,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/internal/elftest"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/plan"
 	"github.com/cudadeps/cudadeps/pypi"
@@ -45,7 +45,7 @@ func sum(data []byte) string {
 func TestWriteArchivesAndWheels(t *testing.T) {
 	ctx := context.Background()
 	nv := mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
-		Libs: map[string]elftest.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
+		Libs: map[string]elfwrite.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
 	cat, err := catalog.Load(ctx, catalog.LoadOptions{Extra: []string{nv.Catalog}, Mirror: nv.URL})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestWriteArchivesAndWheels(t *testing.T) {
 func TestSources(t *testing.T) {
 	ctx := context.Background()
 	nv := mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
-		Libs: map[string]elftest.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
+		Libs: map[string]elfwrite.Spec{"libcudss.so.0": {Soname: "libcudss.so.0"}}}})
 	plain, err := catalog.Load(ctx, catalog.LoadOptions{Extra: []string{nv.Catalog}, Mirror: nv.URL})
 	if err != nil {
 		t.Fatal(err)
