@@ -4,6 +4,8 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+
+	"github.com/cudadeps/cudadeps/internal/elfhash"
 )
 
 // Reference is an undefined dynamic symbol that the loader binds: a name
@@ -35,7 +37,7 @@ type Hash struct {
 }
 
 // HashOf computes the hashes of a symbol name.
-func HashOf(name string) Hash { return Hash{GNU: gnuHashOf(name), SysV: elfHash(name)} }
+func HashOf(name string) Hash { return Hash{GNU: elfhash.GNU(name), SysV: elfhash.SysV(name)} }
 
 // refChunk is how many symbol table entries one read of a walk covers.
 const refChunk = 2048

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/cudadeps/cudadeps/internal/elfhash"
 )
 
 // Symbol is one dynamic symbol, as the loader sees it through DT_SYMTAB.
@@ -576,7 +578,7 @@ func (s *scanner) gnuChain(st *symtab, addr uint64, name string) ([]uint64, erro
 		word = 8
 	}
 	bits := word * 8
-	h := uint64(gnuHashOf(name))
+	h := uint64(elfhash.GNU(name))
 	var wbuf [8]byte
 	wordOff := off + 16 + int64(word*((h/bits)%bloomSize))
 	if _, err := s.r.ReadAt(wbuf[:word], wordOff); err != nil {
@@ -656,7 +658,7 @@ func (s *scanner) sysvChain(addr uint64, name string) ([]uint64, error) {
 	if nbucket > uint64(s.size) || nchain > uint64(s.size) {
 		return nil, s.errorf("DT_HASH of %d buckets and %d chains runs past the end of the file", nbucket, nchain)
 	}
-	h := uint64(elfHash(name))
+	h := uint64(elfhash.SysV(name))
 	idx, err := read(off + word*int64(2+h%nbucket))
 	if err != nil {
 		return nil, s.errorf("DT_HASH bucket: %v", err)
@@ -672,25 +674,4 @@ func (s *scanner) sysvChain(addr uint64, name string) ([]uint64, error) {
 		}
 	}
 	return out, nil
-}
-
-func gnuHashOf(name string) uint32 {
-	h := uint32(5381)
-	for i := 0; i < len(name); i++ {
-		h = h*33 + uint32(name[i])
-	}
-	return h
-}
-
-func elfHash(name string) uint32 {
-	var h uint32
-	for i := 0; i < len(name); i++ {
-		h = h<<4 + uint32(name[i])
-		g := h & 0xf0000000
-		if g != 0 {
-			h ^= g >> 24
-		}
-		h &^= g
-	}
-	return h
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/elfhash"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
@@ -217,12 +218,12 @@ func withGNUHash(t testing.TB, spec elfwrite.Spec, nbuckets uint32) []byte {
 	buckets := make([]uint32, nbuckets)
 	chains := make([]uint32, nsyms-symoffset)
 	for i := symoffset; i < nsyms; i++ {
-		h := gnuHash(spec.Symbols[i-1].Name)
+		h := elfhash.GNU(spec.Symbols[i-1].Name)
 		bk := h % nbuckets
 		if buckets[bk] == 0 {
 			buckets[bk] = i
 		}
-		end := i+1 == nsyms || gnuHash(spec.Symbols[i].Name)%nbuckets != bk
+		end := i+1 == nsyms || elfhash.GNU(spec.Symbols[i].Name)%nbuckets != bk
 		chains[i-symoffset] = h &^ 1
 		if end {
 			chains[i-symoffset] |= 1
@@ -310,14 +311,6 @@ func dynTags(t *testing.T, b []byte) map[elf.DynTag]uint64 {
 	return tags
 }
 
-func gnuHash(name string) uint32 {
-	h := uint32(5381)
-	for i := 0; i < len(name); i++ {
-		h = h*33 + uint32(name[i])
-	}
-	return h
-}
-
 // gnuOrder puts undefined symbols first and groups defined ones by bucket,
 // as a linker emitting DT_GNU_HASH does.
 func gnuOrder(syms []elfwrite.Symbol, nbuckets uint32) []elfwrite.Symbol {
@@ -329,7 +322,7 @@ func gnuOrder(syms []elfwrite.Symbol, nbuckets uint32) []elfwrite.Symbol {
 		if !out[i].Defined {
 			return false
 		}
-		return gnuHash(out[i].Name)%nbuckets < gnuHash(out[j].Name)%nbuckets
+		return elfhash.GNU(out[i].Name)%nbuckets < elfhash.GNU(out[j].Name)%nbuckets
 	})
 	return out
 }

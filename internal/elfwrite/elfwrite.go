@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/cudadeps/cudadeps/internal/elfhash"
 )
 
 // Spec describes one object.
@@ -89,18 +91,7 @@ func writeBuilt(path string, b []byte, err error) error {
 }
 
 // Hash is the System V ELF hash used in version records.
-func Hash(name string) uint32 {
-	var h uint32
-	for i := 0; i < len(name); i++ {
-		h = h<<4 + uint32(name[i])
-		g := h & 0xf0000000
-		if g != 0 {
-			h ^= g >> 24
-		}
-		h &^= g
-	}
-	return h
-}
+func Hash(name string) uint32 { return elfhash.SysV(name) }
 
 type builder struct {
 	spec  Spec

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+
+	"github.com/cudadeps/cudadeps/internal/elfhash"
 )
 
 // Linked describes a 64-bit little-endian shared object whose symbols
@@ -64,14 +66,6 @@ type Ref struct {
 func WriteLinked(path string, spec Linked) error {
 	b, err := BuildLinked(spec)
 	return writeBuilt(path, b, err)
-}
-
-func gnuHash(name string) uint32 {
-	h := uint32(5381)
-	for i := 0; i < len(name); i++ {
-		h = h*33 + uint32(name[i])
-	}
-	return h
 }
 
 // linkedSym is a symbol table entry in the making.
@@ -182,7 +176,7 @@ func BuildLinked(spec Linked) ([]byte, error) {
 		if d.Undefined {
 			shndx = 0
 		}
-		syms = append(syms, linkedSym{name: d.Name, info: elf.ST_INFO(bind, typ), other: byte(d.Vis), shndx: shndx, versym: vs, hashed: true, hashVal: gnuHash(d.Name), noValue: d.NoValue})
+		syms = append(syms, linkedSym{name: d.Name, info: elf.ST_INFO(bind, typ), other: byte(d.Vis), shndx: shndx, versym: vs, hashed: true, hashVal: elfhash.GNU(d.Name), noValue: d.NoValue})
 	}
 	if spec.GNUHash {
 		defs := syms[firstDef:]
