@@ -44,8 +44,8 @@ SITE=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 HIDE=${HIDE:-nvidia/cu13/lib nvidia/cudnn/lib nvidia/cusparselt/lib}
 TARGETS=${TARGETS:-torch jax-cuda13-plugin cupy-cuda13x}
 
-# shellcheck source=clean_host.sh
-. "$HERE/clean_host.sh"
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 
 gpu_work() { # label
   local fails=0
@@ -70,25 +70,14 @@ gpu_work intact
 BEFORE=$(snapshot)
 
 log "2. remove $HIDE"
-mkdir -p "$WORK/hidden"
-PACK_ARGS=()
-for d in $HIDE; do
-  k=$(echo "$d" | tr / _)
-  mv "$SITE/$d" "$WORK/hidden/$k" || exit 1
-  PACK_ARGS+=("$WORK/hidden/$k:$d")
-done
-restore() {
-  for d in $HIDE; do
-    k=$(echo "$d" | tr / _)
-    [ -d "$WORK/hidden/$k" ] && [ ! -e "$SITE/$d" ] && mv "$WORK/hidden/$k" "$SITE/$d"
-  done
-}
+hide_dirs "$SITE" "$WORK" $HIDE || exit 1
+restore() { restore_dirs "$SITE" "$WORK" $HIDE; }
 trap restore EXIT
 gpu_work removed
 
 log "3. pack the removed files as NVIDIA archives, serve them, catalog import --scan"
 if [ ! -d "$MIRROR/manifests" ]; then
-  time "$PYTHON" "$HERE/pack_redist.py" "$CUDADEPS" "$SITE" "$MIRROR" "${PACK_ARGS[@]}"
+  time "$PYTHON" "$HERE/pack_redist.py" "$CUDADEPS" "$SITE" "$MIRROR" "${MOVED[@]}"
 fi
 ls "$MIRROR/manifests"
 PORT=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -29,27 +29,16 @@ HIDE=${HIDE:-nvidia/cu13/lib nvidia/cudnn/lib nvidia/cusparselt/lib}
 snapshot() { (cd "$SITE" && find nvidia torch -name __pycache__ -prune -o -printf '%p %y %s %l\n' 2>/dev/null | sort | sha256sum | cut -c1-16); }
 
 log "host: $MODE; $("$CUDADEPS" --version)"
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 if [ "$MODE" = --clean ]; then
-  # shellcheck source=clean_host.sh
-  . "$HERE/clean_host.sh"
   clean_host "$WORK" || { echo "could not make a clean host"; exit 1; }
 fi
 BEFORE=$(snapshot)
 
 log "1. remove $HIDE and rebuild the wheels that own them as a simple index"
-mkdir -p "$WORK/hidden"
-MOVED=()
-for d in $HIDE; do
-  k=$(echo "$d" | tr / _)
-  mv "$SITE/$d" "$WORK/hidden/$k" || exit 1
-  MOVED+=("$WORK/hidden/$k:$d")
-done
-restore() {
-  for d in $HIDE; do
-    k=$(echo "$d" | tr / _)
-    [ -d "$WORK/hidden/$k" ] && [ ! -e "$SITE/$d" ] && mv "$WORK/hidden/$k" "$SITE/$d"
-  done
-}
+hide_dirs "$SITE" "$WORK" $HIDE || exit 1
+restore() { restore_dirs "$SITE" "$WORK" $HIDE; }
 trap restore EXIT
 time "$PYTHON" "$HERE/pack_wheels.py" "$SITE" "$WORK/index" $HIDE -- "${MOVED[@]}"
 PORT=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
