@@ -340,21 +340,12 @@ func libraries(e fetch.Entry, s *Step) (dir string, names []string, err error) {
 		}
 	}
 	for _, want := range s.Provides {
-		if !contains(names, want) && files[path.Join(dir, want)] {
+		if !slices.Contains(names, want) && files[path.Join(dir, want)] {
 			names = append(names, want)
 		}
 	}
 	sort.Strings(names)
 	return dir, names, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // libFile is one file of a store entry to place, under name.

@@ -99,9 +99,9 @@ var (
 	reProbeCuDNN      = regexp.MustCompile(`cuDNN version incompatibility: .*?compiled\s+against \((\d+), (\d+), (\d+)\) but found runtime version \((\d+), (\d+), (\d+)\)`)
 )
 
-// ParseProbeOutput extracts the libraries a probe's (or any Python
+// parseProbeOutput extracts the libraries a probe's (or any Python
 // program's) output blames, in order of appearance, each once.
-func ParseProbeOutput(out string) []ProbeFailure {
+func parseProbeOutput(out string) []ProbeFailure {
 	var res []ProbeFailure
 	seen := map[string]bool{}
 	add := func(f ProbeFailure) {
@@ -175,8 +175,8 @@ func baseName(p string) string {
 	return p
 }
 
-// ProbeSkipped lists the steps a probe skipped for want of a GPU.
-func ProbeSkipped(out string) []string {
+// probeSkipped lists the steps a probe skipped for want of a GPU.
+func probeSkipped(out string) []string {
 	var s []string
 	for _, line := range strings.Split(out, "\n") {
 		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "no GPU: skipped "); ok {

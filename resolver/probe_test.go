@@ -38,7 +38,7 @@ func TestParseProbeOutput(t *testing.T) {
 		{"nothing to blame", "RuntimeError: CUDA error: out of memory", nil},
 	}
 	for _, c := range cases {
-		got := ParseProbeOutput(c.out)
+		got := parseProbeOutput(c.out)
 		if len(got) != len(c.want) {
 			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
 			continue
@@ -87,7 +87,7 @@ func TestProbeScripts(t *testing.T) {
 }
 
 func TestProbeSkipped(t *testing.T) {
-	got := ProbeSkipped("ok: import cupy: 14.2.0\nno GPU: skipped fft (cuFFT)\nno GPU: skipped GEMM (cuBLAS)\nprobe passed\n")
+	got := probeSkipped("ok: import cupy: 14.2.0\nno GPU: skipped fft (cuFFT)\nno GPU: skipped GEMM (cuBLAS)\nprobe passed\n")
 	if strings.Join(got, ";") != "fft (cuFFT);GEMM (cuBLAS)" {
 		t.Errorf("got %q", got)
 	}

@@ -419,7 +419,7 @@ func (r *Record) Share(rep *scan.Report) error {
 						r.shareFrom(o, pl)
 						changed = true
 					}
-					if contains(o.ScriptDirs, d) && !contains(r.ScriptDirs, d) {
+					if slices.Contains(o.ScriptDirs, d) && !slices.Contains(r.ScriptDirs, d) {
 						r.ScriptDirs = append(r.ScriptDirs, d)
 						r.Installed = appendKeys(r.Installed, o.keysFor(r.store, d))
 						changed = true

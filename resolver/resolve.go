@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -525,13 +526,7 @@ func needFor(needs []*Need, soname string) *Need {
 
 func appendKeys(list []fetch.Key, more []fetch.Key) []fetch.Key {
 	for _, k := range more {
-		found := false
-		for _, x := range list {
-			if x == k {
-				found = true
-			}
-		}
-		if !found {
+		if !slices.Contains(list, k) {
 			list = append(list, k)
 		}
 	}

@@ -236,7 +236,7 @@ func placedBy(recs []*Record, p string) []string {
 func createdBy(recs []*Record, d string) []string {
 	var out []string
 	for _, r := range recs {
-		if contains(r.Created, d) {
+		if slices.Contains(r.Created, d) {
 			out = append(out, r.Target)
 		}
 	}

@@ -189,7 +189,7 @@ func (c *checkRunner) finish(ctx context.Context, p Probe) Probe {
 	p.OK = res.err == nil && res.code == 0
 	p.Steps = append(p.Steps, probeSteps(res.out)...)
 	if !p.OK {
-		for _, f := range ParseProbeOutput(res.out) {
+		for _, f := range parseProbeOutput(res.out) {
 			if isSoname(f.Library) {
 				p.Failures = append(p.Failures, f)
 			}

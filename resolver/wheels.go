@@ -227,7 +227,7 @@ func (s *session) restoreSiblings(steps []*Step) {
 		}
 		dist := st.needs[0].Owner.Dist
 		for _, o := range s.layout.MissingLibraries() {
-			if o.Dist != dist || contains(st.Provides, o.Name) {
+			if o.Dist != dist || slices.Contains(st.Provides, o.Name) {
 				continue
 			}
 			if _, done := s.handled[o.Name]; done {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,7 +95,7 @@ func TestPinnedWheelFromIndex(t *testing.T) {
 			}
 			dir := filepath.Join(f.site, "nvidia/cudnn/lib")
 			for _, n := range cudnnSonames {
-				if !contains(st.Provides, n) {
+				if !slices.Contains(st.Provides, n) {
 					t.Errorf("%s, which RECORD lists, is not restored: provides %v", n, st.Provides)
 				}
 				got, err := os.ReadFile(filepath.Join(dir, n))
