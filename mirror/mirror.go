@@ -3,6 +3,9 @@
 // The layout follows what the rest of cudadeps reads from a mirror URL M:
 //
 //	M/<relative_path>                        each archive, as --mirror fetches it
+//	M/<product>/redist/<relative_path>       the same file (a hard link), where NVIDIA
+//	                                         keeps it: a catalog layer that catalog
+//	                                         update --mirror M wrote fetches it there
 //	M/<product>/redist/redistrib_<label>.json  its manifest, as catalog update --mirror lists it
 //	M/<product>/redist/index.html            the listing catalog update reads
 //	M/simple/<project>/<wheel>               each wheel, and index.html with #sha256=
@@ -106,6 +109,9 @@ func Write(ctx context.Context, steps []plan.Step, opts Options) (*Result, error
 		if err != nil {
 			return nil, err
 		}
+		if err := linkRedistPath(dir, a.comp.Product, a.rel); err != nil {
+			return nil, err
+		}
 		log.Info("mirrored", "archive", a.step.String(), "path", f.Path, "present", f.Present)
 		res.Archives = append(res.Archives, f)
 		res.Bytes += n
@@ -135,6 +141,34 @@ func Write(ctx context.Context, steps []plan.Step, opts Options) (*Result, error
 		res.Indexes = append(res.Indexes, idx...)
 	}
 	return res, nil
+}
+
+// linkRedistPath makes the archive at rel also reachable where NVIDIA's
+// tree keeps it, under its product's redist/: a hard link (no second copy),
+// else a relative symbolic link, which static servers follow.
+func linkRedistPath(dir, product, rel string) error {
+	src := filepath.Join(dir, filepath.FromSlash(rel))
+	dst := filepath.Join(dir, product, "redist", filepath.FromSlash(rel))
+	if a, errA := os.Stat(src); errA == nil {
+		if b, errB := os.Stat(dst); errB == nil && os.SameFile(a, b) {
+			return nil
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("mirror: %w", err)
+	}
+	_ = os.Remove(dst) // an older file of the same name
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	target, err := filepath.Rel(filepath.Dir(dst), src)
+	if err != nil {
+		return fmt.Errorf("mirror: %w", err)
+	}
+	if err := os.Symlink(target, dst); err != nil {
+		return fmt.Errorf("mirror: link %s: %w", dst, err)
+	}
+	return nil
 }
 
 // located is an archive step with the catalog's knowledge of it.

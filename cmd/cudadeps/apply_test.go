@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -585,5 +586,31 @@ func TestCatalogUpdateFromAMirror(t *testing.T) {
 	r = runBinary(t, node, "", "catalog", "which", "libcudss.so.0", "--platform", "linux-x86_64", "--cuda", "13", "--json")
 	if r.code != exitOK || !strings.Contains(r.stdout, `"version": "0.9.9.9"`) || !strings.Contains(r.stdout, `"url": "`+url+"libcudss/linux-x86_64/") {
 		t.Fatalf("which after the update: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Without a mirror in force, the layer's own base URL (the mirror's
+	// cudss/redist/, as NVIDIA lays it out) serves the archive too.
+	var plain []string
+	for _, kv := range node {
+		if !strings.HasPrefix(kv, "CUDADEPS_MIRROR=") {
+			plain = append(plain, kv)
+		}
+	}
+	r = runBinary(t, plain, "", "catalog", "which", "libcudss.so.0", "--platform", "linux-x86_64", "--cuda", "13", "--json")
+	var which struct {
+		URL    string `json:"url"`
+		SHA256 string `json:"sha256"`
+	}
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &which) != nil || !strings.HasPrefix(which.URL, url+"cudss/redist/") {
+		t.Fatalf("which without a mirror: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	resp, err := http.Get(which.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	sum := sha256.Sum256(data)
+	if err != nil || resp.StatusCode != http.StatusOK || hex.EncodeToString(sum[:]) != which.SHA256 {
+		t.Fatalf("GET %s: %s (%v), sha256 %x, want %s", which.URL, resp.Status, err, sum, which.SHA256)
 	}
 }
