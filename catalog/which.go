@@ -16,6 +16,14 @@ import (
 type Query struct {
 	Platform  string // linux-x86_64, linux-sbsa or linux-aarch64
 	CUDAMajor int    // 0: unknown
+	// Toolkit is the CUDA toolkit release (a release label of product
+	// cuda: 13.0.2) the package's other CUDA libraries come from: a
+	// component of the toolkit takes its version in that release when the
+	// catalog has the release's minor, not the newest, so that NVRTC and
+	// its builtins, or cuSOLVER and the cuBLAS it calls, are one release
+	// and no newer than the rest (a newer NVRTC writes PTX an older driver
+	// cannot load).
+	Toolkit string
 }
 
 // Match is the archive that provides a soname, or the advice for a driver library.
@@ -163,9 +171,49 @@ func (c *Catalog) Which(soname string, q Query) (*Match, error) {
 			}
 		}
 	}
+	if x, ok := inToolkit(fits, q); ok {
+		m := c.match(soname, x)
+		m.Pin = "CUDA " + q.Toolkit + ", the release the package's other CUDA libraries come from"
+		return m, nil
+	}
 	best := slices.MaxFunc(fits, func(a, b candidate) int { return better(a, b, q.CUDAMajor) })
 	return c.match(soname, best), nil
 }
+
+// inToolkit picks, for a toolkit component, the archive of toolkit release
+// q.Toolkit. A catalog release carries the label of the last toolkit
+// release that shipped its version (cuda_nvrtc 13.0.88 was in 13.0.1 to
+// 13.0.3 and is labelled 13.0.3), so the version in release L is the one
+// of L's minor whose label is the first at or after L; past the last label
+// of that minor, its newest.
+func inToolkit(fits []candidate, q Query) (candidate, bool) {
+	if q.Toolkit == "" {
+		return candidate{}, false
+	}
+	minor := func(v string) string {
+		parts := strings.SplitN(v, ".", 3)
+		if len(parts) < 2 {
+			return v
+		}
+		return parts[0] + "." + parts[1]
+	}
+	same := filter(fits, func(x candidate) bool {
+		return x.comp.Product == toolkitProduct && minor(x.rel.Label) == minor(q.Toolkit)
+	})
+	if len(same) == 0 {
+		return candidate{}, false
+	}
+	atOrAfter := filter(same, func(x candidate) bool { return dotted.Compare(x.rel.Label, q.Toolkit) >= 0 })
+	if len(atOrAfter) == 0 {
+		return slices.MaxFunc(same, func(a, b candidate) int { return better(a, b, q.CUDAMajor) }), true
+	}
+	first := slices.MinFunc(atOrAfter, func(a, b candidate) int { return dotted.Compare(a.rel.Label, b.rel.Label) })
+	exact := filter(atOrAfter, func(x candidate) bool { return x.rel.Label == first.rel.Label })
+	return slices.MaxFunc(exact, func(a, b candidate) int { return better(a, b, q.CUDAMajor) }), true
+}
+
+// toolkitProduct is the product of the CUDA toolkit's own components.
+const toolkitProduct = "cuda"
 
 // fitting lists the archives that provide soname on q.Platform for
 // q.CUDAMajor, or says why there are none.

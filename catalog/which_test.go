@@ -78,16 +78,16 @@ func TestWhichChoosesNewestThatFits(t *testing.T) {
 		q        Query
 		wantSize int64
 	}{
-		{"libfoo.so.12", Query{platform.LinuxX86_64, 12}, 100},
-		{"libfoo.so.12", Query{platform.LinuxX86_64, 0}, 100},
-		{"libfoo.so.12", Query{platform.LinuxAarch64, 12}, 200},
-		{"libfoo.so.13", Query{platform.LinuxX86_64, 13}, 300},
-		{"libnvpl_bar.so.0", Query{platform.LinuxSBSA, 13}, 20}, // 0.10.0 beats 0.4.0; not tied to CUDA
-		{"libnvpl_bar.so.0", Query{platform.LinuxSBSA, 0}, 20},
-		{"libvar.so.1", Query{platform.LinuxX86_64, 12}, 4},  // 1.1.0, not tied to CUDA, is newer than 1.0.0 for cuda12
-		{"libvar.so.1", Query{platform.LinuxAarch64, 12}, 3}, // only 1.0.0 on aarch64
-		{"libany.so.2", Query{platform.LinuxX86_64, 12}, 6},  // same version: the exact CUDA build beats the generic one
-		{"libany.so.2", Query{platform.LinuxX86_64, 13}, 7},  // no cuda13 build: the generic one
+		{"libfoo.so.12", Query{Platform: platform.LinuxX86_64, CUDAMajor: 12}, 100},
+		{"libfoo.so.12", Query{Platform: platform.LinuxX86_64, CUDAMajor: 0}, 100},
+		{"libfoo.so.12", Query{Platform: platform.LinuxAarch64, CUDAMajor: 12}, 200},
+		{"libfoo.so.13", Query{Platform: platform.LinuxX86_64, CUDAMajor: 13}, 300},
+		{"libnvpl_bar.so.0", Query{Platform: platform.LinuxSBSA, CUDAMajor: 13}, 20}, // 0.10.0 beats 0.4.0; not tied to CUDA
+		{"libnvpl_bar.so.0", Query{Platform: platform.LinuxSBSA, CUDAMajor: 0}, 20},
+		{"libvar.so.1", Query{Platform: platform.LinuxX86_64, CUDAMajor: 12}, 4},  // 1.1.0, not tied to CUDA, is newer than 1.0.0 for cuda12
+		{"libvar.so.1", Query{Platform: platform.LinuxAarch64, CUDAMajor: 12}, 3}, // only 1.0.0 on aarch64
+		{"libany.so.2", Query{Platform: platform.LinuxX86_64, CUDAMajor: 12}, 6},  // same version: the exact CUDA build beats the generic one
+		{"libany.so.2", Query{Platform: platform.LinuxX86_64, CUDAMajor: 13}, 7},  // no cuda13 build: the generic one
 	} {
 		m, err := c.Which(tc.soname, tc.q)
 		if err != nil {
@@ -114,17 +114,17 @@ func TestWhichExplainsMisses(t *testing.T) {
 		component string
 		reason    string
 	}{
-		{"libnope.so.1", Query{platform.LinuxX86_64, 12}, "", "no catalog knows libnope.so.1"},
-		{"libfoo.so.11", Query{platform.LinuxX86_64, 12}, "libfoo", "libfoo.so.11 is part of libfoo (CUDA), but no catalog has an archive that provides it"},
-		{"libnvpl_bar.so.0", Query{platform.LinuxX86_64, 0}, "nvpl_bar", "NVPL is published for linux-sbsa only"},
-		{"libfoo.so.13", Query{platform.LinuxAarch64, 13}, "libfoo", "CUDA 13.0.0 has no linux-aarch64 archives"},
-		{"libfoo.so.13", Query{platform.LinuxAarch64, 0}, "libfoo", "CUDA 13.0.0 has no linux-aarch64 archives"},
-		{"libfoo.so.12", Query{platform.LinuxX86_64, 13}, "libfoo", "built for CUDA 12 only, not CUDA 13"},
-		{"libfoo.so.12", Query{platform.LinuxSBSA, 12}, "libfoo", "CUDA 12.9.1 has no linux-sbsa archives"},
-		{"libany.so.2", Query{platform.LinuxAarch64, 12}, "libany", "no linux-aarch64 archive provides it; archives that do are for linux-x86_64"},
-		{"libany.so.2", Query{platform.LinuxSBSA, 12}, "libany", "CUDA is published for linux-x86_64 and linux-aarch64 only"},
-		{"libvar.so.1", Query{platform.LinuxAarch64, 13}, "libvar", "its linux-aarch64 archives are built for CUDA 12 only, not CUDA 13"},
-		{"libvar.so.1", Query{platform.LinuxX86_64, 0}, "libvar", "libvar.so.1 has linux-x86_64 archives for CUDA 12 and 13: say which CUDA major"},
+		{"libnope.so.1", Query{Platform: platform.LinuxX86_64, CUDAMajor: 12}, "", "no catalog knows libnope.so.1"},
+		{"libfoo.so.11", Query{Platform: platform.LinuxX86_64, CUDAMajor: 12}, "libfoo", "libfoo.so.11 is part of libfoo (CUDA), but no catalog has an archive that provides it"},
+		{"libnvpl_bar.so.0", Query{Platform: platform.LinuxX86_64, CUDAMajor: 0}, "nvpl_bar", "NVPL is published for linux-sbsa only"},
+		{"libfoo.so.13", Query{Platform: platform.LinuxAarch64, CUDAMajor: 13}, "libfoo", "CUDA 13.0.0 has no linux-aarch64 archives"},
+		{"libfoo.so.13", Query{Platform: platform.LinuxAarch64, CUDAMajor: 0}, "libfoo", "CUDA 13.0.0 has no linux-aarch64 archives"},
+		{"libfoo.so.12", Query{Platform: platform.LinuxX86_64, CUDAMajor: 13}, "libfoo", "built for CUDA 12 only, not CUDA 13"},
+		{"libfoo.so.12", Query{Platform: platform.LinuxSBSA, CUDAMajor: 12}, "libfoo", "CUDA 12.9.1 has no linux-sbsa archives"},
+		{"libany.so.2", Query{Platform: platform.LinuxAarch64, CUDAMajor: 12}, "libany", "no linux-aarch64 archive provides it; archives that do are for linux-x86_64"},
+		{"libany.so.2", Query{Platform: platform.LinuxSBSA, CUDAMajor: 12}, "libany", "CUDA is published for linux-x86_64 and linux-aarch64 only"},
+		{"libvar.so.1", Query{Platform: platform.LinuxAarch64, CUDAMajor: 13}, "libvar", "its linux-aarch64 archives are built for CUDA 12 only, not CUDA 13"},
+		{"libvar.so.1", Query{Platform: platform.LinuxX86_64, CUDAMajor: 0}, "libvar", "libvar.so.1 has linux-x86_64 archives for CUDA 12 and 13: say which CUDA major"},
 	} {
 		_, err := c.Which(tc.soname, tc.q)
 		nf := asNotFound(t, err)
@@ -327,5 +327,49 @@ func TestDefaultCatalogHoldsOnlyWhatManifestsSay(t *testing.T) {
 	}
 	if n < 300 {
 		t.Errorf("only %d archives in the default catalog", n)
+	}
+}
+
+// TestWhichToolkitRelease: with the toolkit release the package's other
+// CUDA libraries come from, a toolkit component is taken from that release
+// (as NVIDIA's manifest of it lists the archive), not the newest; a release
+// the catalog lacks, or a component outside the toolkit, falls back to the
+// newest.
+func TestWhichToolkitRelease(t *testing.T) {
+	c := loadDefault(t, LoadOptions{})
+	for _, label := range []string{"13.0.2", "13.0.0", "12.9.1", "13.2.1", "12.8.1"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot(t), "data", "manifests", "cuda_"+label+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var man map[string]json.RawMessage
+		var comp struct {
+			Version string `json:"version"`
+			Linux   struct {
+				SHA256 string `json:"sha256"`
+			} `json:"linux-x86_64"`
+		}
+		if err := json.Unmarshal(data, &man); err != nil || json.Unmarshal(man["cuda_nvrtc"], &comp) != nil {
+			t.Fatalf("cuda_%s.json: %v", label, err)
+		}
+		major := int(label[1]-'0') + 10*int(label[0]-'0')
+		m, err := c.Which("libnvrtc.so."+label[:2], Query{Platform: platform.LinuxX86_64, CUDAMajor: major, Toolkit: label})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Version != comp.Version || m.SHA256 != comp.Linux.SHA256 || !strings.Contains(m.Pin, label) {
+			t.Errorf("toolkit %s: got cuda_nvrtc %s (%s, %q), want %s (%s)", label, m.Version, m.SHA256, m.Pin, comp.Version, comp.Linux.SHA256)
+		}
+	}
+	newest, err := c.Which("libnvrtc.so.13", Query{Platform: platform.LinuxX86_64, CUDAMajor: 13})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.Which("libnvrtc.so.13", Query{Platform: platform.LinuxX86_64, CUDAMajor: 13, Toolkit: "13.99.0"}); err != nil || m.SHA256 != newest.SHA256 {
+		t.Errorf("a release the catalog lacks: %+v %v, want the newest %s", m, err, newest.Version)
+	}
+	cudnn, _ := c.Which("libcudnn.so.9", Query{Platform: platform.LinuxX86_64, CUDAMajor: 13})
+	if m, err := c.Which("libcudnn.so.9", Query{Platform: platform.LinuxX86_64, CUDAMajor: 13, Toolkit: "13.0.2"}); err != nil || cudnn == nil || m.SHA256 != cudnn.SHA256 {
+		t.Errorf("cuDNN is no toolkit component: %+v %v", m, err)
 	}
 }

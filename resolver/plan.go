@@ -9,6 +9,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pypi"
 	"github.com/cudadeps/cudadeps/scan"
@@ -163,9 +164,11 @@ type Lookup interface {
 // the rest unresolved with a reason. It decides; it changes nothing.
 func MakePlan(needs []*Need, cat Lookup, platform string, cudaMajor int) *Plan {
 	p := &Plan{Platform: platform, CUDAMajor: cudaMajor, Steps: []*Step{}, Unresolved: []Unresolved{}}
+	q := catalog.Query{Platform: platform, CUDAMajor: cudaMajor}
+	q.Toolkit = pinnedToolkit(needs, cat, q)
 	byArchive := map[string]*Step{}
 	for _, n := range needs {
-		m, err := cat.WhichPinned(n.Soname, catalog.Query{Platform: platform, CUDAMajor: cudaMajor}, n.Pin)
+		m, err := cat.WhichPinned(n.Soname, q, n.Pin)
 		if err != nil {
 			u := Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Reason: err.Error()}
 			var nf *catalog.NotFoundError
@@ -197,6 +200,28 @@ func MakePlan(needs []*Need, cat Lookup, platform string, cudaMajor int) *Plan {
 		s.needs = append(s.needs, n)
 	}
 	return p
+}
+
+// pinnedToolkit is the CUDA toolkit release that the pinned needs' archives
+// come from, the one most of them share; "" when no pinned need is a
+// toolkit component. Needs no pin names then come from that release.
+func pinnedToolkit(needs []*Need, cat Lookup, q catalog.Query) string {
+	count := map[string]int{}
+	best := ""
+	for _, n := range needs {
+		if n.Pin.Version == "" {
+			continue
+		}
+		m, err := cat.WhichPinned(n.Soname, q, n.Pin)
+		if err != nil || m.Driver || m.Product != "cuda" || m.Release == "" {
+			continue
+		}
+		count[m.Release]++
+		if c := count[m.Release]; c > count[best] || (c == count[best] && dotted.Less(best, m.Release)) {
+			best = m.Release
+		}
+	}
+	return best
 }
 
 func adviceFor(nf *catalog.NotFoundError, cudaMajor int) string {

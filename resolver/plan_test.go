@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -179,5 +180,35 @@ func TestMakePlanAmbiguousAndPinned(t *testing.T) {
 	}
 	if u := plan.Unresolved[0]; !strings.Contains(u.Advice, "libfoo 9.9") || !strings.Contains(u.Advice, "9.x") {
 		t.Errorf("absent pinned release: advice %q, want it to name libfoo 9.9 and a newer 9.x", u.Advice)
+	}
+}
+
+// TestMakePlanKeepsTheToolkitRelease: libnvrtc-builtins is pinned (its
+// wheel's version) and libnvrtc.so.13 is not (no installed distribution owns
+// it); both come from the one archive of the pinned release, not libnvrtc
+// from the newest toolkit, whose NVRTC would open builtins of another minor.
+func TestMakePlanKeepsTheToolkitRelease(t *testing.T) {
+	cat, err := catalog.Load(context.Background(), catalog.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := &Need{Soname: "libnvrtc-builtins.so.13.0", NeededBy: []string{"libnvrtc.so.13"}, Pin: catalog.Pin{Version: "13.0.88", By: "nvidia-cuda-nvrtc==13.0.88"}}
+	free := &Need{Soname: "libnvrtc.so.13", NeededBy: []string{"cupy/cuda/jitify.so"}}
+	for _, order := range [][]*Need{{pinned, free}, {free, pinned}} {
+		p := MakePlan(order, cat, platform.LinuxX86_64, 13)
+		if len(p.Steps) != 1 || p.Steps[0].Version != "13.0.88" || len(p.Steps[0].Provides) != 2 {
+			for _, s := range p.Steps {
+				t.Logf("step %s %s for %v", s.Component, s.Version, s.Provides)
+			}
+			t.Fatalf("want one cuda_nvrtc 13.0.88 step for both needs, got %d step(s)", len(p.Steps))
+		}
+	}
+	// Without the pin, the newest NVRTC of CUDA 13.
+	newest, err := cat.Which("libnvrtc.so.13", catalog.Query{Platform: platform.LinuxX86_64, CUDAMajor: 13})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := MakePlan([]*Need{free}, cat, platform.LinuxX86_64, 13); len(p.Steps) != 1 || p.Steps[0].Version != newest.Version {
+		t.Fatalf("unpinned alone: %+v, want %s", p.Steps, newest.Version)
 	}
 }
