@@ -204,9 +204,9 @@ func (p *Plan) Apply(ctx context.Context, t *resolver.Target, opts ApplyOptions)
 	confirm := ro.Confirm
 	round := 0
 	var refused *RefusedError
-	ro.Confirm = func(live *resolver.Plan) (bool, error) {
+	ro.Confirm = func(live *resolver.Round) (bool, error) {
 		round++
-		if d := p.Admit(live, round); len(d) > 0 {
+		if d := p.Admit(live.Plan, round); len(d) > 0 {
 			refused = &RefusedError{File: p.File, Differences: d}
 			return false, refused
 		}

@@ -59,8 +59,9 @@ type Options struct {
 	CheckTimeout time.Duration
 	// MaxRounds bounds the loop (default 8).
 	MaxRounds int
-	// Confirm is asked before anything is downloaded; nil means yes.
-	Confirm func(*Plan) (bool, error)
+	// Confirm is asked before anything is downloaded, with the round's
+	// plan and where its libraries will be placed; nil means yes.
+	Confirm func(*Round) (bool, error)
 	Logger  *slog.Logger
 	// Hook, when set, is called after each step that changes something
 	// ("staged", "installed", "mkdir", "placed", "record"): tests kill the
@@ -234,7 +235,7 @@ func (s *session) round(n int) (bool, error) {
 		// place anything in.
 		r.Decisions = Decide(plan, &fsChecker{l: l, systemDirs: systemDirsOf(rep), layout: s.layout})
 	}
-	if stop, err := s.stopBefore(plan, n); stop != "" || err != nil {
+	if stop, err := s.stopBefore(r, n); stop != "" || err != nil {
 		s.out.Stopped = stop
 		return true, err
 	}
@@ -368,8 +369,9 @@ func (s *session) plan(needs []*Need) *Plan {
 	return plan
 }
 
-// stopBefore says why the loop ends before acting on plan, or "".
-func (s *session) stopBefore(plan *Plan, n int) (string, error) {
+// stopBefore says why the loop ends before acting on the round's plan, or "".
+func (s *session) stopBefore(r *Round, n int) (string, error) {
+	plan := r.Plan
 	switch {
 	case len(plan.Steps) == 0:
 		return "no archive provides what is missing", nil
@@ -379,7 +381,7 @@ func (s *session) stopBefore(plan *Plan, n int) (string, error) {
 		return fmt.Sprintf("still missing libraries after %d rounds", s.opts.MaxRounds), nil
 	}
 	if s.opts.Confirm != nil {
-		ok, err := s.opts.Confirm(plan)
+		ok, err := s.opts.Confirm(r)
 		if err != nil {
 			return "", err
 		}

@@ -160,8 +160,9 @@ func TestCLIResolveAsksAfterThePlan(t *testing.T) {
 	for _, extra := range [][]string{nil, {"--json"}} {
 		code, screen := runTerminal(t, env, "n\n", append(append([]string{"resolve", dir}, common...), extra...)...)
 		q := strings.Index(screen, "[y/N]")
-		if q < 0 || !strings.Contains(screen[:q], url) || !strings.Contains(screen[:q], "Total:") || !strings.Contains(screen[:q], prefix) {
-			t.Errorf("%v: the plan (URL, total, store directory) must come before the question:\n%s", extra, screen)
+		if q < 0 || !strings.Contains(screen[:q], url) || !strings.Contains(screen[:q], "Total:") || !strings.Contains(screen[:q], prefix) ||
+			!strings.Contains(screen[:q], "link into "+filepath.Join(dir, "app/lib")) {
+			t.Errorf("%v: the plan (URL, total, store directory, the directory it links into) must come before the question:\n%s", extra, screen)
 		}
 		if code != exitError || m.Total() != 0 || placed(dir) {
 			t.Errorf("%v: answered n: exit %d, %d downloads, placed=%v", extra, code, m.Total(), placed(dir))

@@ -337,11 +337,12 @@ func (a *app) interactive() bool {
 
 // confirmPlan shows each round's plan on stderr, then asks; with --yes it
 // only shows it. Where nobody can answer it refuses, as apt-get does.
-func (a *app) confirmPlan(store *fetch.Store, yes bool) func(*resolver.Plan) (bool, error) {
-	return func(p *resolver.Plan) (bool, error) {
+func (a *app) confirmPlan(store *fetch.Store, yes bool) func(*resolver.Round) (bool, error) {
+	return func(r *resolver.Round) (bool, error) {
+		p := r.Plan
 		a.logger.Debug("plan", "archives", len(p.Steps), "download", humansize.Bytes(p.Bytes()))
 		if !a.opts.quiet || !yes {
-			renderPlan(a.stderr, p, store)
+			renderPlan(a.stderr, r, store)
 		}
 		if yes {
 			return true, nil
@@ -379,8 +380,10 @@ func planQuestion(p *resolver.Plan, storeDir string) string {
 	return fmt.Sprintf("Download %d archive(s), %s, into %s, and place their libraries for the loader?", n, humansize.Bytes(p.Bytes()), storeDir)
 }
 
-// renderPlan prints what a round will fetch and where it goes.
-func renderPlan(w io.Writer, p *resolver.Plan, store *fetch.Store) {
+// renderPlan prints what a round will fetch, from where, into which store
+// entry, and where each library will be placed for the loader.
+func renderPlan(w io.Writer, r *resolver.Round, store *fetch.Store) {
+	p := r.Plan
 	fmt.Fprintf(w, "Plan (%s", p.Platform)
 	if p.CUDAMajor != 0 {
 		fmt.Fprintf(w, ", CUDA %d", p.CUDAMajor)
@@ -402,9 +405,11 @@ func renderPlan(w io.Writer, p *resolver.Plan, store *fetch.Store) {
 		if dir, err := store.EntryDir(s.Key()); err == nil {
 			fmt.Fprintf(w, "      → %s\n", dir)
 		}
+		for _, line := range placementLines(r, s, resolver.EnvScript(store.Dir())) {
+			fmt.Fprintf(w, "      %s\n", line)
+		}
 	}
-	fmt.Fprintf(w, "Total: %d archive(s) to download, %s. The libraries are then linked into directories the loader searches for the objects that need them (or named in %s); the report lists them.\n",
-		downloads, humansize.Bytes(p.Bytes()), resolver.EnvScript(store.Dir()))
+	fmt.Fprintf(w, "Total: %d archive(s) to download, %s.\n", downloads, humansize.Bytes(p.Bytes()))
 }
 
 func variantNote(v string) string {

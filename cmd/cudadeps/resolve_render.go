@@ -191,6 +191,16 @@ func renderStep(w io.Writer, r *resolver.Round, s *resolver.Step) {
 	if s.Pin != "" {
 		fmt.Fprintf(w, "        %s\n", s.Pin)
 	}
+	for _, line := range placementLines(r, s, "the activation script") {
+		fmt.Fprintf(w, "      → %s\n", line)
+	}
+}
+
+// placementLines say where a step's libraries go: each directory they are
+// linked (or copied) into, with the search rule that reaches it, or the
+// activation script that puts them on LD_LIBRARY_PATH.
+func placementLines(r *resolver.Round, s *resolver.Step, script string) []string {
+	var out []string
 	for _, d := range r.Decisions {
 		if d.Step != s {
 			continue
@@ -200,12 +210,13 @@ func renderStep(w io.Writer, r *resolver.Round, s *resolver.Step) {
 			if p.Create {
 				verb = "create and link into"
 			}
-			fmt.Fprintf(w, "      → %s %s (%s)\n", verb, p.HostDir, strings.TrimSpace(string(p.Rule)+" "+p.Entry))
+			out = append(out, fmt.Sprintf("%s %s (%s)", verb, p.HostDir, strings.TrimSpace(string(p.Rule)+" "+p.Entry)))
 		}
 		if d.Script != nil {
-			fmt.Fprintf(w, "      → LD_LIBRARY_PATH via the activation script, for %s\n", strings.Join(shortList(d.Script.For, 2), ", "))
+			out = append(out, fmt.Sprintf("LD_LIBRARY_PATH via %s, for %s", script, strings.Join(shortList(d.Script.For, 2), ", ")))
 		}
 	}
+	return out
 }
 
 func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) string) {
