@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/pyenv"
 	"github.com/cudadeps/cudadeps/pypi"
@@ -58,7 +59,7 @@ func (p *Plan) Differences(ctx context.Context, t *resolver.Target, root string)
 		if p.Host.Machine != "" && p.Host.Machine != here.Machine {
 			diff("machine: the plan was made on %s, this machine is %s", p.Host.Machine, here.Machine)
 		}
-		if p.Host.Glibc != "" && here.Glibc != "" && olderVersion(here.Glibc, p.Host.Glibc) {
+		if p.Host.Glibc != "" && here.Glibc != "" && dotted.Less(here.Glibc, p.Host.Glibc) {
 			diff("glibc: the plan was made on glibc %s, this machine has the older %s", p.Host.Glibc, here.Glibc)
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"debug/elf"
 	"runtime"
-	"strconv"
-	"strings"
 
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/platform"
@@ -42,13 +40,7 @@ func machineOf(plat string) elf.Machine {
 	case platform.LinuxSBSA, platform.LinuxAarch64:
 		return elf.EM_AARCH64
 	}
-	switch runtime.GOARCH {
-	case "amd64":
-		return elf.EM_X86_64
-	case "arm64":
-		return elf.EM_AARCH64
-	}
-	return elf.EM_NONE
+	return platform.HostMachine()
 }
 
 func machineName(m elf.Machine) string {
@@ -59,22 +51,4 @@ func machineName(m elf.Machine) string {
 		return "aarch64"
 	}
 	return runtime.GOARCH
-}
-
-// olderVersion reports whether dotted version a is older than b.
-func olderVersion(a, b string) bool {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(as) || i < len(bs); i++ {
-		var x, y int
-		if i < len(as) {
-			x, _ = strconv.Atoi(as[i])
-		}
-		if i < len(bs) {
-			y, _ = strconv.Atoi(bs[i])
-		}
-		if x != y {
-			return x < y
-		}
-	}
-	return false
 }

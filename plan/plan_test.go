@@ -45,13 +45,3 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestOlderVersion(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		want bool
-	}{{"2.31", "2.36", true}, {"2.36", "2.36", false}, {"2.40", "2.4", false}, {"2.4", "2.40", true}, {"3", "2.99", false}} {
-		if got := olderVersion(c.a, c.b); got != c.want {
-			t.Errorf("olderVersion(%s, %s) = %v", c.a, c.b, got)
-		}
-	}
-}

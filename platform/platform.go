@@ -64,16 +64,23 @@ func For(machine elf.Machine, tegra bool, cudaMajor int) (string, error) {
 
 // Host is For this machine's architecture and Tegra-ness.
 func Host(cudaMajor int) (string, error) {
-	var m elf.Machine
-	switch runtime.GOARCH {
-	case "amd64":
-		m = elf.EM_X86_64
-	case "arm64":
-		m = elf.EM_AARCH64
-	default:
+	m := HostMachine()
+	if m == elf.EM_NONE {
 		return "", fmt.Errorf("NVIDIA publishes no Linux archives for %s hosts; give --platform", runtime.GOARCH)
 	}
 	return For(m, IsTegra(""), cudaMajor)
+}
+
+// HostMachine is this machine's ELF machine among those NVIDIA publishes
+// for, or EM_NONE.
+func HostMachine() elf.Machine {
+	switch runtime.GOARCH {
+	case "amd64":
+		return elf.EM_X86_64
+	case "arm64":
+		return elf.EM_AARCH64
+	}
+	return elf.EM_NONE
 }
 
 // TegraReleaseFile is where a Jetson names its L4T release.

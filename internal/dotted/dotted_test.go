@@ -40,3 +40,16 @@ func TestNumeric(t *testing.T) {
 		}
 	}
 }
+
+// TestLessGlibcVersions: glibc versions as apply compares a node's with a
+// plan's (2.40 is newer than 2.4, a major beats any minor).
+func TestLessGlibcVersions(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{{"2.31", "2.36", true}, {"2.36", "2.36", false}, {"2.40", "2.4", false}, {"2.4", "2.40", true}, {"3", "2.99", false}} {
+		if got := Less(c.a, c.b); got != c.want {
+			t.Errorf("Less(%s, %s) = %v", c.a, c.b, got)
+		}
+	}
+}
