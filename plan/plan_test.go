@@ -44,4 +44,3 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
-
