@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/pyenv"
@@ -109,7 +110,35 @@ func UndoHooked(ctx context.Context, prefix string, store *fetch.Store, keys []s
 	if err := writeEnvScript(prefix); err != nil {
 		return out, err
 	}
-	return out, nil
+	return out, removeProbesIfUnused(prefix)
+}
+
+// removeProbesIfUnused removes the probes written for reruns once no
+// target's record names anything: the last undo leaves no trace of them.
+func removeProbesIfUnused(prefix string) error {
+	recs, err := Records(prefix)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if len(r.Placed) > 0 || len(r.Created) > 0 || len(r.ScriptDirs) > 0 || len(r.Installed) > 0 {
+			return nil
+		}
+	}
+	dir := probeDir(prefix)
+	probes, err := filepath.Glob(filepath.Join(dir, "probe-*.py"))
+	if err != nil {
+		return err
+	}
+	for _, p := range probes {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+		return err
+	}
+	return nil
 }
 
 // undoOne undoes one record, under a journal that lets a later run finish

@@ -3,6 +3,7 @@ package resolver
 import (
 	"context"
 	"debug/elf"
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -473,6 +474,21 @@ func TestResolveProbeFeedsTheLoop(t *testing.T) {
 	}
 	if f.downloaded("libcutensor") || !f.downloaded("cuda_nvrtc") {
 		t.Errorf("downloads: %v", f.mirror.Requests())
+	}
+
+	// The last undo takes the probe written for reruns with it.
+	if _, err := os.Stat(last[0].Script); err != nil {
+		t.Fatalf("the probe's script: %v", err)
+	}
+	store, err := fetch.OpenStore(f.prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Undo(context.Background(), f.prefix, store, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(last[0].Script)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the probes directory survived the last undo: %v", err)
 	}
 }
 
