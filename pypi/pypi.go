@@ -96,7 +96,7 @@ func NewClient(opts Options) (*Client, error) {
 	}
 	c.http = &http.Client{
 		Timeout:   timeout,
-		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: (&net.Dialer{Timeout: 30 * time.Second}).DialContext},
+		Transport: transport(),
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 10 {
 				return errors.New("stopped after 10 redirects")
@@ -107,11 +107,20 @@ func NewClient(opts Options) (*Client, error) {
 	return c, nil
 }
 
+// transport fetches https and http, and file:// URLs from the local file
+// system: an index written to a shared directory (cudadeps mirror's
+// simple/) is read in place, a directory's index.html as its page.
+func transport() *http.Transport {
+	t := &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: (&net.Dialer{Timeout: 30 * time.Second}).DialContext}
+	t.RegisterProtocol("file", http.NewFileTransport(http.Dir("/")))
+	return t
+}
+
 // checkScheme holds indexes and files to the fetch package's rule: https,
-// or plain http to loopback or when allowed.
+// or plain http to loopback or when allowed; file:// for a local index.
 func (c *Client) checkScheme(u *url.URL) error {
 	switch u.Scheme {
-	case "https":
+	case "https", "file":
 		return nil
 	case "http":
 		if c.allowHTTP || u.Hostname() == "localhost" || isLoopback(u.Hostname()) {
@@ -119,7 +128,7 @@ func (c *Client) checkScheme(u *url.URL) error {
 		}
 		return fmt.Errorf("%s: plain http is refused for hosts other than loopback (use https, or allow http explicitly)", u.Redacted())
 	}
-	return fmt.Errorf("%s: unsupported URL scheme %q (want https or http)", u.Redacted(), u.Scheme)
+	return fmt.Errorf("%s: unsupported URL scheme %q (want https, http or file)", u.Redacted(), u.Scheme)
 }
 
 func isLoopback(host string) bool {

@@ -418,3 +418,57 @@ func TestPipIndexesRefusesFIFO(t *testing.T) {
 		t.Fatal("PipIndexes waits on a FIFO")
 	}
 }
+
+// TestInstallFromFileIndex: an index written to a directory (as cudadeps
+// mirror writes simple/) is read through file:// URLs: its pages, the
+// wheels' sizes and the wheels themselves.
+func TestInstallFromFileIndex(t *testing.T) {
+	dir := t.TempDir()
+	files := releaseFiles(t)
+	var page strings.Builder
+	for name, data := range files {
+		if err := os.MkdirAll(filepath.Join(dir, "files"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "files", name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&page, "<a href=\"../../files/%s#sha256=%s\">%s</a><br>\n", name, hexSHA(data), name)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "simple", project), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "simple", project, "index.html"), []byte(page.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient(Options{Indexes: []string{"file://" + filepath.ToSlash(dir) + "/simple/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Files(context.Background(), "nvidia-nccl-cu13"); !errors.Is(err, ErrNoProject) {
+		t.Fatalf("a project the directory lacks: %v", err)
+	}
+	list, err := c.Files(context.Background(), project)
+	if err != nil || len(list) != len(files) {
+		t.Fatalf("%d files (%v)", len(list), err)
+	}
+	f, w, err := Choose(list, project, "9.19.0.56", glibc235)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := fetch.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, err := fetch.NewClient(fetch.Options{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := c.Install(context.Background(), s, fc, w.Key(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(e.Dir, "nvidia", "cudnn", "lib", "libcudnn.so.9")); err != nil || string(got) != "x86_64 2.27" {
+		t.Fatalf("library: %q, %v", got, err)
+	}
+}
