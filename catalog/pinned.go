@@ -38,7 +38,7 @@ func (e *PinError) Error() string {
 		have = strings.Join(e.Available, ", ")
 	}
 	return fmt.Sprintf("%s is pinned to %s %s (by %s), and the catalog has no %s release of it at that version or a newer %s.x for %s (it has: %s)",
-		e.Soname, e.Component, e.Pin.Version, e.Pin.By, e.Component, majorOf(e.Pin.Version), e.Query.Platform, have)
+		e.Soname, e.Component, e.Pin.Version, e.Pin.By, e.Component, dotted.Major(e.Pin.Version), e.Query.Platform, have)
 }
 
 // WhichPinned is Which for a pinned library: the pinned version when the
@@ -70,7 +70,7 @@ func (c *Catalog) WhichPinned(soname string, q Query, pin Pin) (*Match, error) {
 		return m, nil
 	}
 	newer := filter(fits, func(x candidate) bool {
-		return majorOf(x.rel.Version) == majorOf(pin.Version) && dotted.Compare(x.rel.Version, pin.Version) > 0
+		return dotted.Major(x.rel.Version) == dotted.Major(pin.Version) && dotted.Compare(x.rel.Version, pin.Version) > 0
 	})
 	if len(newer) == 0 {
 		e := &PinError{Soname: soname, Component: fits[0].comp.Name, Pin: pin, Query: q}
@@ -108,9 +108,4 @@ func pinMatches(version, pin string) bool {
 		}
 	}
 	return true
-}
-
-func majorOf(v string) string {
-	major, _, _ := strings.Cut(v, ".")
-	return major
 }

@@ -3,7 +3,6 @@ package plan
 import (
 	"context"
 	"debug/elf"
-	"runtime"
 
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/platform"
@@ -23,7 +22,7 @@ type Host struct {
 // glibc version that system's libc.so.6 defines.
 func HostOf(ctx context.Context, root, plat string) Host {
 	m := machineOf(plat)
-	h := Host{Machine: machineName(m)}
+	h := Host{Machine: platform.MachineName(m)}
 	l, err := ldso.New(ctx, ldso.Options{Root: root, NoProbe: true, NoPreloadFile: true, PreloadSet: true,
 		LookupEnv: func(string) (string, bool) { return "", false }})
 	if err == nil && m != elf.EM_NONE {
@@ -41,14 +40,4 @@ func machineOf(plat string) elf.Machine {
 		return elf.EM_AARCH64
 	}
 	return platform.HostMachine()
-}
-
-func machineName(m elf.Machine) string {
-	switch m {
-	case elf.EM_X86_64:
-		return "x86_64"
-	case elf.EM_AARCH64:
-		return "aarch64"
-	}
-	return runtime.GOARCH
 }

@@ -132,3 +132,19 @@ func Under(root, p string) string {
 	}
 	return filepath.Join(root, p)
 }
+
+// MachineName is an ELF machine as `uname -m` and wheel platform tags name
+// it (x86_64, aarch64).
+func MachineName(m elf.Machine) string {
+	switch m {
+	case elf.EM_X86_64:
+		return "x86_64"
+	case elf.EM_AARCH64:
+		return "aarch64"
+	case elf.EM_PPC64:
+		return "ppc64le"
+	case elf.EM_386:
+		return "i686"
+	}
+	return strings.ToLower(strings.TrimPrefix(m.String(), "EM_"))
+}

@@ -109,3 +109,12 @@ func TestCheckAndUnder(t *testing.T) {
 		t.Errorf("Under root = %q", got)
 	}
 }
+
+// TestMachineName: the names uname -m and wheel platform tags use.
+func TestMachineName(t *testing.T) {
+	for m, want := range map[elf.Machine]string{elf.EM_X86_64: "x86_64", elf.EM_AARCH64: "aarch64", elf.EM_PPC64: "ppc64le", elf.EM_386: "i686", elf.EM_RISCV: "riscv"} {
+		if got := MachineName(m); got != want {
+			t.Errorf("MachineName(%v) = %q, want %q", m, got, want)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/pyenv"
 	"github.com/cudadeps/cudadeps/pymeta"
 	"github.com/cudadeps/cudadeps/pypi"
@@ -277,7 +277,7 @@ func (s *session) tableWheel(a *Step, host pypi.Host) (*Step, error) {
 			}
 		}
 		for _, v := range versions {
-			if majorOf(v) != majorOf(a.Version) {
+			if dotted.Major(v) != dotted.Major(a.Version) {
 				continue
 			}
 			f, wh, err := pypi.Choose(live, name, v, host)
@@ -291,7 +291,7 @@ func (s *session) tableWheel(a *Step, host pypi.Host) (*Step, error) {
 			st.Project, st.Component, st.Product, st.Sonames = name, a.Component, a.Product, a.Sonames
 			return st, nil
 		}
-		why = append(why, fmt.Sprintf("%s: no wheel of a %s.x version for %s (the index has: %s)", name, majorOf(a.Version), host, orNone(versions)))
+		why = append(why, fmt.Sprintf("%s: no wheel of a %s.x version for %s (the index has: %s)", name, dotted.Major(a.Version), host, orNone(versions)))
 	}
 	return nil, errors.New(strings.Join(why, "; "))
 }
@@ -334,11 +334,6 @@ func orNone(list []string) string {
 	return strings.Join(list, ", ")
 }
 
-func majorOf(v string) string {
-	major, _, _ := strings.Cut(v, ".")
-	return major
-}
-
 // redactURL hides a URL's password (an index URL may carry a token).
 func redactURL(s string) string {
 	u, err := url.Parse(s)
@@ -355,7 +350,7 @@ func (s *session) wheelHost() pypi.Host {
 	if s.last != nil {
 		for _, r := range s.last.Roots {
 			if r.Result != nil && r.Result.Arch != nil {
-				h.Machine = wheelMachine(r.Result.Arch.Machine)
+				h.Machine = platform.MachineName(r.Result.Arch.Machine)
 				h.Glibc = r.Result.Arch.GlibcVersion
 				break
 			}
@@ -375,21 +370,6 @@ func (s *session) wheelHost() pypi.Host {
 		}
 	}
 	return h
-}
-
-// wheelMachine is an ELF machine as wheel platform tags name it.
-func wheelMachine(m elf.Machine) string {
-	switch m {
-	case elf.EM_X86_64:
-		return "x86_64"
-	case elf.EM_AARCH64:
-		return "aarch64"
-	case elf.EM_PPC64:
-		return "ppc64le"
-	case elf.EM_386:
-		return "i686"
-	}
-	return strings.ToLower(strings.TrimPrefix(m.String(), "EM_"))
 }
 
 // memberFile is a wheel's file for a library a RECORD lists: at the path

@@ -44,3 +44,9 @@ func Numeric(v string) bool {
 	}
 	return true
 }
+
+// Major is a version's first component ("13" of "13.0.2").
+func Major(v string) string {
+	major, _, _ := strings.Cut(v, ".")
+	return major
+}

@@ -53,3 +53,11 @@ func TestLessGlibcVersions(t *testing.T) {
 		}
 	}
 }
+
+func TestMajor(t *testing.T) {
+	for v, want := range map[string]string{"13.0.2": "13", "9": "9", "": ""} {
+		if got := Major(v); got != want {
+			t.Errorf("Major(%q) = %q, want %q", v, got, want)
+		}
+	}
+}
