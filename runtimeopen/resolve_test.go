@@ -244,22 +244,7 @@ int marker(void) { return 0; }
 	exe := filepath.Join(dir, "prog")
 	build(t, cc, exe, mainSrc+"\nint probe_unused;\n", "-ldl")
 	// The plugin has no probe function: the model alone is asked.
-	ctx := context.Background()
-	llp := ""
-	l, err := ldso.New(ctx, ldso.Options{LDLibraryPath: &llp, NoPreloadFile: true, PreloadSet: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := l.Start(ctx, exe, ldso.AsExecuted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := p.Dlopen(ctx, opener)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tab, _ := Load()
-	got := opensOf(NewResolver(tab, l).Resolve(ctx, p, []*ldso.Object{o}), "libplugin.so.1")
+	got := opensOf(modelOpens(t, exe, opener, ""), "libplugin.so.1")
 	if x := got["libpresent.so.1"]; x == nil || x.Found == nil || x.How != string(ldso.ViaRunPath) || !strings.Contains(x.Evidence, ".note.dlopen") {
 		t.Errorf("libpresent.so.1: %+v", x)
 	}

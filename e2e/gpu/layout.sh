@@ -27,25 +27,11 @@
 # (the directories removed) and TARGETS (the packages resolved, in order).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-CUDADEPS=$(readlink -f "$1")
-MODE=${2:-stock}
-if [ "$MODE" = --clean ] && [ -z "${CUDADEPS_CLEAN_NS:-}" ]; then
-  exec unshare -m env CUDADEPS_CLEAN_NS=1 bash "$0" "$CUDADEPS" --clean
-fi
-PYTHON=${PYTHON:-$(command -v python3)}
-OUT=${OUT:-$(mktemp -d)}
-mkdir -p "$OUT"
-MIRROR=${MIRROR:-/tmp/cudadeps-gpu-mirror}
-WORK=$(mktemp -d)
-PREFIX=$WORK/prefix
-export XDG_CACHE_HOME=$WORK/cache
-log() { printf '\n=== %s\n' "$*"; }
-SITE=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
-HIDE=${HIDE:-nvidia/cu13/lib nvidia/cudnn/lib nvidia/cusparselt/lib}
-TARGETS=${TARGETS:-torch jax-cuda13-plugin cupy-cuda13x}
-
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
+proof_setup "$@"
+MIRROR=${MIRROR:-/tmp/cudadeps-gpu-mirror}
+TARGETS=${TARGETS:-torch jax-cuda13-plugin cupy-cuda13x}
 
 gpu_work() { # label
   local fails=0
@@ -57,7 +43,6 @@ gpu_work() { # label
   echo "GPU work ($1): $fails failure(s)"
 }
 
-snapshot() { (cd "$SITE" && find nvidia torch cupy jax_plugins -name __pycache__ -prune -o -printf '%p %y %s %l\n' 2>/dev/null | sort | sha256sum | cut -c1-16); }
 
 log "host: $MODE; $("$CUDADEPS" --version); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 if [ "$MODE" = --clean ]; then

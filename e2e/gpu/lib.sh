@@ -1,5 +1,33 @@
 # Shell functions of the GPU proofs.
 #
+# proof_setup CUDADEPS [--clean]: the proofs' common start. With --clean it
+# runs the calling script again in a private mount namespace (clean_host
+# then hides the system's CUDA there). Sets CUDADEPS, MODE, PYTHON, OUT,
+# WORK, PREFIX, SITE and HIDE (default: nvidia/cu13/lib nvidia/cudnn/lib
+# nvidia/cusparselt/lib), and a download cache under WORK.
+proof_setup() {
+  CUDADEPS=$(readlink -f "$1")
+  MODE=${2:-stock}
+  if [ "$MODE" = --clean ] && [ -z "${CUDADEPS_CLEAN_NS:-}" ]; then
+    exec unshare -m env CUDADEPS_CLEAN_NS=1 bash "$0" "$CUDADEPS" --clean
+  fi
+  PYTHON=${PYTHON:-$(command -v python3)}
+  OUT=${OUT:-$(mktemp -d)}
+  mkdir -p "$OUT"
+  WORK=$(mktemp -d)
+  PREFIX=$WORK/prefix
+  export XDG_CACHE_HOME=$WORK/cache
+  SITE=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+  HIDE=${HIDE:-nvidia/cu13/lib nvidia/cudnn/lib nvidia/cusparselt/lib}
+}
+
+log() { printf '\n=== %s\n' "$*"; }
+
+# snapshot: a digest of the packages' files under SITE (names, kinds,
+# sizes, link targets), to compare the tree before and after.
+snapshot() { (cd "$SITE" && find nvidia torch cupy jax_plugins -name __pycache__ -prune -o -printf '%p %y %s %l\n' 2>/dev/null | sort | sha256sum | cut -c1-16); }
+
+#
 # clean_host WORK: make this host clean for CUDA inside the current private
 # mount namespace (run under `unshare -m`): the CUDA toolkit's library
 # directory becomes an empty tmpfs, the system cuDNN is hidden by overlay

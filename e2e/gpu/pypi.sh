@@ -12,25 +12,12 @@
 # nvidia/cusparselt/lib).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-CUDADEPS=$(readlink -f "$1")
-MODE=${2:-stock}
-if [ "$MODE" = --clean ] && [ -z "${CUDADEPS_CLEAN_NS:-}" ]; then
-  exec unshare -m env CUDADEPS_CLEAN_NS=1 bash "$0" "$CUDADEPS" --clean
-fi
-PYTHON=${PYTHON:-$(command -v python3)}
-OUT=${OUT:-$(mktemp -d)}
-mkdir -p "$OUT"
-WORK=$(mktemp -d)
-PREFIX=$WORK/prefix
-export XDG_CACHE_HOME=$WORK/cache PIP_CONFIG_FILE=/dev/null
-log() { printf '\n=== %s\n' "$*"; }
-SITE=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
-HIDE=${HIDE:-nvidia/cu13/lib nvidia/cudnn/lib nvidia/cusparselt/lib}
-snapshot() { (cd "$SITE" && find nvidia torch -name __pycache__ -prune -o -printf '%p %y %s %l\n' 2>/dev/null | sort | sha256sum | cut -c1-16); }
-
-log "host: $MODE; $("$CUDADEPS" --version)"
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
+proof_setup "$@"
+export PIP_CONFIG_FILE=/dev/null
+
+log "host: $MODE; $("$CUDADEPS" --version)"
 if [ "$MODE" = --clean ]; then
   clean_host "$WORK" || { echo "could not make a clean host"; exit 1; }
 fi
