@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
@@ -34,7 +33,7 @@ func TestResolveArm64Sysroot(t *testing.T) {
 		"nvidia/cu13/lib/libcudart.so.13": elfBytes(t, arm(elfwrite.Spec{Soname: "libcudart.so.13", Needed: []string{"libc.so.6"}})),
 	}, map[string]fs.FileMode{"nvidia/cu13/lib/libcudart.so.13": 0o755})
 
-	m := mirrortest.Serve(t, []mirrortest.Archive{
+	_, cat := serveCatalog(t, []mirrortest.Archive{
 		{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-sbsa", Variant: "cuda13", Machine: elf.EM_AARCH64,
 			Libs:  map[string]elfwrite.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}},
 			Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}},
@@ -43,10 +42,6 @@ func TestResolveArm64Sysroot(t *testing.T) {
 			Links: map[string]string{}},
 	})
 	ctx := context.Background()
-	cat, err := catalog.Load(ctx, catalog.LoadOptions{Extra: []string{m.Catalog}, Mirror: m.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
 	prefix := filepath.Join(sr.Root, "opt/cudadeps")
 	store, err := fetch.OpenStore(prefix)
 	if err != nil {

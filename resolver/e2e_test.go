@@ -144,12 +144,7 @@ func newFixture(t *testing.T, runtimeLib bool) *fixture {
 	for i := range archives {
 		archives[i].Machine = elf.EM_X86_64
 	}
-	f.mirror = mirrortest.Serve(t, archives)
-	cat, err := catalog.Load(context.Background(), catalog.LoadOptions{Extra: []string{f.mirror.Catalog}, Mirror: f.mirror.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.catalog = cat
+	f.mirror, f.catalog = serveCatalog(t, archives)
 	f.prefix = filepath.Join(t.TempDir(), "prefix")
 	return f
 }
@@ -366,4 +361,17 @@ func TestResolveLeavesOthersFilesAlone(t *testing.T) {
 	if data, _ := os.ReadFile(placed); string(data) != "mine" {
 		t.Fatalf("undo touched the user's file")
 	}
+}
+
+// serveCatalog serves archives from 127.0.0.1 in NVIDIA's layout and loads
+// the built-in catalog with the mirror's layer over it, downloads going to
+// the mirror.
+func serveCatalog(t *testing.T, archives []mirrortest.Archive) (*mirrortest.Mirror, *catalog.Catalog) {
+	t.Helper()
+	m := mirrortest.Serve(t, archives)
+	cat, err := catalog.Load(context.Background(), catalog.LoadOptions{Extra: []string{m.Catalog}, Mirror: m.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, cat
 }

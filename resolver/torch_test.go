@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
@@ -25,16 +24,12 @@ import (
 // resolve reports with advice instead of fetching.
 func TestResolveTorchSkeleton(t *testing.T) {
 	site, _ := torchtree.Tree(t, torchtree.Options{Keep: torchtree.Without("nvidia/cusparselt/")})
-	m := mirrortest.Serve(t, []mirrortest.Archive{{
+	_, cat := serveCatalog(t, []mirrortest.Archive{{
 		Component: "libcusparse_lt", Product: "cusparselt", Version: "9.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
 		Libs:  map[string]elfwrite.Spec{"libcusparseLt.so.0.9.9": {Soname: "libcusparseLt.so.0", Needed: []string{"libc.so.6"}}},
 		Links: map[string]string{"libcusparseLt.so.0": "libcusparseLt.so.0.9.9"},
 	}})
 	ctx := context.Background()
-	cat, err := catalog.Load(ctx, catalog.LoadOptions{Extra: []string{m.Catalog}, Mirror: m.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
 	prefix := filepath.Join(t.TempDir(), "prefix")
 	store, _ := fetch.OpenStore(prefix)
 	client, _ := fetch.NewClient(fetch.Options{CacheDir: t.TempDir()})

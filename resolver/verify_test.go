@@ -353,12 +353,7 @@ func newCupyFixture(t *testing.T, compile string, extraRoot bool) *cupyFixture {
 	for i := range archives {
 		archives[i].Machine = elf.EM_X86_64
 	}
-	f.mirror = mirrortest.Serve(t, archives)
-	cat, err := catalog.Load(context.Background(), catalog.LoadOptions{Extra: []string{f.mirror.Catalog}, Mirror: f.mirror.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.catalog = cat
+	f.mirror, f.catalog = serveCatalog(t, archives)
 	f.prefix = filepath.Join(t.TempDir(), "prefix")
 	return f
 }
