@@ -352,7 +352,19 @@ func (t *SymbolTable) Lookup(name string, h Hash, fn func(Definition) bool) (err
 }
 
 func (t *SymbolTable) lookupGNU(name string, h uint32, fn func(Definition) bool) error {
-	s, g := t.s, t.gnu
+	return t.s.walkGNU(t.gnu, h, func(idx uint64) (bool, error) {
+		d, ok, err := t.definition(idx, name)
+		if err != nil {
+			return false, err
+		}
+		return !ok || fn(d), nil
+	})
+}
+
+// walkGNU calls fn with each symbol index of hash h's DT_GNU_HASH chain
+// whose hash matches, once the bloom filter lets h through, until fn
+// returns false.
+func (s *scanner) walkGNU(g *gnuTable, h uint32, fn func(idx uint64) (bool, error)) error {
 	if g.nbuckets == 0 || g.bloomSize == 0 {
 		return nil
 	}
@@ -394,12 +406,9 @@ func (t *SymbolTable) lookupGNU(name string, h uint32, fn func(Definition) bool)
 		}
 		ch := s.order.Uint32(b[:])
 		if (ch^h)>>1 == 0 {
-			d, ok, err := t.definition(idx, name)
-			if err != nil {
+			more, err := fn(idx)
+			if err != nil || !more {
 				return err
-			}
-			if ok && !fn(d) {
-				return nil
 			}
 		}
 		if ch&1 != 0 {

@@ -504,7 +504,7 @@ func (s *scanner) lookup(names []string) ([]Symbol, error) {
 		var idxs []uint64
 		switch {
 		case st.t.haveGnu:
-			idxs, err = s.gnuChain(st, st.t.gnuHash, name)
+			idxs, err = s.gnuChain(st.t.gnuHash, name)
 		case st.t.haveHash:
 			idxs, err = s.sysvChain(st.t.hash, name)
 		default:
@@ -557,70 +557,17 @@ func (s *scanner) symbolsFrom(st *symtab, keep SymbolFilter) ([]Symbol, error) {
 
 // gnuChain returns the indexes of the symbols in name's DT_GNU_HASH chain
 // whose hash matches, after the bloom filter lets it through.
-func (s *scanner) gnuChain(st *symtab, addr uint64, name string) ([]uint64, error) {
-	off, err := s.vaddrToOffset(addr)
+func (s *scanner) gnuChain(addr uint64, name string) ([]uint64, error) {
+	g, err := s.openGNU(addr)
 	if err != nil {
-		return nil, s.errorf("DT_GNU_HASH %#x: %v", addr, err)
+		return nil, err
 	}
-	var hdr [16]byte
-	if _, err := s.r.ReadAt(hdr[:], off); err != nil {
-		return nil, s.errorf("DT_GNU_HASH header: %v", err)
-	}
-	nbuckets := uint64(s.order.Uint32(hdr[0:]))
-	symoffset := uint64(s.order.Uint32(hdr[4:]))
-	bloomSize := uint64(s.order.Uint32(hdr[8:]))
-	shift := uint64(s.order.Uint32(hdr[12:]))
-	if nbuckets == 0 || bloomSize == 0 {
-		return nil, nil
-	}
-	word := uint64(4)
-	if s.is64 {
-		word = 8
-	}
-	bits := word * 8
-	h := uint64(elfhash.GNU(name))
-	var wbuf [8]byte
-	wordOff := off + 16 + int64(word*((h/bits)%bloomSize))
-	if _, err := s.r.ReadAt(wbuf[:word], wordOff); err != nil {
-		return nil, s.errorf("DT_GNU_HASH bloom filter: %v", err)
-	}
-	var bloom uint64
-	if s.is64 {
-		bloom = s.order.Uint64(wbuf[:])
-	} else {
-		bloom = uint64(s.order.Uint32(wbuf[:]))
-	}
-	mask := uint64(1)<<(h%bits) | uint64(1)<<((h>>(shift%64))%bits)
-	if bloom&mask != mask {
-		return nil, nil
-	}
-	bucketsOff := off + 16 + int64(word*bloomSize)
-	var b [4]byte
-	if _, err := s.r.ReadAt(b[:], bucketsOff+int64(4*(h%nbuckets))); err != nil {
-		return nil, s.errorf("DT_GNU_HASH bucket: %v", err)
-	}
-	idx := uint64(s.order.Uint32(b[:]))
-	if idx == 0 || idx < symoffset {
-		return nil, nil
-	}
-	chainsOff := bucketsOff + int64(4*nbuckets)
 	var out []uint64
-	for n := 0; ; n++ {
-		if n > maxSymbols {
-			return nil, s.errorf("DT_GNU_HASH chain does not end")
-		}
-		if _, err := s.r.ReadAt(b[:], chainsOff+int64(4*(idx-symoffset))); err != nil {
-			return nil, s.errorf("DT_GNU_HASH chain: %v", err)
-		}
-		ch := uint64(s.order.Uint32(b[:]))
-		if ch|1 == h|1 {
-			out = append(out, idx)
-		}
-		if ch&1 != 0 {
-			return out, nil
-		}
-		idx++
-	}
+	err = s.walkGNU(g, elfhash.GNU(name), func(idx uint64) (bool, error) {
+		out = append(out, idx)
+		return true, nil
+	})
+	return out, err
 }
 
 // sysvChain returns the indexes of name's DT_HASH chain; names are compared
