@@ -32,12 +32,10 @@ func HostOf(ctx context.Context, root, plat string) Host {
 	return h
 }
 
+// machineOf is the machine of plat's archives, this host's when plat is "".
 func machineOf(plat string) elf.Machine {
-	switch plat {
-	case platform.LinuxX86_64:
-		return elf.EM_X86_64
-	case platform.LinuxSBSA, platform.LinuxAarch64:
-		return elf.EM_AARCH64
+	if m := platform.Machine(plat); m != elf.EM_NONE {
+		return m
 	}
 	return platform.HostMachine()
 }

@@ -148,3 +148,15 @@ func MachineName(m elf.Machine) string {
 	}
 	return strings.ToLower(strings.TrimPrefix(m.String(), "EM_"))
 }
+
+// Machine is the ELF machine of a platform's archives, or EM_NONE for a
+// name that is no platform.
+func Machine(p string) elf.Machine {
+	switch p {
+	case LinuxX86_64:
+		return elf.EM_X86_64
+	case LinuxSBSA, LinuxAarch64:
+		return elf.EM_AARCH64
+	}
+	return elf.EM_NONE
+}

@@ -118,3 +118,11 @@ func TestMachineName(t *testing.T) {
 		}
 	}
 }
+
+func TestMachine(t *testing.T) {
+	for p, want := range map[string]elf.Machine{LinuxX86_64: elf.EM_X86_64, LinuxSBSA: elf.EM_AARCH64, LinuxAarch64: elf.EM_AARCH64, "windows-x86_64": elf.EM_NONE} {
+		if got := Machine(p); got != want {
+			t.Errorf("Machine(%q) = %v, want %v", p, got, want)
+		}
+	}
+}

@@ -1,14 +1,13 @@
 package resolver
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -357,11 +356,8 @@ func (s *session) wheelHost() pypi.Host {
 		}
 	}
 	if h.Machine == "" {
-		switch s.out.Platform {
-		case "linux-x86_64":
-			h.Machine = "x86_64"
-		case "linux-sbsa", "linux-aarch64":
-			h.Machine = "aarch64"
+		if m := platform.Machine(s.out.Platform); m != elf.EM_NONE {
+			h.Machine = platform.MachineName(m)
 		}
 	}
 	if s.t.Python != nil {
@@ -382,16 +378,11 @@ func memberFile(e fetch.Entry, s *Step, name string) (string, error) {
 	}
 	if m.sha256 != nil {
 		p := filepath.Join(e.Dir, filepath.FromSlash(m.path))
-		f, err := os.Open(p)
+		sum, err := fileSum(p)
 		if err != nil {
-			return "", err
-		}
-		defer f.Close()
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
 			return "", fmt.Errorf("%s: %w", p, err)
 		}
-		if !bytes.Equal(h.Sum(nil), m.sha256) {
+		if sum != hex.EncodeToString(m.sha256) {
 			return "", fmt.Errorf("%s: %s in the wheel is not the file the installed RECORD lists (its sha256 differs): the index serves another build of %s %s", s.Filename, m.path, s.Project, s.Version)
 		}
 	}
