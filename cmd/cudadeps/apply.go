@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/plan"
 	"github.com/cudadeps/cudadeps/resolver"
 )
@@ -88,11 +87,7 @@ func (a *app) runApply(cmd *cobra.Command, args []string, f resolveFlags) error 
 	if err != nil {
 		return err
 	}
-	store, err := fetch.OpenStore(prefix)
-	if err != nil {
-		return err
-	}
-	client, err := a.newClient(f.cacheDir, f.allowHTTP)
+	store, client, err := a.openStore(f.cacheDir, f.allowHTTP)
 	if err != nil {
 		return err
 	}

@@ -53,11 +53,7 @@ too), 130 when interrupted.`,
 				}
 				items = append(items, item)
 			}
-			store, err := fetch.OpenStore(a.opts.prefix)
-			if err != nil {
-				return err
-			}
-			client, err := a.newClient(cacheDir, allowHTTP)
+			store, client, err := a.openStore(cacheDir, allowHTTP)
 			if err != nil {
 				return err
 			}

@@ -160,6 +160,19 @@ func (a *app) loadCatalog(ctx context.Context) (*catalog.Catalog, error) {
 	return catalog.Load(ctx, catalog.LoadOptions{UserLayer: a.userLayer(), Extra: a.opts.catalogs, Mirror: string(a.opts.mirror)})
 }
 
+// openStore opens the prefix's store and a download client for it.
+func (a *app) openStore(cacheDir string, allowHTTP bool) (*fetch.Store, *fetch.Client, error) {
+	store, err := fetch.OpenStore(a.opts.prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := a.newClient(cacheDir, allowHTTP)
+	if err != nil {
+		return nil, nil, err
+	}
+	return store, client, nil
+}
+
 func (a *app) newClient(cacheDir string, allowHTTP bool) (*fetch.Client, error) {
 	return fetch.NewClient(fetch.Options{CacheDir: cacheDir, AllowHTTP: allowHTTP, Logger: a.logger, Progress: a.progressWriter(), Limits: a.opts.limits})
 }
@@ -203,10 +216,7 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		Logger:       a.logger,
 	}
 	if !f.dryRun {
-		if opts.Store, err = fetch.OpenStore(prefix); err != nil {
-			return err
-		}
-		if opts.Client, err = a.newClient(f.cacheDir, f.allowHTTP); err != nil {
+		if opts.Store, opts.Client, err = a.openStore(f.cacheDir, f.allowHTTP); err != nil {
 			return err
 		}
 		opts.Confirm = a.confirmPlan(opts.Store, f.yes)
