@@ -498,7 +498,7 @@ func (s *session) finish() {
 		for _, sh := range s.layout.Shadows(s.last) {
 			if sh.Owner.Present || !s.out.DryRun {
 				s.out.Unresolved = append(s.out.Unresolved, Unresolved{Soname: sh.Soname, NeededBy: sh.NeededBy,
-					Reason: "a wrong copy is found first: " + sh.String(), Advice: sh.Remedy, Shadowed: true})
+					Reason: WrongCopyFirst + sh.String(), Advice: sh.Remedy, Shadowed: true})
 				s.out.OK = false
 			}
 		}
@@ -509,6 +509,9 @@ func (s *session) finish() {
 	}
 	s.out.fillActivation(s.opts, s.rec)
 }
+
+// WrongCopyFirst opens the reason of an Unresolved that is Shadowed.
+const WrongCopyFirst = "a wrong copy is found first: "
 
 func orEmpty[T any](s []T) []T {
 	if s == nil {
