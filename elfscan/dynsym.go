@@ -284,9 +284,6 @@ func OpenSymbolTable(r io.ReaderAt, size int64, name string, pages *Pages) (t *S
 // Close releases the table's pages.
 func (t *SymbolTable) Close() { t.pages.release() }
 
-// Stats reports what the table's lookups read so far.
-func (t *SymbolTable) Stats() Stats { return t.pages.stats }
-
 func (s *scanner) openGNU(addr uint64) (*gnuTable, error) {
 	off, err := s.vaddrToOffset(addr)
 	if err != nil {

@@ -54,15 +54,6 @@ func ParseVersion(s string) (Version, error) {
 	return v, nil
 }
 
-// MustParseVersion is ParseVersion for constants; it panics on bad input.
-func MustParseVersion(s string) Version {
-	v, err := ParseVersion(s)
-	if err != nil {
-		panic(err)
-	}
-	return v
-}
-
 // versionScanner walks a lower-cased version string.
 type versionScanner struct {
 	s string
