@@ -14,6 +14,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 top=$(dirname "$here")
 mb=${BENCH_MB:-400}
 repeat=${REPEAT:-3}
@@ -50,15 +52,7 @@ for level in $levels; do
   declare -A times=() rss=()
   for _ in $(seq "$repeat"); do
     for name in "${names[@]}"; do
-      rm -rf "$work/out" "$work/cache" && mkdir -p "$work/out" "$work/cache"
-      if ! /usr/bin/time -f "%e %M" -o "$work/time" bash -c "${cmd[$name]}" >/dev/null 2>"$work/stderr"; then
-        echo "fetch-zstd: $name failed:" >&2
-        cat "$work/stderr" >&2
-        exit 1
-      fi
-      read -r s kb <"$work/time"
-      times[$name]="${times[$name]:-} $s"
-      if [ "${rss[$name]:-0}" -lt "$kb" ]; then rss[$name]=$kb; fi
+      timed_run fetch-zstd "$name" "${cmd[$name]}"
     done
   done
   echo
