@@ -164,11 +164,9 @@ type Lookup interface {
 // the rest unresolved with a reason. It decides; it changes nothing.
 func MakePlan(needs []*Need, cat Lookup, platform string, cudaMajor int) *Plan {
 	p := &Plan{Platform: platform, CUDAMajor: cudaMajor, Steps: []*Step{}, Unresolved: []Unresolved{}}
-	q := catalog.Query{Platform: platform, CUDAMajor: cudaMajor}
-	q.Toolkit = pinnedToolkit(needs, cat, q)
 	byArchive := map[string]*Step{}
-	for _, n := range needs {
-		m, err := cat.WhichPinned(n.Soname, q, n.Pin)
+	for i, ans := range matchNeeds(needs, cat, catalog.Query{Platform: platform, CUDAMajor: cudaMajor}) {
+		n, m, err := needs[i], ans.m, ans.err
 		if err != nil {
 			u := Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Reason: err.Error()}
 			var nf *catalog.NotFoundError
@@ -202,26 +200,40 @@ func MakePlan(needs []*Need, cat Lookup, platform string, cudaMajor int) *Plan {
 	return p
 }
 
-// pinnedToolkit is the CUDA toolkit release that the pinned needs' archives
-// come from, the one most of them share; "" when no pinned need is a
-// toolkit component. Needs no pin names then come from that release.
-func pinnedToolkit(needs []*Need, cat Lookup, q catalog.Query) string {
+// catalogAnswer is what the catalog answered for one need.
+type catalogAnswer struct {
+	m   *catalog.Match
+	err error
+}
+
+// matchNeeds asks the catalog for each need: the pinned ones first, then
+// the others from the CUDA toolkit release that most pinned toolkit
+// components come from ("" when none is pinned), so that libraries no pin
+// names join their release rather than the newest.
+func matchNeeds(needs []*Need, cat Lookup, q catalog.Query) []catalogAnswer {
+	out := make([]catalogAnswer, len(needs))
 	count := map[string]int{}
-	best := ""
-	for _, n := range needs {
+	for i, n := range needs {
 		if n.Pin.Version == "" {
 			continue
 		}
 		m, err := cat.WhichPinned(n.Soname, q, n.Pin)
+		out[i] = catalogAnswer{m, err}
 		if err != nil || m.Driver || m.Product != "cuda" || m.Release == "" {
 			continue
 		}
 		count[m.Release]++
-		if c := count[m.Release]; c > count[best] || (c == count[best] && dotted.Less(best, m.Release)) {
-			best = m.Release
+		if c := count[m.Release]; c > count[q.Toolkit] || (c == count[q.Toolkit] && dotted.Less(q.Toolkit, m.Release)) {
+			q.Toolkit = m.Release
 		}
 	}
-	return best
+	for i, n := range needs {
+		if n.Pin.Version == "" {
+			m, err := cat.WhichPinned(n.Soname, q, n.Pin)
+			out[i] = catalogAnswer{m, err}
+		}
+	}
+	return out
 }
 
 func adviceFor(nf *catalog.NotFoundError, cudaMajor int) string {
