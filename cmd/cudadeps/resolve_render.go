@@ -49,7 +49,8 @@ func renderStillShadowed(w io.Writer, list []resolver.Unresolved) {
 			fmt.Fprintln(w, "\nStill found first (placement cannot win):")
 			header = true
 		}
-		fmt.Fprintf(w, "  %s: %s\n", u.Soname, strings.TrimPrefix(u.Reason, resolver.WrongCopyFirst))
+		// The reason (a Shadow's String) names the soname itself.
+		fmt.Fprintf(w, "  %s\n", strings.TrimPrefix(u.Reason, resolver.WrongCopyFirst))
 		if u.Advice != "" {
 			fmt.Fprintf(w, "      %s\n", u.Advice)
 		}

@@ -17,7 +17,7 @@ func TestRenderStillShadowed(t *testing.T) {
 		Rounds:  []*resolver.Round{{N: 1}},
 		Stopped: "nothing missing",
 		Unresolved: []resolver.Unresolved{
-			{Soname: "libcusparse.so.12", Reason: "a wrong copy is found first: the loader takes /opt/cuda/lib/libcusparse.so.12 (12.5.0) via ld_library_path",
+			{Soname: "libcusparse.so.12", Reason: resolver.WrongCopyFirst + "libcusparse.so.12: the loader takes /opt/cuda/lib/libcusparse.so.12 (12.5.0) via ld_library_path",
 				Advice: "put the owned copy's directory first on LD_LIBRARY_PATH", Shadowed: true},
 			{Soname: "libfoo.so.1", Reason: "no archive provides it"},
 		},
@@ -29,6 +29,9 @@ func TestRenderStillShadowed(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "libcusparse.so.12: libcusparse.so.12") {
+		t.Errorf("the soname is named twice:\n%s", out)
 	}
 	if strings.Contains(out, "libfoo.so.1: no archive") {
 		t.Errorf("a plain unresolved library is listed among the wrong copies:\n%s", out)
