@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/atomicfile"
 	"github.com/cudadeps/cudadeps/plan"
 	"github.com/cudadeps/cudadeps/pypi"
 )
@@ -257,7 +257,7 @@ func fetchURL(u string) string {
 
 // copyFile copies src to dst through a temporary file beside dst, so that
 // a reader of the mirror never sees a part.
-func copyFile(src, dst string) (err error) {
+func copyFile(src, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
@@ -266,27 +266,5 @@ func copyFile(src, dst string) (err error) {
 		return err
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".part-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = io.Copy(tmp, in); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), dst)
+	return atomicfile.WriteFrom(dst, in, 0o644)
 }

@@ -2,14 +2,22 @@
 package atomicfile
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
 
 // WriteFile writes data to a temporary file beside path, syncs it, gives it
 // perm and renames it over path.
-func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return WriteFrom(path, bytes.NewReader(data), perm)
+}
+
+// WriteFrom is WriteFile with the content streamed from r (an archive of
+// hundreds of megabytes is never held in memory).
+func WriteFrom(path string, r io.Reader, perm os.FileMode) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -21,7 +29,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
 			err = fmt.Errorf("write %s: %w", path, err)
 		}
 	}()
-	if _, err = tmp.Write(data); err != nil {
+	if _, err = io.Copy(tmp, r); err != nil {
 		return err
 	}
 	if err = tmp.Chmod(perm); err != nil {
