@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cudadeps/cudadeps/internal/atomicfile"
 	"github.com/cudadeps/cudadeps/pyenv"
 )
 
@@ -286,19 +287,8 @@ func writeProbe(prefix, name string) (string, error) {
 	if cur, err := os.ReadFile(p); err == nil && string(cur) == script {
 		return p, nil
 	}
-	tmp, err := os.CreateTemp(dir, ".probe-*")
-	if err != nil {
+	if err := atomicfile.WriteFile(p, []byte(script), 0o644); err != nil {
 		return "", fmt.Errorf("write the probe: %w", err)
-	}
-	_, werr := tmp.WriteString(script)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), 0o644)); err != nil {
-		_ = os.Remove(tmp.Name())
-		return "", fmt.Errorf("write the probe %s: %w", p, err)
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		_ = os.Remove(tmp.Name())
-		return "", fmt.Errorf("write the probe %s: %w", p, err)
 	}
 	return p, nil
 }
