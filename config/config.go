@@ -13,11 +13,12 @@ package config
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/regfile"
 )
 
 // The environment variables.
@@ -156,17 +157,12 @@ func Dirs(getenv func(string) string) []string {
 }
 
 func (s *Settings) readFile(file string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return fmt.Errorf("config file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return fmt.Errorf("config file %s: %w", file, err)
-	}
-	if len(data) > maxFileSize {
+	data, err := regfile.Read(file, maxFileSize)
+	switch {
+	case errors.Is(err, regfile.ErrTooLarge):
 		return fmt.Errorf("%s: more than %d bytes: not a cudadeps config file", file, maxFileSize)
+	case err != nil:
+		return fmt.Errorf("config file: %w", err)
 	}
 	entries, err := Parse(data)
 	if err != nil {

@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/internal/regfile"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
@@ -135,21 +135,21 @@ var (
 
 // Read reads and checks a plan file ("-" for r).
 func Read(path string, stdin io.Reader) (*Plan, error) {
-	var r io.Reader = stdin
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("read plan: %w", err)
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(io.LimitReader(stdin, MaxFileSize+1))
+		if err == nil && len(data) > MaxFileSize {
+			err = regfile.ErrTooLarge
 		}
-		defer f.Close()
-		r = f
+	} else {
+		data, err = regfile.Read(path, MaxFileSize)
 	}
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read plan %s: %w", path, err)
-	}
-	if len(data) > MaxFileSize {
+	switch {
+	case errors.Is(err, regfile.ErrTooLarge):
 		return nil, fmt.Errorf("%s: more than %d bytes: not a plan", path, MaxFileSize)
+	case err != nil:
+		return nil, fmt.Errorf("read plan: %w", err)
 	}
 	return Parse(data, path)
 }
