@@ -15,8 +15,11 @@ type Resolution struct {
 
 // Dependency is one distribution that the target requires.
 type Dependency struct {
-	Name       string    // normalized
-	Installed  *Metadata // nil when not installed
+	Name      string    // normalized
+	Installed *Metadata // nil when not installed
+	// Known is the metadata a Known lookup gave for a dependency that is
+	// not installed; its requirements were followed. Nil otherwise.
+	Known      *Metadata
 	Extras     []string  // extras of it that are requested, normalized, sorted
 	RequiredBy []Edge    // every requirement that names it
 	// Satisfied is true when it is installed and its version meets every
@@ -63,6 +66,19 @@ func (r *Resolution) Find(name string) *Dependency {
 // those extras. Requirements naming what is not installed are reported,
 // not followed.
 func Resolve(installed map[string]*Metadata, target string, env Environment) (*Resolution, error) {
+	return ResolveWith(installed, nil, target, env)
+}
+
+// Known gives the metadata of a distribution that is not installed, for
+// the first requirement that names it (normalized name, as written), or nil
+// when it is not known.
+type Known func(name string, req Requirement) *Metadata
+
+// ResolveWith is Resolve where the requirements of a distribution that is
+// not installed are followed too, when known has its metadata (an index's,
+// or a table of real wheels'): what a package declares counts whether or
+// not it is installed.
+func ResolveWith(installed map[string]*Metadata, lookup Known, target string, env Environment) (*Resolution, error) {
 	root, err := ParseRequirement(target)
 	if err != nil {
 		return nil, err
@@ -88,6 +104,9 @@ func Resolve(installed map[string]*Metadata, target string, env Environment) (*R
 		w := queue[0]
 		queue = queue[1:]
 		meta, n := installed[w.name], nodes[w.name]
+		if meta == nil {
+			meta = deps[w.name].Known
+		}
 		var contexts []string
 		for _, x := range append([]string{""}, w.extras...) {
 			if !n.done[x] {
@@ -121,6 +140,9 @@ func Resolve(installed map[string]*Metadata, target string, env Environment) (*R
 				d := deps[dn]
 				if d == nil {
 					d = &Dependency{Name: dn, Installed: installed[dn]}
+					if d.Installed == nil && lookup != nil {
+						d.Known = lookup(dn, req)
+					}
 					deps[dn] = d
 				}
 				edge := Edge{By: w.name, ByVersion: meta.Version, Extra: extra, Chain: n.chain, Requirement: req, MarkerKnown: known}
@@ -129,7 +151,7 @@ func Resolve(installed map[string]*Metadata, target string, env Environment) (*R
 				}
 				d.RequiredBy = append(d.RequiredBy, edge)
 				d.Extras = mergeSorted(d.Extras, normalizeAll(req.Extras))
-				if d.Installed == nil {
+				if d.Installed == nil && d.Known == nil {
 					continue
 				}
 				if nodes[dn] == nil {
