@@ -20,8 +20,8 @@ type Dependency struct {
 	// Known is the metadata a Known lookup gave for a dependency that is
 	// not installed; its requirements were followed. Nil otherwise.
 	Known      *Metadata
-	Extras     []string  // extras of it that are requested, normalized, sorted
-	RequiredBy []Edge    // every requirement that names it
+	Extras     []string // extras of it that are requested, normalized, sorted
+	RequiredBy []Edge   // every requirement that names it
 	// Satisfied is true when it is installed and its version meets every
 	// requirement's specifier (pre-releases admitted, as pip check does).
 	Satisfied bool
