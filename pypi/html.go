@@ -62,6 +62,7 @@ func parseHTML(body []byte, base *url.URL) ([]File, error) {
 			withFragmentHash(&f, u)
 			f.RequiresPython = attrs["data-requires-python"]
 			_, f.Yanked = attrs["data-yanked"]
+			f.CoreMetadata = coreMetadataAttr(attrs)
 			out = append(out, f)
 		}
 	}

@@ -38,6 +38,10 @@ type File struct {
 	Size           int64  `json:"size,omitempty"`
 	RequiresPython string `json:"requires_python,omitempty"`
 	Yanked         bool   `json:"yanked,omitempty"`
+	// CoreMetadata says whether the index serves the wheel's METADATA on
+	// its own at URL+".metadata" (PEP 658, PEP 714): "" when not,
+	// "sha256=HEX" with its hash, "true" without one.
+	CoreMetadata string `json:"core_metadata,omitempty"`
 	// Index is the index URL whose page lists the file, as configured
 	// (credentials included, if it has any).
 	Index string `json:"-"`
@@ -256,6 +260,8 @@ func parseJSON(body []byte, base *url.URL) ([]File, error) {
 			RequiresPython *string           `json:"requires-python"`
 			Yanked         json.RawMessage   `json:"yanked"`
 			Size           *int64            `json:"size"`
+			CoreMetadata   json.RawMessage   `json:"core-metadata"`
+			DistInfoMeta   json.RawMessage   `json:"dist-info-metadata"`
 		} `json:"files"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
@@ -280,6 +286,10 @@ func parseJSON(body []byte, base *url.URL) ([]File, error) {
 		file.Yanked = y != "" && y != "false" && y != "null"
 		if f.Size != nil && *f.Size > 0 {
 			file.Size = *f.Size
+		}
+		file.CoreMetadata = coreMetadataJSON(f.CoreMetadata)
+		if file.CoreMetadata == "" {
+			file.CoreMetadata = coreMetadataJSON(f.DistInfoMeta) // the name before PEP 714
 		}
 		out = append(out, file)
 	}

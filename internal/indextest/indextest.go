@@ -29,6 +29,13 @@ type Wheel struct {
 	// Files are the members by path (relative to site-packages); the
 	// dist-info's METADATA, WHEEL and RECORD are added.
 	Files map[string][]byte
+	// Metadata are more METADATA header lines ("Requires-Dist: x==1\n").
+	Metadata string
+}
+
+// metadata is the wheel's METADATA.
+func (w Wheel) metadata() []byte {
+	return []byte("Metadata-Version: 2.1\nName: " + w.Project + "\nVersion: " + w.Version + "\n" + w.Metadata)
 }
 
 // Filename is the wheel's file name (PEP 427).
@@ -52,7 +59,7 @@ func (w Wheel) Build(t testing.TB) []byte {
 	for p, b := range w.Files {
 		files[p] = b
 	}
-	files[info+"METADATA"] = []byte("Metadata-Version: 2.1\nName: " + w.Project + "\nVersion: " + w.Version + "\n")
+	files[info+"METADATA"] = w.metadata()
 	files[info+"WHEEL"] = []byte("Wheel-Version: 1.0\nGenerator: indextest\nRoot-Is-Purelib: false\nTag: " + w.Tags + "\n")
 	var names []string
 	for p := range files {
@@ -94,10 +101,13 @@ type Index struct {
 	// HTML makes the index answer in PEP 503 HTML (no sizes) whatever the
 	// client asks for.
 	HTML bool
+	// CoreMetadata makes the index serve each wheel's METADATA beside it
+	// (PEP 658, PEP 714) and say so on the project page.
+	CoreMetadata bool
 
 	server *httptest.Server
 	mu     sync.Mutex
-	files  map[string][]byte   // file name → bytes
+	files  map[string][]byte   // file name → bytes (NAME.metadata: the wheel's METADATA)
 	byProj map[string][]string // normalized project → file names
 	hashes map[string]string   // file name → the sha256 the index states
 	hits   map[string]int      // path → requests
@@ -111,6 +121,7 @@ func Serve(t testing.TB, wheels ...Wheel) *Index {
 		name := w.Filename()
 		data := w.Build(t)
 		ix.files[name] = data
+		ix.files[name+".metadata"] = w.metadata()
 		sum := sha256.Sum256(data)
 		ix.hashes[name] = hex.EncodeToString(sum[:])
 		p := normalize(w.Project)
@@ -162,7 +173,7 @@ func (ix *Index) serve(w http.ResponseWriter, r *http.Request) {
 	ix.mu.Unlock()
 	if name, ok := strings.CutPrefix(r.URL.Path, "/files/"); ok {
 		data, ok := ix.files[name]
-		if !ok {
+		if !ok || strings.HasSuffix(name, ".metadata") && !ix.CoreMetadata {
 			http.NotFound(w, r)
 			return
 		}
@@ -184,10 +195,11 @@ func (ix *Index) serve(w http.ResponseWriter, r *http.Request) {
 	ix.mu.Unlock()
 	if !ix.HTML && strings.Contains(r.Header.Get("Accept"), "application/vnd.pypi.simple.v1+json") {
 		type file struct {
-			Filename string            `json:"filename"`
-			URL      string            `json:"url"`
-			Hashes   map[string]string `json:"hashes"`
-			Size     int               `json:"size"`
+			Filename     string            `json:"filename"`
+			URL          string            `json:"url"`
+			Hashes       map[string]string `json:"hashes"`
+			Size         int               `json:"size"`
+			CoreMetadata any               `json:"core-metadata,omitempty"`
 		}
 		page := struct {
 			Meta  map[string]string `json:"meta"`
@@ -195,7 +207,12 @@ func (ix *Index) serve(w http.ResponseWriter, r *http.Request) {
 			Files []file            `json:"files"`
 		}{Meta: map[string]string{"api-version": "1.1"}, Name: project}
 		for _, n := range names {
-			page.Files = append(page.Files, file{Filename: n, URL: "../../files/" + n, Hashes: map[string]string{"sha256": hashes[n]}, Size: len(ix.files[n])})
+			f := file{Filename: n, URL: "../../files/" + n, Hashes: map[string]string{"sha256": hashes[n]}, Size: len(ix.files[n])}
+			if ix.CoreMetadata {
+				sum := sha256.Sum256(ix.files[n+".metadata"])
+				f.CoreMetadata = map[string]string{"sha256": hex.EncodeToString(sum[:])}
+			}
+			page.Files = append(page.Files, f)
 		}
 		w.Header().Set("Content-Type", "application/vnd.pypi.simple.v1+json")
 		_ = json.NewEncoder(w).Encode(page)
@@ -204,7 +221,12 @@ func (ix *Index) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html")
 	fmt.Fprintf(w, "<!DOCTYPE html>\n<html><body>\n")
 	for _, n := range names {
-		fmt.Fprintf(w, "<a href=\"../../files/%s#sha256=%s\">%s</a><br>\n", html.EscapeString(n), hashes[n], html.EscapeString(n))
+		attr := ""
+		if ix.CoreMetadata {
+			sum := sha256.Sum256(ix.files[n+".metadata"])
+			attr = ` data-core-metadata="sha256=` + hex.EncodeToString(sum[:]) + `"`
+		}
+		fmt.Fprintf(w, "<a href=\"../../files/%s#sha256=%s\"%s>%s</a><br>\n", html.EscapeString(n), hashes[n], attr, html.EscapeString(n))
 	}
 	fmt.Fprintf(w, "</body></html>\n")
 }
