@@ -20,6 +20,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/plan"
 	"github.com/cudadeps/cudadeps/pypi"
+	"github.com/cudadeps/cudadeps/resolver"
 )
 
 // serveDir serves dir from 127.0.0.1, counting requests.
@@ -63,7 +64,7 @@ func TestWriteArchivesAndWheels(t *testing.T) {
 		t.Fatal(err)
 	}
 	index, indexHits := serveDir(t, pkgs)
-	wheel := plan.Step{Source: plan.SourcePyPI, Project: "nvidia_cudss.CU13", Filename: wheelName, Version: "0.9.9.9", URL: index + wheelName, SHA256: sum(wheelData), Size: int64(len(wheelData))}
+	wheel := plan.Step{Source: resolver.SourcePyPI, Project: "nvidia_cudss.CU13", Filename: wheelName, Version: "0.9.9.9", URL: index + wheelName, SHA256: sum(wheelData), Size: int64(len(wheelData))}
 
 	client, err := fetch.NewClient(fetch.Options{CacheDir: t.TempDir()})
 	if err != nil {

@@ -21,12 +21,6 @@ const Schema = "cudadeps.resolve/v1"
 // MaxFileSize bounds a plan file; real ones are a few hundred KiB.
 const MaxFileSize = 64 << 20
 
-// The sources a step's file comes from.
-const (
-	SourceNVIDIA = "nvidia" // an archive of NVIDIA's redist tree (also "" in older plans)
-	SourcePyPI   = "pypi"   // a wheel from a package index
-)
-
 // Plan is what a resolve on one machine found and chose. Only the fields
 // another machine is checked against, and the steps, are read; the rest
 // of the document is ignored.
@@ -93,26 +87,26 @@ type RoundPlan struct {
 }
 
 // Step is one archive or wheel of a plan. Source, Project, Filename and
-// Index are set for wheels; an archive's Source may be "" (plans made
-// before wheels were a source).
+// Index are set for wheels; an archive's Source is resolver.SourceNVIDIA,
+// or "" in plans made before wheels were a source.
 type Step struct {
-	Source      string   `json:"source,omitempty"`
-	Component   string   `json:"component,omitempty"`
-	Product     string   `json:"product,omitempty"`
-	Project     string   `json:"project,omitempty"`
-	Filename    string   `json:"filename,omitempty"`
-	Index       string   `json:"index,omitempty"`
-	Version     string   `json:"version"`
-	Platform    string   `json:"platform,omitempty"`
-	CUDAVariant string   `json:"cuda_variant,omitempty"`
-	URL         string   `json:"url"`
-	SHA256      string   `json:"sha256"`
-	Size        int64    `json:"size"`
-	Provides    []string `json:"provides,omitempty"`
+	Source      resolver.Source `json:"source,omitempty"`
+	Component   string          `json:"component,omitempty"`
+	Product     string          `json:"product,omitempty"`
+	Project     string          `json:"project,omitempty"`
+	Filename    string          `json:"filename,omitempty"`
+	Index       string          `json:"index,omitempty"`
+	Version     string          `json:"version"`
+	Platform    string          `json:"platform,omitempty"`
+	CUDAVariant string          `json:"cuda_variant,omitempty"`
+	URL         string          `json:"url"`
+	SHA256      string          `json:"sha256"`
+	Size        int64           `json:"size"`
+	Provides    []string        `json:"provides,omitempty"`
 }
 
 // Wheel reports whether the step is a wheel from a package index.
-func (s Step) Wheel() bool { return s.Source == SourcePyPI }
+func (s Step) Wheel() bool { return s.Source == resolver.SourcePyPI }
 
 // String names the step for messages: "libcudss 0.8.0.10 (linux-x86_64,
 // cuda13)" or "nvidia-cudnn-cu13 9.19.0.56 (nvidia_cudnn_cu13-...whl)".
@@ -202,7 +196,7 @@ func (s Step) check() error {
 		return fmt.Errorf("version %q is not a version", s.Version)
 	}
 	switch s.Source {
-	case "", SourceNVIDIA:
+	case "", resolver.SourceNVIDIA:
 		for _, f := range []struct{ name, v string }{{"component", s.Component}, {"platform", s.Platform}} {
 			if !segmentRE.MatchString(f.v) {
 				return fmt.Errorf("%s %q is not a name", f.name, f.v)
@@ -211,7 +205,7 @@ func (s Step) check() error {
 		if s.CUDAVariant != "" && !segmentRE.MatchString(s.CUDAVariant) {
 			return fmt.Errorf("cuda_variant %q is not a variant", s.CUDAVariant)
 		}
-	case SourcePyPI:
+	case resolver.SourcePyPI:
 		if !segmentRE.MatchString(s.Project) {
 			return fmt.Errorf("project %q is not a project name", s.Project)
 		}
@@ -219,7 +213,7 @@ func (s Step) check() error {
 			return fmt.Errorf("filename %q is not a wheel's file name", s.Filename)
 		}
 	default:
-		return fmt.Errorf("source %q is neither %s nor %s", s.Source, SourceNVIDIA, SourcePyPI)
+		return fmt.Errorf("source %q is neither %s nor %s", s.Source, resolver.SourceNVIDIA, resolver.SourcePyPI)
 	}
 	return nil
 }

@@ -211,7 +211,7 @@ func TestPinnedShadowByLDLibraryPathBeforeRunpath(t *testing.T) {
 	}
 	found := false
 	for _, u := range out.Unresolved {
-		if u.Soname == "libcudnn.so.9" && u.Shadowed && strings.Contains(u.Advice, "LD_LIBRARY_PATH") {
+		if u.Soname == "libcudnn.so.9" && u.Kind == UnresolvedShadowed && strings.Contains(u.Advice, "LD_LIBRARY_PATH") {
 			found = true
 		}
 	}
@@ -230,13 +230,14 @@ func TestPinnedRefusesOlder(t *testing.T) {
 		t.Fatal("a dry run with nothing at the pin is not OK")
 	}
 	var msg string
+	var kind UnresolvedKind
 	for _, u := range out.Unresolved {
 		if u.Soname == "libcudnn.so.9" {
-			msg = u.Reason
+			msg, kind = u.Reason, u.Kind
 		}
 	}
-	if !strings.Contains(msg, "9.19.0.56") || !strings.Contains(msg, "9.14.0.64, 9.12.0.46") {
-		t.Fatalf("refusal = %q", msg)
+	if !strings.Contains(msg, "9.19.0.56") || !strings.Contains(msg, "9.14.0.64, 9.12.0.46") || kind != UnresolvedPinRefused {
+		t.Fatalf("refusal = %s %q", kind, msg)
 	}
 	m, err := cat.WhichPinned("libcudnn.so.9", catalog.Query{Platform: "linux-x86_64", CUDAMajor: 13}, catalog.Pin{Version: "9.19.0.56", By: "x"})
 	var pe *catalog.PinError

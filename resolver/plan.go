@@ -46,7 +46,7 @@ type Request struct {
 // from a package index) that provides one or more needs.
 type Step struct {
 	// Source is where the file comes from: SourceNVIDIA or SourcePyPI.
-	Source string `json:"source"`
+	Source Source `json:"source"`
 	// Project, Filename and Index name a wheel (SourcePyPI): the
 	// distribution, the file, and the index that lists it (credentials
 	// redacted). URL, SHA256 and Size are then the file's, as the index
@@ -91,15 +91,39 @@ func (s *Step) Key() fetch.Key {
 
 // Unresolved is a need no archive can satisfy, with what to do about it.
 type Unresolved struct {
-	Soname   string   `json:"soname"`
-	NeededBy []string `json:"needed_by"`
-	Reason   string   `json:"reason"`
-	Advice   string   `json:"advice,omitempty"`
-	Driver   bool     `json:"driver,omitempty"`
-	// Shadowed is set when the library is found, but not the copy the
-	// package was built for.
-	Shadowed bool `json:"shadowed,omitempty"`
+	Soname   string         `json:"soname"`
+	NeededBy []string       `json:"needed_by"`
+	Kind     UnresolvedKind `json:"kind"`
+	// Reason says why, in a sentence; for UnresolvedShadowed it is the
+	// Shadow's account, which names the soname.
+	Reason string `json:"reason"`
+	Advice string `json:"advice,omitempty"`
 }
+
+// UnresolvedKind says which way a need stays unresolved; its JSON form is
+// its value.
+type UnresolvedKind string
+
+// The kinds of unresolved needs.
+const (
+	// UnresolvedMissing: no catalog has an archive for it on the platform
+	// and CUDA major (or knows it at all).
+	UnresolvedMissing UnresolvedKind = "missing"
+	// UnresolvedDriver: it comes with the NVIDIA driver, never fetched.
+	UnresolvedDriver UnresolvedKind = "driver"
+	// UnresolvedPinRefused: the catalogs lack the version a required
+	// distribution pins, and an older one would fail at run time.
+	UnresolvedPinRefused UnresolvedKind = "pin_refused"
+	// UnresolvedNoWheel: wheels only (SourcePyPI), and the package index
+	// has no wheel for it.
+	UnresolvedNoWheel UnresolvedKind = "no_wheel"
+	// UnresolvedPlacedNotFound: an earlier round placed it, and the loader
+	// still does not find it.
+	UnresolvedPlacedNotFound UnresolvedKind = "placed_not_found"
+	// UnresolvedShadowed: the loader finds it, but not the copy the
+	// package was built for, and placement cannot win.
+	UnresolvedShadowed UnresolvedKind = "shadowed"
+)
 
 // Plan is what one round will do.
 type Plan struct {
@@ -168,7 +192,7 @@ func MakePlan(needs []*Need, cat Lookup, platform string, cudaMajor int) *Plan {
 	for i, ans := range matchNeeds(needs, cat, catalog.Query{Platform: platform, CUDAMajor: cudaMajor}) {
 		n, m, err := needs[i], ans.m, ans.err
 		if err != nil {
-			u := Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Reason: err.Error()}
+			u := Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Kind: UnresolvedMissing, Reason: err.Error()}
 			var nf *catalog.NotFoundError
 			var pe *catalog.PinError
 			switch {
@@ -176,13 +200,14 @@ func MakePlan(needs []*Need, cat Lookup, platform string, cudaMajor int) *Plan {
 				u.Reason = nf.Reason
 				u.Advice = adviceFor(nf, cudaMajor)
 			case errors.As(err, &pe):
+				u.Kind = UnresolvedPinRefused
 				u.Advice = fmt.Sprintf("add a catalog that has %s %s or a newer %s.x (cudadeps catalog update, catalog import, or --catalog); an older release would load and then fail at run time", pe.Component, pe.Pin.Version, strings.SplitN(pe.Pin.Version, ".", 2)[0])
 			}
 			p.Unresolved = append(p.Unresolved, u)
 			continue
 		}
 		if m.Driver {
-			p.Unresolved = append(p.Unresolved, Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Driver: true,
+			p.Unresolved = append(p.Unresolved, Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Kind: UnresolvedDriver,
 				Reason: "comes with the NVIDIA driver, which cudadeps never installs", Advice: m.Advice})
 			continue
 		}

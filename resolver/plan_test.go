@@ -123,7 +123,7 @@ func TestMakePlan(t *testing.T) {
 	if !slices.Equal(order, []string{"libcuda.so.1", "libonlysbsa.so.1", "libnowhere.so.9"}) {
 		t.Fatalf("unresolved %v", order)
 	}
-	if u := byName["libcuda.so.1"]; !u.Driver || u.Advice != "install the NVIDIA driver" || !slices.Equal(u.NeededBy, []string{"/pkg/lib/user_of_libcuda.so.1"}) {
+	if u := byName["libcuda.so.1"]; u.Kind != UnresolvedDriver || u.Advice != "install the NVIDIA driver" || !slices.Equal(u.NeededBy, []string{"/pkg/lib/user_of_libcuda.so.1"}) {
 		t.Errorf("driver library: %+v", u)
 	}
 	for _, name := range []string{"libonlysbsa.so.1", "libnowhere.so.9"} {
@@ -132,7 +132,7 @@ func TestMakePlan(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: the catalog says %v", name, err)
 		}
-		if u := byName[name]; u.Driver || u.Reason != nf.Reason || u.Advice == "" {
+		if u := byName[name]; u.Kind != UnresolvedMissing || u.Reason != nf.Reason || u.Advice == "" {
 			t.Errorf("%s: %+v, want the catalog's reason %q and advice", name, u, nf.Reason)
 		}
 	}

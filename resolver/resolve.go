@@ -40,7 +40,7 @@ type Options struct {
 	Client *fetch.Client
 	// Source says where libraries come from: SourceAuto (also ""),
 	// SourceNVIDIA or SourcePyPI.
-	Source string
+	Source Source
 	// Index is the package index wheels come from; nil when none is
 	// configured (SourceAuto then takes archives only, SourcePyPI refuses).
 	Index *pypi.Client
@@ -97,8 +97,27 @@ type Outcome struct {
 	VersionErrors []scan.VersionError `json:"version_errors"`
 	OK            bool                `json:"ok"`
 	// Stopped says why the loop ended.
-	Stopped string `json:"stopped"`
+	Stopped StopReason `json:"stopped"`
+	// SeeChecks is set when everything loads and Checks still name a
+	// problem the package will meet.
+	SeeChecks bool `json:"see_checks,omitempty"`
 }
+
+// StopReason says why the loop ended; its JSON form is its value.
+type StopReason string
+
+// The reasons the loop ends.
+const (
+	StopNothingMissing StopReason = "nothing missing"
+	StopImportFails    StopReason = "the import still fails"
+	StopCheckFails     StopReason = "the run-time check fails"
+	StopDryRun         StopReason = "dry run"
+	StopNoArchive      StopReason = "no archive provides what is missing"
+	StopNotConfirmed   StopReason = "not confirmed"
+	// StopRoundLimit: libraries were still missing after Options.MaxRounds
+	// rounds.
+	StopRoundLimit StopReason = "round limit"
+)
 
 // Activation says how the loader is made to find what was installed.
 type Activation struct {
@@ -348,7 +367,7 @@ func (s *session) plan(needs []*Need) *Plan {
 		for _, n := range st.Provides {
 			if where, done := s.handled[n]; done && (s.viaEnv[n] || !needFor(needs, n).Runtime) {
 				again = append(again, n)
-				plan.Unresolved = append(plan.Unresolved, Unresolved{Soname: n, NeededBy: needFor(needs, n).NeededBy,
+				plan.Unresolved = append(plan.Unresolved, Unresolved{Soname: n, NeededBy: needFor(needs, n).NeededBy, Kind: UnresolvedPlacedNotFound,
 					Reason: fmt.Sprintf("placed in %s, yet the loader still does not find it", where),
 					Advice: "run 'cudadeps why " + n + " --from FILE' for the object that needs it"})
 			}
@@ -370,15 +389,15 @@ func (s *session) plan(needs []*Need) *Plan {
 }
 
 // stopBefore says why the loop ends before acting on the round's plan, or "".
-func (s *session) stopBefore(r *Round, n int) (string, error) {
+func (s *session) stopBefore(r *Round, n int) (StopReason, error) {
 	plan := r.Plan
 	switch {
 	case len(plan.Steps) == 0:
-		return "no archive provides what is missing", nil
+		return StopNoArchive, nil
 	case s.opts.DryRun:
-		return "dry run", nil
+		return StopDryRun, nil
 	case n > s.opts.MaxRounds:
-		return fmt.Sprintf("still missing libraries after %d rounds", s.opts.MaxRounds), nil
+		return StopRoundLimit, nil
 	}
 	if s.opts.Confirm != nil {
 		ok, err := s.opts.Confirm(r)
@@ -386,7 +405,7 @@ func (s *session) stopBefore(r *Round, n int) (string, error) {
 			return "", err
 		}
 		if !ok {
-			return "not confirmed", nil
+			return StopNotConfirmed, nil
 		}
 	}
 	return "", nil
@@ -458,7 +477,7 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 func (s *session) verifyRound(r *Round, n int) (bool, error) {
 	if !s.verifies() {
 		s.out.OK = true
-		s.out.Stopped = "nothing missing"
+		s.out.Stopped = StopNothingMissing
 		return true, nil
 	}
 	s.opts.Logger.Info("verify", "round", n, "module", s.t.Module, "check", s.opts.Check)
@@ -498,20 +517,15 @@ func (s *session) finish() {
 		for _, sh := range s.layout.Shadows(s.last) {
 			if sh.Owner.Present || !s.out.DryRun {
 				s.out.Unresolved = append(s.out.Unresolved, Unresolved{Soname: sh.Soname, NeededBy: sh.NeededBy,
-					Reason: WrongCopyFirst + sh.String(), Advice: sh.Remedy, Shadowed: true})
+					Kind: UnresolvedShadowed, Reason: sh.String(), Advice: sh.Remedy})
 				s.out.OK = false
 			}
 		}
 		s.out.Checks = orEmpty(crossChecks(s.last))
 	}
-	if s.out.OK && len(s.out.Checks) > 0 {
-		s.out.Stopped += "; see the checks"
-	}
+	s.out.SeeChecks = s.out.OK && len(s.out.Checks) > 0
 	s.out.fillActivation(s.opts, s.rec)
 }
-
-// WrongCopyFirst opens the reason of an Unresolved that is Shadowed.
-const WrongCopyFirst = "a wrong copy is found first: "
 
 func orEmpty[T any](s []T) []T {
 	if s == nil {

@@ -53,7 +53,7 @@ func TestResolveTorchSkeleton(t *testing.T) {
 	// The driver library is never fetched; without a driver on this host it
 	// stays, with advice, and nothing else does.
 	for _, u := range out.Unresolved {
-		if u.Soname != "libcuda.so.1" || !u.Driver || u.Advice == "" {
+		if u.Soname != "libcuda.so.1" || u.Kind != UnresolvedDriver || u.Advice == "" {
 			t.Errorf("unresolved %+v", u)
 		}
 	}

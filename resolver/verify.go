@@ -343,14 +343,14 @@ func (v *Verification) BlamesLibrary() bool {
 }
 
 // stopped says why a loop that ends on this verification ended.
-func (v *Verification) stopped() string {
+func (v *Verification) stopped() StopReason {
 	switch {
 	case v.OK:
-		return "nothing missing"
+		return StopNothingMissing
 	case !v.ImportOK:
-		return "the import still fails"
+		return StopImportFails
 	default:
-		return "the run-time check fails"
+		return StopCheckFails
 	}
 }
 

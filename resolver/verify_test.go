@@ -120,7 +120,7 @@ func TestProbeRunner(t *testing.T) {
 		if v.OK || !v.ImportOK || !v.BlamesLibrary() || strings.Join(v.Blamed(), ",") != "libnvrtc-builtins.so.13.0" {
 			t.Fatalf("verification = %+v", v)
 		}
-		if v.stopped() != "the run-time check fails" {
+		if v.stopped() != StopCheckFails {
 			t.Errorf("stopped %q", v.stopped())
 		}
 		p := v.Probes[0]
@@ -157,7 +157,7 @@ func TestProbeRunner(t *testing.T) {
 		t.Setenv("FAKE_IMPORT_OUT", "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory")
 		t.Setenv("FAKE_IMPORT_CODE", "1")
 		v := run(nil, "", time.Minute)
-		if v.OK || v.ImportOK || len(v.Probes) != 0 || strings.Join(v.Missing, ",") != "libcudnn.so.9" || v.stopped() != "the import still fails" {
+		if v.OK || v.ImportOK || len(v.Probes) != 0 || strings.Join(v.Missing, ",") != "libcudnn.so.9" || v.stopped() != StopImportFails {
 			t.Fatalf("verification = %+v", v)
 		}
 	})
@@ -406,7 +406,7 @@ func TestResolveProbeFeedsTheLoop(t *testing.T) {
 	f := newCupyFixture(t, nvrtcBuiltinsOpen, false)
 	t.Setenv("LD_LIBRARY_PATH", "")
 	out := f.resolve(t, nil)
-	if !out.OK || out.Stopped != "nothing missing" {
+	if !out.OK || out.Stopped != StopNothingMissing {
 		t.Fatalf("stopped %q, unresolved %+v, verify %+v", out.Stopped, out.Unresolved, out.Verify)
 	}
 	var first *Verification
@@ -492,7 +492,7 @@ func TestResolveProbeFeedsTheLoop(t *testing.T) {
 func TestResolveProbeOtherFailure(t *testing.T) {
 	f := newCupyFixture(t, nvrtcBroken, false)
 	out := f.resolve(t, nil)
-	if out.OK || out.Stopped != "the run-time check fails" || len(out.Rounds) != 1 || out.Verify.BlamesLibrary() {
+	if out.OK || out.Stopped != StopCheckFails || len(out.Rounds) != 1 || out.Verify.BlamesLibrary() {
 		t.Fatalf("ok %v, stopped %q, rounds %d, verify %+v", out.OK, out.Stopped, len(out.Rounds), out.Verify)
 	}
 	p := out.Verify.Probes[0]

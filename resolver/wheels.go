@@ -21,19 +21,37 @@ import (
 	"github.com/cudadeps/cudadeps/pypi"
 )
 
-// Where libraries come from (Options.Source, Step.Source).
+// Source is where libraries come from: what a resolve may take
+// (Options.Source) and where a step's file comes from (Step.Source, and a
+// plan's steps). A step's is SourceNVIDIA or SourcePyPI.
+type Source string
+
+// The sources.
 const (
 	// SourceAuto takes the exact wheel a required distribution pins from
 	// the package index when one is configured, and NVIDIA's archives for
 	// everything else and for what the index lacks.
-	SourceAuto = "auto"
+	SourceAuto Source = "auto"
 	// SourceNVIDIA takes NVIDIA's redistributable archives only.
-	SourceNVIDIA = "nvidia"
+	SourceNVIDIA Source = "nvidia"
 	// SourcePyPI takes wheels from the package index only: a pinned
 	// distribution's exact wheel, and for other libraries the wheel the
 	// curated distribution table names for their component.
-	SourcePyPI = "pypi"
+	SourcePyPI Source = "pypi"
 )
+
+// Sources are the values Options.Source takes, for flags and messages.
+func Sources() []Source { return []Source{SourceAuto, SourceNVIDIA, SourcePyPI} }
+
+// ParseSource reads a source as the command line names it.
+func ParseSource(s string) (Source, error) {
+	for _, src := range Sources() {
+		if string(src) == s {
+			return src, nil
+		}
+	}
+	return "", fmt.Errorf("source %q: want %s, %s or %s", s, SourceAuto, SourceNVIDIA, SourcePyPI)
+}
 
 // ErrNoIndex is returned when SourcePyPI is asked for with no index.
 var ErrNoIndex = errors.New("wheels were asked for (source pypi), and no package index is configured")
@@ -68,7 +86,8 @@ func newWheels(opts Options) (*wheels, error) {
 			return nil, ErrNoIndex
 		}
 	default:
-		return nil, fmt.Errorf("source %q: want %s, %s or %s", opts.Source, SourceAuto, SourceNVIDIA, SourcePyPI)
+		_, err := ParseSource(string(opts.Source))
+		return nil, err
 	}
 	dists, err := catalog.EmbeddedDistributions()
 	if err != nil {
@@ -121,7 +140,7 @@ func (s *session) planWithWheels(needs []*Need) *Plan {
 		case err == nil:
 			add(st, n)
 		case w.only:
-			p.Unresolved = append(p.Unresolved, Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Reason: err.Error(),
+			p.Unresolved = append(p.Unresolved, Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Kind: UnresolvedNoWheel, Reason: err.Error(),
 				Advice: "serve that wheel from the package index, or use --source auto to take NVIDIA's archive at the pinned version"})
 		default:
 			s.opts.Logger.Info("no wheel at the pin on the index; NVIDIA's archives are asked instead", "soname", n.Soname, "reason", err)
@@ -139,7 +158,7 @@ func (s *session) planWithWheels(needs []*Need) *Plan {
 		st, err := s.tableWheel(a, host)
 		if err != nil {
 			for _, n := range a.needs {
-				p.Unresolved = append(p.Unresolved, Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Reason: err.Error(),
+				p.Unresolved = append(p.Unresolved, Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Kind: UnresolvedNoWheel, Reason: err.Error(),
 					Advice: "use --source auto or nvidia to take NVIDIA's archive " + a.Component + " " + a.Version})
 			}
 			continue

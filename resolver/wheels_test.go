@@ -29,7 +29,7 @@ func cudnnWheel(t *testing.T, version, tags string) indextest.Wheel {
 	return indextest.Wheel{Project: "nvidia-cudnn-cu13", Version: version, Tags: tags, Files: files}
 }
 
-func (f *pinFixture) resolveWheels(t *testing.T, cat *catalog.Catalog, dryRun bool, source string, ix *indextest.Index) (*Outcome, error) {
+func (f *pinFixture) resolveWheels(t *testing.T, cat *catalog.Catalog, dryRun bool, source Source, ix *indextest.Index) (*Outcome, error) {
 	t.Helper()
 	fx := &fixture{prefix: f.prefix, catalog: cat}
 	opts := fx.options(t, dryRun)
@@ -153,13 +153,14 @@ func TestPinnedWheelMissingOnIndex(t *testing.T) {
 		t.Fatalf("pypi without the pinned wheel: ok=%v steps %+v", out.OK, out.Rounds[0].Plan.Steps)
 	}
 	var reason string
+	var kind UnresolvedKind
 	for _, u := range out.Unresolved {
 		if u.Soname == "libcudnn.so.9" {
-			reason = u.Reason
+			reason, kind = u.Reason, u.Kind
 		}
 	}
-	if !strings.Contains(reason, "9.19.0.56") || !strings.Contains(reason, "it has: 9.14.0.64") {
-		t.Fatalf("unresolved reason = %q", reason)
+	if !strings.Contains(reason, "9.19.0.56") || !strings.Contains(reason, "it has: 9.14.0.64") || kind != UnresolvedNoWheel {
+		t.Fatalf("unresolved = %s %q", kind, reason)
 	}
 	if m.Total() != 0 || ix.Downloads() != 0 {
 		t.Fatalf("a dry run downloaded")

@@ -122,10 +122,14 @@ func (a *app) resolveCommand() *cobra.Command {
 	fl.IntVar(&f.maxRounds, "max-rounds", 8, "give up after `N` rounds")
 	fl.BoolVar(&f.allowHTTP, "allow-http", false, "allow plain http:// mirrors other than 127.0.0.1")
 	fl.StringVar(&f.cacheDir, "cache", "", "download cache `DIR` (default: $XDG_CACHE_HOME/cudadeps)")
-	fl.StringVar(&f.source, "source", resolver.SourceAuto, "where libraries come from: `SOURCE` auto (pinned wheels from the package index when one is configured, else NVIDIA's archives), nvidia or pypi")
+	fl.StringVar(&f.source, "source", string(resolver.SourceAuto), "where libraries come from: `SOURCE` auto (pinned wheels from the package index when one is configured, else NVIDIA's archives), nvidia or pypi")
 	fl.StringVar(&f.indexURL, "index-url", "", "the package index `URL` for wheels, as pip's --index-url (default: pip's configuration)")
 	fl.StringArrayVar(&f.extraIndexURL, "extra-index-url", nil, "more package index `URL`s, as pip's --extra-index-url (repeatable)")
-	_ = cmd.RegisterFlagCompletionFunc("source", cobra.FixedCompletions([]string{resolver.SourceAuto, resolver.SourceNVIDIA, resolver.SourcePyPI}, cobra.ShellCompDirectiveNoFileComp))
+	var sources []string
+	for _, s := range resolver.Sources() {
+		sources = append(sources, string(s))
+	}
+	_ = cmd.RegisterFlagCompletionFunc("source", cobra.FixedCompletions(sources, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("site-packages")
 	_ = cmd.MarkFlagDirname("cache")
 	a.opts.addLoaderFlags(cmd)
@@ -200,7 +204,7 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		return err
 	}
 	opts := resolver.Options{
-		Source:       f.source,
+		Source:       resolver.Source(f.source),
 		Index:        index,
 		Loader:       a.loaderOptions(cmd),
 		Catalog:      cat,
@@ -237,10 +241,8 @@ func (f resolveFlags) checkUsage() error {
 	if f.siteDir != "" && f.python != "" {
 		return usageError("--python and --site-packages exclude each other")
 	}
-	switch f.source {
-	case resolver.SourceAuto, resolver.SourceNVIDIA, resolver.SourcePyPI:
-	default:
-		return usageError("--source %q: want %s, %s or %s", f.source, resolver.SourceAuto, resolver.SourceNVIDIA, resolver.SourcePyPI)
+	if _, err := resolver.ParseSource(f.source); err != nil {
+		return usageError("--%v", err)
 	}
 	if f.check != "" && f.noVerify {
 		return usageError("--check and --no-verify exclude each other")
@@ -262,7 +264,7 @@ func (a *app) resolveExit(ctx context.Context, target *resolver.Target, out *res
 		return nil
 	case out.OK:
 		return nil
-	case out.Stopped == stoppedNotConfirmed:
+	case out.Stopped == resolver.StopNotConfirmed:
 		return exitWith(exitError)
 	case len(out.Unresolved) == 0 && out.Verify != nil && !out.Verify.OK && !out.Verify.BlamesLibrary():
 		// It loads, and fails for another reason than a library.
@@ -276,7 +278,7 @@ func (a *app) resolveExit(ctx context.Context, target *resolver.Target, out *res
 // pip takes them. nil when none is configured (pip's default index does not
 // count: nothing asked for it).
 func (a *app) packageIndex(f resolveFlags, t *resolver.Target) (*pypi.Client, error) {
-	if f.source == resolver.SourceNVIDIA {
+	if resolver.Source(f.source) == resolver.SourceNVIDIA {
 		return nil, nil
 	}
 	var cfg pypi.PipConfig
@@ -295,7 +297,7 @@ func (a *app) packageIndex(f resolveFlags, t *resolver.Target) (*pypi.Client, er
 		ix.Extra, configured = f.extraIndexURL, true
 	}
 	if !configured || len(ix.All()) == 0 {
-		if f.source == resolver.SourcePyPI {
+		if resolver.Source(f.source) == resolver.SourcePyPI {
 			return nil, usageError("--source pypi: no package index is configured (pip's configuration names none, or says no-index): pass --index-url URL or set PIP_INDEX_URL")
 		}
 		return nil, nil
@@ -303,9 +305,6 @@ func (a *app) packageIndex(f resolveFlags, t *resolver.Target) (*pypi.Client, er
 	a.logger.Debug("package index", "indexes", len(ix.All()), "from", strings.Join(ix.Sources, ", "))
 	return pypi.NewClient(pypi.Options{Indexes: ix.All(), AllowHTTP: f.allowHTTP, Logger: a.logger})
 }
-
-// stoppedNotConfirmed is the resolver's Stopped when the plan was declined.
-const stoppedNotConfirmed = "not confirmed"
 
 func (a *app) printResolve(ctx context.Context, out *resolver.Outcome) error {
 	if a.opts.json {

@@ -42,7 +42,7 @@ func renderResolve(w io.Writer, o *resolver.Outcome, command func(...string) str
 func renderStillShadowed(w io.Writer, list []resolver.Unresolved) {
 	header := false
 	for _, u := range list {
-		if !u.Shadowed {
+		if u.Kind != resolver.UnresolvedShadowed {
 			continue
 		}
 		if !header {
@@ -50,7 +50,7 @@ func renderStillShadowed(w io.Writer, list []resolver.Unresolved) {
 			header = true
 		}
 		// The reason (a Shadow's String) names the soname itself.
-		fmt.Fprintf(w, "  %s\n", strings.TrimPrefix(u.Reason, resolver.WrongCopyFirst))
+		fmt.Fprintf(w, "  %s\n", u.Reason)
 		if u.Advice != "" {
 			fmt.Fprintf(w, "      %s\n", u.Advice)
 		}
@@ -231,8 +231,11 @@ func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) 
 		fmt.Fprintln(w, "A wheel is only planned: install it (pip install), then run 'cudadeps resolve' on the installed distribution.")
 	case o.DryRun:
 		fmt.Fprintln(w, "Dry run: nothing was changed. Run without --dry-run to apply the plan (after installing, another round may find more).")
-	case o.Stopped == stoppedNotConfirmed:
+	case o.Stopped == resolver.StopNotConfirmed:
 		fmt.Fprintln(w, "Not confirmed: nothing was downloaded or placed.")
+	case o.Stopped == resolver.StopRoundLimit:
+		// The loop stops at the round past the limit, before acting on it.
+		fmt.Fprintf(w, "Not done (still missing libraries after %d rounds).\n", len(o.Rounds)-1)
 	default:
 		fmt.Fprintf(w, "Not done (%s).\n", o.Stopped)
 	}

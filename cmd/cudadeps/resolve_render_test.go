@@ -15,11 +15,11 @@ func TestRenderStillShadowed(t *testing.T) {
 	o := &resolver.Outcome{
 		Target:  &resolver.Target{Kind: resolver.KindDir, Name: "app", Path: "/srv/app"},
 		Rounds:  []*resolver.Round{{N: 1}},
-		Stopped: "nothing missing",
+		Stopped: resolver.StopNothingMissing,
 		Unresolved: []resolver.Unresolved{
-			{Soname: "libcusparse.so.12", Reason: resolver.WrongCopyFirst + "libcusparse.so.12: the loader takes /opt/cuda/lib/libcusparse.so.12 (12.5.0) via ld_library_path",
-				Advice: "put the owned copy's directory first on LD_LIBRARY_PATH", Shadowed: true},
-			{Soname: "libfoo.so.1", Reason: "no archive provides it"},
+			{Soname: "libcusparse.so.12", Kind: resolver.UnresolvedShadowed, Reason: "libcusparse.so.12: the loader takes /opt/cuda/lib/libcusparse.so.12 (12.5.0) via ld_library_path",
+				Advice: "put the owned copy's directory first on LD_LIBRARY_PATH"},
+			{Soname: "libfoo.so.1", Kind: resolver.UnresolvedMissing, Reason: "no archive provides it"},
 		},
 	}
 	var b bytes.Buffer
@@ -35,5 +35,20 @@ func TestRenderStillShadowed(t *testing.T) {
 	}
 	if strings.Contains(out, "libfoo.so.1: no archive") {
 		t.Errorf("a plain unresolved library is listed among the wrong copies:\n%s", out)
+	}
+}
+
+// TestRenderRoundLimit: the loop stops at the round past the limit; the
+// report counts the rounds that acted, from the typed reason.
+func TestRenderRoundLimit(t *testing.T) {
+	o := &resolver.Outcome{
+		Target:  &resolver.Target{Kind: resolver.KindDir, Name: "app", Path: "/srv/app"},
+		Rounds:  []*resolver.Round{{N: 1}, {N: 2}, {N: 3}},
+		Stopped: resolver.StopRoundLimit,
+	}
+	var b bytes.Buffer
+	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") })
+	if want := "Not done (still missing libraries after 2 rounds)."; !strings.Contains(b.String(), want) {
+		t.Errorf("the report lacks %q:\n%s", want, b.String())
 	}
 }
