@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/internal/regfile"
+	"github.com/cudadeps/cudadeps/internal/testhook"
 )
 
 // Key names one installed component: the same component, version, platform
@@ -80,10 +81,6 @@ func (k Key) id() string {
 type Item struct {
 	Key     Key
 	Request Request
-	// Staged, when set, is called once the item is extracted, verified and
-	// recorded in its staging directory, just before the rename into the
-	// store (callers that keep a journal of their changes, and their tests).
-	Staged func()
 }
 
 // Entry is an installed component, as its record in the store describes it.
@@ -349,6 +346,9 @@ func (s *Store) removeOne(ctx context.Context, k Key) error {
 	if !installed() {
 		return fmt.Errorf("remove %s: %w", k, ErrNotInstalled)
 	}
+	// Holding the key's lock, any staging directory of this key belongs to
+	// a run that died: clear it.
+	s.clearStaging(k.id())
 	trash, err := os.MkdirTemp(filepath.Join(s.dir, ".staging"), k.id()+".")
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", k, err)
@@ -371,8 +371,10 @@ func (s *Store) pruneParents(dir string) {
 	}
 }
 
-func (s *Store) lockPath(k Key) string {
-	return filepath.Join(s.dir, ".locks", k.id()+".lock")
+func (s *Store) lockPath(k Key) string { return s.lockPathID(k.id()) }
+
+func (s *Store) lockPathID(id string) string {
+	return filepath.Join(s.dir, ".locks", id+".lock")
 }
 
 // Install makes each item present in the store and returns their entries,
@@ -442,6 +444,12 @@ func (s *Store) Install(ctx context.Context, c *Client, items []Item) ([]Entry, 
 	}
 	wg.Wait()
 	err := errors.Join(errs...)
+	if len(todo) > 0 {
+		// The download cache's locks that killed processes left.
+		if serr := sweepLocks(filepath.Join(c.cacheDir, "archives")); serr != nil {
+			c.log.Warn("could not sweep the download cache's lock files", "error", serr)
+		}
+	}
 	prog.finish(err)
 	for i, it := range items {
 		if j := seen[it.Key.id()]; j != i {
@@ -459,12 +467,12 @@ func (s *Store) installOne(ctx context.Context, c *Client, it Item, tr *tracker)
 		return Entry{}, err
 	}
 	defer unlock()
+	// Holding the key's lock, any staging directory of this key belongs to
+	// a run that died: clear it.
+	s.clearStaging(k.id())
 	if e, ok, _ := s.Lookup(k); ok && e.SHA256 == it.Request.SHA256 {
 		return e, nil // installed by another process while we waited
 	}
-	// Holding the key's lock, any staging directory of this key belongs to
-	// a run that died: clear it.
-	s.clearStaging(k)
 	stage, err := os.MkdirTemp(filepath.Join(s.dir, ".staging"), k.id()+".")
 	if err != nil {
 		return Entry{}, fmt.Errorf("install %s: %w", k, err)
@@ -494,20 +502,61 @@ func (s *Store) installOne(ctx context.Context, c *Client, it Item, tr *tracker)
 	if e.FilesSHA256, err = writeRecord(root, e); err != nil {
 		return Entry{}, fmt.Errorf("install %s: %w", k, s.spaceError(err))
 	}
-	if it.Staged != nil {
-		it.Staged()
-	}
+	testhook.Step(ctx, "staged")
 	if err := s.place(root, e.Dir, stage); err != nil {
 		return Entry{}, fmt.Errorf("install %s: %w", k, err)
 	}
+	testhook.Step(ctx, "stored")
 	return e, nil
 }
 
-func (s *Store) clearStaging(k Key) {
-	old, _ := filepath.Glob(filepath.Join(s.dir, ".staging", k.id()+".*"))
-	for _, d := range old {
-		os.RemoveAll(d)
+// clearStaging deletes the staging directories of the key with id; the
+// caller holds its lock.
+func (s *Store) clearStaging(id string) {
+	entries, _ := os.ReadDir(filepath.Join(s.dir, ".staging"))
+	for _, d := range entries {
+		if stagingID(d.Name()) == id {
+			os.RemoveAll(filepath.Join(s.dir, ".staging", d.Name()))
+		}
 	}
+}
+
+// stagingID is the key id of a staging directory's name (ID.DIGITS, as
+// os.MkdirTemp names it), or "".
+func stagingID(name string) string {
+	i := strings.LastIndexByte(name, '.')
+	if i <= 0 || i == len(name)-1 || strings.Trim(name[i+1:], "0123456789") != "" {
+		return ""
+	}
+	return name[:i]
+}
+
+// Tidy deletes what killed processes left in the store: the staging
+// directories of keys no process is installing or removing (an extraction,
+// or an entry renamed out of the way), and the lock files no process
+// holds. What a running process uses is left alone.
+func (s *Store) Tidy() error {
+	entries, err := os.ReadDir(filepath.Join(s.dir, ".staging"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("store %s: %w", s.dir, err)
+	}
+	done := map[string]bool{}
+	for _, d := range entries {
+		id := stagingID(d.Name())
+		if id == "" || done[id] {
+			continue
+		}
+		done[id] = true
+		release, ok, err := tryLockFile(s.lockPathID(id), true)
+		if err != nil {
+			return err
+		}
+		if ok {
+			s.clearStaging(id)
+			release()
+		}
+	}
+	return sweepLocks(filepath.Join(s.dir, ".locks"))
 }
 
 // spaceError makes a full file system's error name the store: the

@@ -233,7 +233,7 @@ func TestInstallHostileArchive(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "leaves the component directory") {
 		t.Fatalf("err = %v", err)
 	}
-	if got := walk(t, root); !equalStrings(got, []string{"store/.locks/" + testKey().id() + ".lock"}) {
+	if got := walk(t, root); len(got) != 0 {
 		t.Errorf("store holds %q", got)
 	}
 	mustNotExist(t, outside)
@@ -508,8 +508,8 @@ func TestRemove(t *testing.T) {
 	if list, _ := s.List(); len(list) != 0 {
 		t.Errorf("k2 was not removed: %v", list)
 	}
-	if got := walk(t, filepath.Join(s.Dir(), "pkgs")); len(got) != 0 {
-		t.Errorf("pkgs holds %q", got)
+	if got := walk(t, s.Dir()); len(got) != 0 {
+		t.Errorf("the store holds %q (lock files stay no longer than their use)", got)
 	}
 }
 

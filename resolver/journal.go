@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/testhook"
 )
 
 // A journal is written before cudadeps changes anything for a target: one
@@ -179,6 +180,11 @@ type Recovered struct {
 // recoverJournals recovers every journal under prefix left by a process
 // that died. Journals still locked by a running process are left alone.
 func recoverJournals(ctx context.Context, prefix string, store *fetch.Store, hook func(string)) ([]Recovered, error) {
+	if store != nil {
+		if err := store.Tidy(); err != nil {
+			return nil, err
+		}
+	}
 	paths, err := filepath.Glob(filepath.Join(recordsDir(prefix), "*.journal"))
 	if err != nil {
 		return nil, err
@@ -329,7 +335,7 @@ func (r *Record) intend(lines ...journalLine) error {
 	return r.j.write(lines...)
 }
 
-// step tells the test hook (Options.Hook) that a step is done.
+// step tells the test hook (see internal/testhook) that a step is done.
 func (r *Record) step(name string) {
 	if r != nil && r.hook != nil {
 		r.hook(name)
@@ -368,21 +374,17 @@ func (r *Record) Close() error {
 	return r.Commit()
 }
 
-// IntendInstall announces the store entries about to be installed, and
-// returns the items with the test hook attached to their rename.
-func (r *Record) IntendInstall(items []fetch.Item) ([]fetch.Item, error) {
+// IntendInstall announces the store entries about to be installed.
+func (r *Record) IntendInstall(items []fetch.Item) error {
 	if r == nil {
-		return items, nil
+		return nil
 	}
 	var lines []journalLine
 	for i := range items {
 		k := items[i].Key
 		lines = append(lines, journalLine{Op: opInstall, Key: &k})
-		if r.hook != nil {
-			items[i].Staged = func() { r.step("staged") }
-		}
 	}
-	return items, r.intend(lines...)
+	return r.intend(lines...)
 }
 
 // OpenRecord recovers what interrupted runs left under the prefix (their
@@ -395,6 +397,6 @@ func OpenRecord(ctx context.Context, opts Options, t *Target) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec.prefix, rec.store, rec.hook = opts.Prefix, opts.Store, opts.Hook
+	rec.prefix, rec.store, rec.hook = opts.Prefix, opts.Store, testhook.From(ctx)
 	return rec, nil
 }

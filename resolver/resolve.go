@@ -63,10 +63,6 @@ type Options struct {
 	// plan and where its libraries will be placed; nil means yes.
 	Confirm func(*Round) (bool, error)
 	Logger  *slog.Logger
-	// Hook, when set, is called after each step that changes something
-	// ("staged", "installed", "mkdir", "placed", "record"): tests kill the
-	// process there to prove that the next run recovers.
-	Hook func(step string)
 }
 
 // Outcome is everything a resolve found and did. Its JSON form is
@@ -606,8 +602,7 @@ func install(ctx context.Context, opts Options, plan *Plan, rec *Record) (map[fe
 		fresh = append(fresh, s.Key())
 	}
 	if len(items) > 0 {
-		items, err := rec.IntendInstall(items)
-		if err != nil {
+		if err := rec.IntendInstall(items); err != nil {
 			return nil, nil, err
 		}
 		if _, err := opts.Store.Install(ctx, opts.Client, items); err != nil {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/testhook"
 	"github.com/cudadeps/cudadeps/pyenv"
 )
 
@@ -49,11 +50,7 @@ type Kept struct {
 // Interrupted runs are recovered first (their journals), so undo also
 // removes what a killed resolve did.
 func Undo(ctx context.Context, prefix string, store *fetch.Store, keys []string, log *slog.Logger) ([]UndoReport, error) {
-	return UndoHooked(ctx, prefix, store, keys, log, nil)
-}
-
-// UndoHooked is Undo with a hook called at each step (as Options.Hook).
-func UndoHooked(ctx context.Context, prefix string, store *fetch.Store, keys []string, log *slog.Logger, hook func(step string)) ([]UndoReport, error) {
+	hook := testhook.From(ctx)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
