@@ -33,6 +33,11 @@ type Env struct {
 	FromPython  bool     `json:"from_python"` // found by asking an interpreter
 	Interpreter string   `json:"interpreter"` // the command that was run
 	RealExec    string   `json:"real_executable,omitempty"`
+	// UserSite is the user's site-packages directory (PEP 370), which may
+	// not exist yet; UserSiteEnabled says whether the interpreter puts it
+	// on sys.path (not in a virtual environment, nor with -s).
+	UserSite        string `json:"user_site,omitempty"`
+	UserSiteEnabled bool   `json:"user_site_enabled,omitempty"`
 }
 
 // Markers are the PEP 508 marker variables of an environment.
@@ -61,8 +66,10 @@ for key in ("purelib", "platlib"):
     p = sysconfig.get_paths().get(key)
     if p and os.path.isdir(p):
         dirs.append(os.path.abspath(p))
+user_site, user_enabled = "", False
 try:
     u = site.getusersitepackages()
+    user_site, user_enabled = os.path.abspath(u), bool(site.ENABLE_USER_SITE)
     if site.ENABLE_USER_SITE and os.path.isdir(u):
         dirs.append(os.path.abspath(u))
 except Exception:
@@ -74,6 +81,8 @@ print(json.dumps({
     "version": platform.python_version(),
     "machine": platform.machine(),
     "site_dirs": dirs,
+    "user_site": user_site,
+    "user_site_enabled": user_enabled,
     "markers": {
         "os_name": os.name,
         "sys_platform": sys.platform,

@@ -3,6 +3,7 @@ package resolver
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/scan"
 )
@@ -54,9 +56,14 @@ type OwnedLib struct {
 // Describe names the owner for messages: "nvidia-cudnn-cu13 9.19.0.56".
 func (o *OwnedLib) Describe() string { return o.Dist + " " + o.Version }
 
-// newLayout reads the ownership of the target's libraries from RECORD.
-// Only Python targets have one; for others it is nil.
-func newLayout(t *Target) *Layout {
+// newLayout reads the ownership of the target's libraries from RECORD:
+// the installed distributions' own, and for the NVIDIA distributions the
+// target declares but that are not installed (cl), the RECORD paths their
+// wheel would write, under site (where they are to be restored; "" when no
+// site-packages directory may be written: then they have no path and are
+// restored through the activation script). Only Python targets have one;
+// for others it is nil.
+func newLayout(t *Target, cl *declared.Closure, site string) *Layout {
 	if t.Kind != KindPython || t.Dist == nil {
 		return nil
 	}
@@ -71,20 +78,55 @@ func newLayout(t *Target) *Layout {
 			if !present {
 				st.Missing = append(st.Missing, f)
 			}
-			if !isSharedLibrary(filepath.Base(f)) {
-				continue
-			}
-			lib := &OwnedLib{Name: filepath.Base(f), Path: f, Dist: d.Name, Version: d.Version, Present: present}
-			lay.libs[lib.Name] = append(lay.libs[lib.Name], lib)
-			dir := physical(filepath.Dir(f))
-			if _, taken := lay.dirs[dir]; !taken {
-				lay.dirs[dir] = d.Name
-			}
+			lay.own(filepath.Base(f), f, d.Name, d.Version, present)
 		}
 		lay.Dists = append(lay.Dists, st)
 	}
+	if cl != nil {
+		for _, d := range cl.Dists {
+			lay.declared(d, site)
+		}
+	}
 	sort.Slice(lay.Dists, func(i, j int) bool { return lay.Dists[i].Name < lay.Dists[j].Name })
 	return lay
+}
+
+// own records that distribution dist's RECORD puts the file name at p.
+func (l *Layout) own(name, p, dist, version string, present bool) {
+	if !isSharedLibrary(name) {
+		return
+	}
+	lib := &OwnedLib{Name: name, Path: p, Dist: dist, Version: version, Present: present}
+	l.libs[name] = append(l.libs[name], lib)
+	if p == "" {
+		return
+	}
+	dir := physical(filepath.Dir(p))
+	if _, taken := l.dirs[dir]; !taken {
+		l.dirs[dir] = dist
+	}
+}
+
+// declared adds a declared distribution that is not installed: its
+// libraries are owned at the paths its wheel's RECORD gives, under the
+// site it is (or is to be) restored in.
+func (l *Layout) declared(d *declared.Dist, site string) {
+	if d.Installed != nil && d.State != declared.OtherVersion {
+		return // read from its own RECORD above
+	}
+	if d.Supply != nil {
+		site = d.Supply.Site
+	}
+	for _, f := range d.Libraries() {
+		if slices.ContainsFunc(l.libs[path.Base(f.Path)], func(o *OwnedLib) bool { return o.Present }) {
+			continue // an installed distribution has it: that one counts
+		}
+		p := ""
+		if site != "" {
+			p = filepath.Join(site, filepath.FromSlash(f.Path))
+		}
+		l.own(path.Base(f.Path), p, d.Name, d.Version, p != "" && fileExists(p))
+	}
 }
 
 func fileExists(p string) bool {

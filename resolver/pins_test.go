@@ -365,7 +365,7 @@ func TestRequirementsOfRealDistributions(t *testing.T) {
 	if names["nvidia-npp"] {
 		t.Errorf("nvidia-npp is only in cuda-toolkit's [npp] and [all] extras, which torch does not ask for")
 	}
-	lay := newLayout(torch)
+	lay := newLayout(torch, nil, "")
 	if o := lay.Owner("libcudnn.so.9"); o == nil || o.Dist != "nvidia-cudnn-cu13" || !strings.HasSuffix(o.Path, "nvidia/cudnn/lib/libcudnn.so.9") {
 		t.Errorf("libcudnn.so.9 owner = %+v", o)
 	}

@@ -69,6 +69,9 @@ type Step struct {
 	Installed bool `json:"installed"`
 	// Pin says how a pinned version was honoured, when one was.
 	Pin string `json:"pin,omitempty"`
+	// Restore is set when the step brings back a declared distribution
+	// that is not installed, whole.
+	Restore *Restore `json:"restore,omitempty"`
 
 	needs []*Need
 	// For a wheel: the URL to download it from, credentials included,
@@ -123,6 +126,11 @@ const (
 	// UnresolvedShadowed: the loader finds it, but not the copy the
 	// package was built for, and placement cannot win.
 	UnresolvedShadowed UnresolvedKind = "shadowed"
+	// UnresolvedDistribution: a declared distribution cudadeps does not
+	// restore: no source has it, it is installed at another version, or it
+	// would overwrite another distribution's files. Soname is then the
+	// distribution's name.
+	UnresolvedDistribution UnresolvedKind = "distribution"
 )
 
 // Plan is what one round will do.

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/scan"
 )
@@ -38,6 +39,9 @@ type Record struct {
 	Installed []fetch.Key `json:"installed"`
 	// Kept are files that were in the way and left alone.
 	Kept []string `json:"kept,omitempty"`
+	// Supplied are the declared distributions whose files were placed from
+	// NVIDIA archives at their wheels' RECORD paths (no .dist-info).
+	Supplied []declared.Supply `json:"supplied,omitempty"`
 
 	// prefix is where the record is saved; store holds its entries.
 	prefix string
@@ -432,4 +436,16 @@ func (r *Record) Share(rep *scan.Report) error {
 		return nil
 	}
 	return r.save(r.prefix)
+}
+
+// supply records that a declared distribution's libraries were placed
+// from an archive, replacing an earlier supply of the same distribution.
+func (r *Record) supply(rs *Restore, st *Step, placed []Placed) {
+	sup := declared.Supply{Name: rs.Dist, Version: rs.Version, Site: rs.Site,
+		From: fmt.Sprintf("%s %s (%s)", st.Component, st.Version, st.Platform), Files: []string{}}
+	for _, p := range placed {
+		sup.Files = append(sup.Files, p.Path)
+	}
+	r.Supplied = slices.DeleteFunc(r.Supplied, func(x declared.Supply) bool { return x.Name == rs.Dist })
+	r.Supplied = append(r.Supplied, sup)
 }

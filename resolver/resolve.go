@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/platform"
@@ -82,9 +83,18 @@ type Outcome struct {
 	// Shadowed are the libraries a required distribution owns that the
 	// loader took from elsewhere when the resolve began.
 	Shadowed []Shadow `json:"shadowed"`
+	// Distributions are the NVIDIA distributions the target declares, with
+	// the version each must come at and its state when the resolve began;
+	// DistributionsAfter as the last round found them.
+	Distributions      *declared.Closure `json:"distributions,omitempty"`
+	DistributionsAfter *declared.Closure `json:"distributions_after,omitempty"`
 	// Incomplete names the required distributions whose RECORD files were
 	// missing when the resolve began.
 	Incomplete []string `json:"incomplete_distributions"`
+	// Notes say what the user should know that is no failure: a declared
+	// distribution not restored because nothing loads its files, one that
+	// installs no files.
+	Notes []string `json:"notes"`
 	// Checks are problems the loader does not stop at but the package
 	// will: one import chain across two CUDA majors, one library family
 	// from two places.
@@ -178,9 +188,11 @@ type session struct {
 	// missing; runtimeBy says which, by soname, when not the import.
 	runtime   []string
 	runtimeBy map[string]string
-	// last is the latest round's scan, with its layout.
-	last   *scan.Report
-	layout *Layout
+	// last is the latest round's scan, with its layout and the target's
+	// declared closure as the disk was then.
+	last    *scan.Report
+	layout  *Layout
+	closure *declared.Closure
 	// opens is the table of what libraries open at run time.
 	opens *runtimeopen.Table
 	// wheels plans wheels from the package index; nil: archives only.
@@ -198,7 +210,7 @@ func newSession(ctx context.Context, t *Target, opts Options) (*session, error) 
 		return nil, errors.New("resolve needs a catalog")
 	}
 	out := &Outcome{Target: t, DryRun: opts.DryRun, Rounds: []*Round{}, Unresolved: []Unresolved{}, Optional: []OptionalLib{},
-		VersionErrors: []scan.VersionError{}, Shadowed: []Shadow{}, Incomplete: []string{}, Checks: []string{}}
+		VersionErrors: []scan.VersionError{}, Shadowed: []Shadow{}, Incomplete: []string{}, Checks: []string{}, Notes: []string{}}
 	if t.Kind == KindWheel && !opts.DryRun {
 		// A wheel is not installed anywhere: there is nowhere to place
 		// libraries for it. Plan only.
@@ -249,6 +261,11 @@ func (s *session) round(n int) (bool, error) {
 		// A wheel is installed nowhere yet: there is no directory to
 		// place anything in.
 		r.Decisions = Decide(plan, &fsChecker{l: l, systemDirs: systemDirsOf(rep), layout: s.layout})
+		for i, st := range plan.Steps {
+			if st.Restore != nil {
+				r.Decisions[i] = decideRestore(st)
+			}
+		}
 	}
 	if stop, err := s.stopBefore(r, n); stop != "" || err != nil {
 		s.out.Stopped = stop
@@ -290,11 +307,26 @@ func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
 		s.opts.Logger.Warn("unreadable file", "path", e.Path, "error", e.Error)
 	}
 	s.last = rep
-	s.layout = newLayout(s.t)
+	if err := s.t.refreshRequirements(); err != nil {
+		return nil, nil, err
+	}
+	s.layout = newLayout(s.t, nil, "")
 	if n == 1 {
 		if err := s.out.choosePlatform(rep, s.layout, s.opts); err != nil {
 			return nil, nil, err
 		}
+	}
+	cl, err := s.declare(rep)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cl != nil {
+		s.closure = cl
+		if n == 1 {
+			s.out.Distributions = cl
+		}
+		s.out.DistributionsAfter = cl
+		s.layout = newLayout(s.t, cl, s.t.installSite())
 	}
 	s.out.VersionErrors = rep.VersionErrors
 	if s.rec != nil {
@@ -348,12 +380,15 @@ func (s *session) pinFor(o *OwnedLib) catalog.Pin {
 // plan matches the needs against the catalog and drops what earlier rounds
 // already placed to no effect.
 func (s *session) plan(needs []*Need) *Plan {
+	restores, refused, needs := s.planRestores(needs, s.t.installSite())
 	var plan *Plan
 	if s.wheels != nil {
 		plan = s.planWithWheels(needs)
 	} else {
 		plan = MakePlan(needs, s.opts.Catalog, s.out.Platform, s.out.CUDAMajor)
 	}
+	plan.Steps = append(restores, plan.Steps...)
+	plan.Unresolved = append(refused, plan.Unresolved...)
 	// A need that an earlier round placed and that is still missing will
 	// not be fixed by doing the same again (a run-time need placed in the
 	// package's directories gets one more try, by LD_LIBRARY_PATH).
@@ -368,7 +403,7 @@ func (s *session) plan(needs []*Need) *Plan {
 					Advice: "run 'cudadeps why " + n + " --from FILE' for the object that needs it"})
 			}
 		}
-		if len(again) < len(st.Provides) {
+		if len(again) < len(st.Provides) || st.Restore != nil && len(again) == 0 {
 			steps = append(steps, st)
 		}
 	}
@@ -430,12 +465,14 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 		if !ok {
 			return fmt.Errorf("%s: not in the store after install", d.Step.Key())
 		}
+		var stepPlaced []Placed
 		for _, pl := range d.Placements {
 			files, err := placementFiles(e, d.Step, pl)
 			if err == nil {
 				var placed []Placed
 				placed, err = apply(s.rec, e, d.Step, pl.HostDir, files, s.opts.Copy)
 				r.Placed = append(r.Placed, placed...)
+				stepPlaced = append(stepPlaced, placed...)
 			}
 			if err != nil {
 				_ = s.rec.Commit()
@@ -449,6 +486,9 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 					s.handled[n] = pl.Dir
 				}
 			}
+		}
+		if rs := d.Step.Restore; rs != nil && rs.Mode == RestoreSupply {
+			s.rec.supply(rs, d.Step, stepPlaced)
 		}
 		if d.Script != nil {
 			libDir, _, err := libraries(e, d.Step)

@@ -149,6 +149,33 @@ func (t *Target) resolveRequirements() error {
 	return nil
 }
 
+// refreshRequirements reads the required distributions again: a round may
+// have installed some.
+func (t *Target) refreshRequirements() error {
+	if t.Kind != KindPython || t.Dist == nil {
+		return nil
+	}
+	t.Requires, t.Pins = nil, map[string]Pinned{}
+	return t.resolveRequirements()
+}
+
+// installSite is the site-packages directory declared distributions that
+// are not installed are restored in: the target's own when this user may
+// write it, else the user's site directory when the interpreter enables
+// one, else "" (the activation script makes them found).
+func (t *Target) installSite() string {
+	if t.Dist == nil {
+		return ""
+	}
+	if writable(t.Dist.SiteDir) {
+		return t.Dist.SiteDir
+	}
+	if t.Python != nil && t.Python.UserSite != "" && t.Python.UserSiteEnabled {
+		return t.Python.UserSite
+	}
+	return ""
+}
+
 // installedExtras are the extras of d whose requirements name an installed
 // distribution.
 func installedExtras(d *pyenv.Dist, env *pyenv.Env) []string {

@@ -38,6 +38,9 @@ type Archive struct {
 	// Links are symlinks under lib/: name → target.
 	Links   map[string]string
 	Machine elf.Machine
+	// Raw are more files under lib/, by name, written as given (libraries
+	// taken from an environment); their names are their sonames.
+	Raw map[string][]byte
 }
 
 func (a Archive) name() string {
@@ -61,6 +64,12 @@ func (a Archive) Sonames() []string {
 		if s.Soname != "" && !seen[s.Soname] {
 			seen[s.Soname] = true
 			out = append(out, s.Soname)
+		}
+	}
+	for n := range a.Raw {
+		if base := path.Base(n); strings.Contains(base, ".so") && !seen[base] {
+			seen[base] = true
+			out = append(out, base)
 		}
 	}
 	sort.Strings(out)
@@ -225,6 +234,17 @@ func (a Archive) build(t testing.TB) []byte {
 			dir(top + "lib/" + d + "/")
 		}
 		file(top+"lib/"+n, data, 0o755)
+	}
+	raw := make([]string, 0, len(a.Raw))
+	for n := range a.Raw {
+		raw = append(raw, n)
+	}
+	sort.Strings(raw)
+	for _, n := range raw {
+		if d := path.Dir(n); d != "." {
+			dir(top + "lib/" + d + "/")
+		}
+		file(top+"lib/"+n, a.Raw[n], 0o755)
 	}
 	links := make([]string, 0, len(a.Links))
 	for n := range a.Links {

@@ -11,7 +11,10 @@ package torchenv
 import (
 	"archive/tar"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -43,6 +46,12 @@ type Options struct {
 	// is what a check of their state reads (tens of thousands of files
 	// fewer).
 	AllFiles bool
+	// Consistent makes the environment one an installer could have left
+	// from wheels of these very files: ELF objects unpadded, stand-ins a
+	// few bytes, and each written distribution's RECORD rewritten with
+	// their sizes and sha256 (packing them as wheels then costs little).
+	// Without it the files have the real sizes and RECORD stays as it was.
+	Consistent bool
 }
 
 // Build writes the environment and returns its site-packages directory.
@@ -67,7 +76,7 @@ func Build(t testing.TB, opts Options) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := torchtree.Build(t.Context(), site, recs, torchtree.Options{Pad: true, Keep: func(r *torchtree.Record) bool {
+		if _, err := torchtree.Build(t.Context(), site, recs, torchtree.Options{Pad: !opts.Consistent, Keep: func(r *torchtree.Record) bool {
 			return keep(owner[r.Path])
 		}}); err != nil {
 			t.Fatal(err)
@@ -96,6 +105,10 @@ func Build(t testing.TB, opts Options) string {
 			if _, err := os.Lstat(p); err == nil {
 				continue
 			}
+			if opts.Consistent {
+				writeFile(t, p, []byte(e.Path+"\n"))
+				continue
+			}
 			writeFile(t, p, nil)
 			if e.Size > 0 {
 				if err := os.Truncate(p, e.Size); err != nil {
@@ -103,8 +116,30 @@ func Build(t testing.TB, opts Options) string {
 				}
 			}
 		}
+		if opts.Consistent {
+			rewriteRecord(t, site, filepath.Join(site, di.dir, "RECORD"), entries)
+		}
 	}
 	return site
+}
+
+// rewriteRecord writes RECORD again with the sizes and sha256 of the files
+// on disk (an entry whose file is absent keeps its line).
+func rewriteRecord(t testing.TB, site, record string, entries []pymeta.RecordEntry) {
+	t.Helper()
+	var b strings.Builder
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(site, filepath.FromSlash(e.Path)))
+		if err != nil || strings.HasSuffix(e.Path, ".dist-info/RECORD") {
+			fmt.Fprintf(&b, "%s,,\n", e.Path)
+			continue
+		}
+		sum := sha256.Sum256(data)
+		fmt.Fprintf(&b, "%s,sha256=%s,%d\n", e.Path, base64.RawURLEncoding.EncodeToString(sum[:]), len(data))
+	}
+	if err := os.WriteFile(record, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 type distInfo struct {

@@ -1,0 +1,168 @@
+package resolver
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/declared"
+	"github.com/cudadeps/cudadeps/internal/mirrortest"
+	"github.com/cudadeps/cudadeps/internal/torchenv"
+)
+
+// absentFixture is a venv holding the real torch 2.11.0+cu130 environment's
+// metadata with skeleton libraries, from which every nvidia-* distribution
+// was uninstalled as pip does (cuda-toolkit stays); packed holds what they
+// were, to be served as wheels or NVIDIA archives.
+type absentFixture struct {
+	fixture
+	packed []torchenv.Packed
+}
+
+func newAbsentFixture(t *testing.T) *absentFixture {
+	t.Helper()
+	python, site := venvSite(t)
+	torchenv.Build(t, torchenv.Options{Site: site, ELF: true, Consistent: true})
+	f := &absentFixture{fixture: fixture{python: python, site: site, prefix: filepath.Join(t.TempDir(), "prefix")}}
+	var names []string
+	for _, n := range torchenv.NVIDIA() {
+		if n != "nvidia-ml-py" {
+			names = append(names, n)
+		}
+	}
+	f.packed = torchenv.Pack(t, site, names...)
+	torchenv.Uninstall(t, site, torchenv.NVIDIA()...)
+	return f
+}
+
+// serveArchives serves the packed distributions as NVIDIA archives of the
+// same releases and layers a catalog of them over the built-in one.
+func (f *absentFixture) serveArchives(t *testing.T) *mirrortest.Mirror {
+	t.Helper()
+	var archives []mirrortest.Archive
+	for _, p := range f.packed {
+		if a, ok := p.Archive(t, "linux-x86_64"); ok {
+			archives = append(archives, a)
+		}
+	}
+	m := mirrortest.Serve(t, archives)
+	data, err := os.ReadFile(m.Catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for _, a := range archives {
+		text = strings.ReplaceAll(text, "https://developer.download.nvidia.com/compute/"+a.Product+"/redist/", strings.TrimSuffix(m.URL, "/")+"/")
+	}
+	layer, err := catalog.Parse([]byte(text), m.Catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.catalog, err = catalog.Layer(base, layer); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (f *absentFixture) resolve(t *testing.T, target string, source Source, dryRun bool) *Outcome {
+	t.Helper()
+	opts := f.options(t, dryRun)
+	opts.Verify = false
+	opts.Source = source
+	tg, err := FindTarget(context.Background(), target, TargetOptions{Python: f.python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Resolve(context.Background(), tg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// With --source nvidia, every absent distribution that NVIDIA publishes
+// archives of comes back at torch's pins, each file at the path its wheel's
+// RECORD gives; NCCL and NVSHMEM, which have no archive, are named with the
+// wheel to take, and the resolve does not claim success.
+func TestAbsentDistributionsFromArchives(t *testing.T) {
+	f := newAbsentFixture(t)
+	m := f.serveArchives(t)
+	dry := f.resolve(t, "torch", SourceNVIDIA, true)
+	if dry.Distributions == nil {
+		t.Fatal("no declared closure in the outcome")
+	}
+	for _, d := range dry.Distributions.Dists {
+		if d.Name != "cuda-toolkit" && d.State != declared.Absent {
+			t.Errorf("%s: state %s before the resolve", d.Name, d.State)
+		}
+	}
+	var planned []string
+	for _, st := range dry.Rounds[0].Plan.Steps {
+		if st.Restore == nil {
+			t.Errorf("step %s %s restores no distribution", st.Component, st.Version)
+			continue
+		}
+		planned = append(planned, st.Restore.Dist+" "+st.Component+" "+st.Version)
+	}
+	slices.Sort(planned)
+	want := []string{
+		"nvidia-cublas libcublas 13.1.0.3", "nvidia-cuda-cupti cuda_cupti 13.0.85", "nvidia-cuda-nvrtc cuda_nvrtc 13.0.88",
+		"nvidia-cuda-runtime cuda_cudart 13.0.96", "nvidia-cudnn-cu13 cudnn 9.19.0.56", "nvidia-cufft libcufft 12.0.0.61",
+		"nvidia-cufile libcufile 1.15.1.6", "nvidia-curand libcurand 10.4.0.35", "nvidia-cusolver libcusolver 12.0.4.66",
+		"nvidia-cusparse libcusparse 12.6.3.3", "nvidia-cusparselt-cu13 libcusparse_lt 0.8.0.4", "nvidia-nvjitlink libnvjitlink 13.0.88",
+		"nvidia-nvtx cuda_nvtx 13.0.85",
+	}
+	if !slices.Equal(planned, want) {
+		t.Errorf("planned:\n%s\nwant:\n%s", strings.Join(planned, "\n"), strings.Join(want, "\n"))
+	}
+	out := f.resolve(t, "torch", SourceNVIDIA, false)
+	if out.OK {
+		t.Fatal("resolve claims success without NCCL and NVSHMEM")
+	}
+	var named []string
+	for _, u := range out.Unresolved {
+		if u.Kind == UnresolvedDistribution {
+			named = append(named, u.Soname)
+			if !strings.Contains(u.Reason, "NVIDIA publishes no archive") || !strings.Contains(u.Reason, "==") {
+				t.Errorf("%s: %s", u.Soname, u.Reason)
+			}
+		}
+	}
+	slices.Sort(named)
+	if !slices.Equal(named, []string{"nvidia-nccl-cu13", "nvidia-nvshmem-cu13"}) {
+		t.Errorf("unresolved distributions: %v (%+v)", named, out.Unresolved)
+	}
+	for _, u := range out.Unresolved {
+		if u.Soname == "nvidia-nvshmem-cu13" && !strings.Contains(u.Reason, "nvidia-nvshmem-cu13==3.4.5") {
+			t.Errorf("NVSHMEM: %s", u.Reason)
+		}
+	}
+	for _, rel := range []string{"nvidia/cu13/lib/libcublasLt.so.13", "nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9",
+		"nvidia/cusparselt/lib/libcusparseLt.so.0", "nvidia/cu13/lib/libnvrtc-builtins.so.13.0"} {
+		if _, err := os.Stat(filepath.Join(f.site, rel)); err != nil {
+			t.Errorf("%s was not restored at its RECORD path: %v", rel, err)
+		}
+	}
+	if m.Total() == 0 {
+		t.Error("the mirror saw no request")
+	}
+	// The real loader finds torch's CUDA libraries where they were put,
+	// but for NCCL and NVSHMEM.
+	got := realLoaderWith(t, filepath.Join(f.site, "torch/lib/libtorch_cuda.so"), "")
+	for name, p := range got {
+		if strings.HasPrefix(name, "libnccl") || strings.HasPrefix(name, "libnvshmem") {
+			continue
+		}
+		if p == "" && (strings.HasPrefix(name, "libcu") || strings.HasPrefix(name, "libnv")) {
+			t.Errorf("ld.so does not find %s", name)
+		}
+	}
+}

@@ -1,0 +1,324 @@
+package resolver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/declared"
+	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/pypi"
+)
+
+// RestoreMode says how a declared distribution that is not installed
+// comes back.
+type RestoreMode string
+
+// The modes.
+const (
+	// RestoreInstall: its wheel, installed as an installer does: every file
+	// at its RECORD path and a .dist-info whose INSTALLER names cudadeps.
+	RestoreInstall RestoreMode = "install"
+	// RestoreSupply: its libraries from NVIDIA's archive of the same
+	// release, at the paths its wheel's RECORD gives; no .dist-info is
+	// written, so pip check still lists it as missing.
+	RestoreSupply RestoreMode = "supply"
+)
+
+// Restore is the declared distribution a step brings back.
+type Restore struct {
+	Dist    string      `json:"distribution"`
+	Version string      `json:"version"`
+	Mode    RestoreMode `json:"mode"`
+	// Site is the site-packages directory it goes into.
+	Site string `json:"site"`
+	// Note says what the user should know: a newer release taken because
+	// no source has the pinned one, files the release lacks.
+	Note string `json:"note,omitempty"`
+
+	dist *declared.Dist
+}
+
+// planRestores plans, for each declared distribution that is absent, the
+// step that brings it back whole into site: the exact wheel from the index
+// (SourceAuto with an index, SourcePyPI), else NVIDIA's archive of the same
+// release (SourceAuto, SourceNVIDIA), else, only when no source has the
+// pinned release, the nearest newer one of the same major, said in the
+// note. What cannot come back is unresolved, naming every source tried.
+// The needs the restored libraries meet are attached to their steps and
+// returned apart from the rest.
+func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolved, []*Need) {
+	if s.closure == nil || site == "" {
+		return nil, nil, needs
+	}
+	var steps []*Step
+	var un []Unresolved
+	absent := map[string]bool{}
+	for _, d := range s.closure.Dists {
+		if d.State != declared.Absent {
+			if d.State == declared.OtherVersion || len(d.Conflicts) > 0 {
+				un = append(un, s.distProblem(d))
+			}
+			continue
+		}
+		// Its libraries come back with it, or not at all: never one by
+		// one from other releases.
+		absent[d.Name] = true
+		if len(d.Conflicts) > 0 {
+			un = append(un, s.distProblem(d))
+			continue
+		}
+		st, u := s.restoreStep(d, site)
+		if u != nil {
+			un = append(un, *u)
+			continue
+		}
+		if st == nil {
+			continue
+		}
+		steps = append(steps, st)
+	}
+	var rest []*Need
+	for _, n := range needs {
+		if n.Owner == nil || !absent[normalizeName(n.Owner.Dist)] {
+			rest = append(rest, n)
+			continue
+		}
+		for _, st := range steps {
+			if st.Restore.Dist == normalizeName(n.Owner.Dist) {
+				st.Provides = appendUnique(st.Provides, n.Soname)
+				st.needs = append(st.needs, n)
+			}
+		}
+	}
+	return steps, un, rest
+}
+
+// distProblem is the unresolved entry of a declared distribution that
+// cudadeps will not restore: at another version, or in conflict.
+func (s *session) distProblem(d *declared.Dist) Unresolved {
+	u := Unresolved{Soname: d.Name, NeededBy: d.RequiredBy, Kind: UnresolvedDistribution}
+	if len(d.Conflicts) > 0 {
+		u.Reason = fmt.Sprintf("%s %s would overwrite another distribution's files: %s", d.Name, d.Version, strings.Join(d.Conflicts, "; "))
+		u.Advice = "uninstall the other distribution (pip uninstall), then resolve again"
+		return u
+	}
+	u.Reason = d.Detail
+	u.Advice = fmt.Sprintf("install the required version: pip install '%s==%s'", d.Name, d.Version)
+	return u
+}
+
+// restoreStep is the step that restores d, or why none can.
+func (s *session) restoreStep(d *declared.Dist, site string) (*Step, *Unresolved) {
+	if d.Version == "" {
+		if !s.declaredNeeded(d) {
+			s.out.Notes = append(s.out.Notes, fmt.Sprintf("%s is declared (%s) and not installed; %s, and nothing the package loads needs its files: not restored", d.Name, strings.Join(d.RequiredBy, "; "), d.Why))
+			return nil, nil
+		}
+		return nil, &Unresolved{Soname: d.Name, NeededBy: d.RequiredBy, Kind: UnresolvedDistribution,
+			Reason: fmt.Sprintf("%s is declared and not installed, and no version of it can be chosen: %s", d.Name, d.Why)}
+	}
+	var tried []string
+	for _, newer := range []bool{false, true} {
+		if s.wheels != nil {
+			st, err := s.restoreWheel(d, site, newer)
+			if err == nil {
+				return st, nil
+			}
+			if !newer {
+				tried = append(tried, "the package index: "+err.Error())
+			}
+		}
+		if s.wheels == nil || !s.wheels.only {
+			st, err := s.restoreArchive(d, site, newer)
+			if err == nil {
+				return st, nil
+			}
+			if !newer {
+				tried = append(tried, "NVIDIA's archives: "+err.Error())
+			}
+		}
+	}
+	if d.MetadataOnly {
+		s.out.Notes = append(s.out.Notes, fmt.Sprintf("%s %s installs no files (its extras only pin the toolkit's wheels): nothing to place; pip check will list it until it is installed (%s)", d.Name, d.Version, strings.Join(tried, "; ")))
+		return nil, nil
+	}
+	u := &Unresolved{Soname: d.Name, NeededBy: d.RequiredBy, Kind: UnresolvedDistribution,
+		Reason: fmt.Sprintf("%s %s (%s) is not installed, and no source has it: %s", d.Name, d.Version, d.Why, strings.Join(tried, "; "))}
+	switch {
+	case s.wheels == nil:
+		u.Advice = fmt.Sprintf("give a package index that has it (--index-url), or install it with pip install '%s==%s'", d.Name, d.Version)
+	default:
+		u.Advice = fmt.Sprintf("serve %s %s from the index or the mirror, or install it with pip install '%s==%s'", d.Name, d.Version, d.Name, d.Version)
+	}
+	if !s.declaredNeeded(d) {
+		s.out.Notes = append(s.out.Notes, u.Reason+"; nothing the package loads needs its files")
+		return nil, nil
+	}
+	return nil, u
+}
+
+// declaredNeeded says whether the package loads or opens a library of d
+// (or d's files are not known, so that it cannot be told).
+func (s *session) declaredNeeded(d *declared.Dist) bool {
+	libs := d.Libraries()
+	if len(d.Files) == 0 {
+		return false
+	}
+	met := metSonames(s.last)
+	return slices.ContainsFunc(libs, func(f catalog.WheelFile) bool { return met[path.Base(f.Path)] })
+}
+
+// restoreWheel is the step that installs d's exact wheel from the index,
+// or with newer the nearest newer release of the same major it has.
+func (s *session) restoreWheel(d *declared.Dist, site string, newer bool) (*Step, error) {
+	files, err := s.wheels.files(s.ctx, d.Name)
+	if err != nil {
+		return nil, err
+	}
+	host := s.wheelHost()
+	version, note := d.Version, ""
+	if newer {
+		version = newerSameMajor(indexVersions(files, d.Name, true), d.Version)
+		if version == "" {
+			return nil, fmt.Errorf("no newer %s release of %s", dotted.Major(d.Version), d.Name)
+		}
+		note = fmt.Sprintf("no source has %s %s: the index's %s, the nearest newer release of the same major, is installed instead", d.Name, d.Version, version)
+	}
+	f, wh, err := pypi.Choose(files, d.Name, version, host)
+	if err != nil {
+		return nil, fmt.Errorf("no wheel of %s %s for %s (it has: %s)", d.Name, version, host, orNone(indexVersions(files, d.Name, true)))
+	}
+	st, err := s.wheelStep(f, wh)
+	if err != nil {
+		return nil, err
+	}
+	st.Project, st.Pin = d.Name, d.Why
+	if dd, ok := s.wheels.dists.Lookup(d.Name); ok {
+		st.Component = dd.Components[0]
+	}
+	if c, ok := s.opts.Catalog.Component(st.Component); ok {
+		st.Product = c.Product
+	}
+	st.Restore = &Restore{Dist: d.Name, Version: wh.Version, Mode: RestoreInstall, Site: site, Note: note, dist: d}
+	for _, lib := range d.Libraries() {
+		st.Sonames = appendUnique(st.Sonames, path.Base(lib.Path))
+	}
+	return st, nil
+}
+
+// restoreArchive is the step that supplies d's libraries from NVIDIA's
+// archive of the same release (with newer: of the nearest newer release of
+// the same major): one archive, so that a library family (cuDNN's
+// sub-libraries, NVRTC and its builtins) is never mixed across releases.
+func (s *session) restoreArchive(d *declared.Dist, site string, newer bool) (*Step, error) {
+	dists, err := catalog.EmbeddedDistributions()
+	if err != nil {
+		return nil, err
+	}
+	dd, ok := dists.Lookup(d.Name)
+	if !ok {
+		return nil, fmt.Errorf("cudadeps knows no NVIDIA component that %s carries", d.Name)
+	}
+	var have []string
+	var best *Step
+	for _, compName := range dd.Components {
+		comp, ok := s.opts.Catalog.Component(compName)
+		if !ok {
+			continue
+		}
+		// Releases are newest first: the last newer one seen is the nearest.
+		for _, r := range comp.Releases {
+			for _, a := range r.Archives {
+				if !a.Fits(r, s.out.Platform, s.out.CUDAMajor) {
+					continue
+				}
+				have = appendUnique(have, r.Version)
+				switch {
+				case !newer && dd.MatchesVersion(d.Version, r.Version):
+					return s.archiveStep(d, comp, r, a, site), nil
+				case newer && dotted.Major(r.Version) == dotted.Major(d.Version) && dotted.Compare(r.Version, d.Version) > 0 && !dd.MatchesVersion(d.Version, r.Version):
+					best = s.archiveStep(d, comp, r, a, site)
+					best.Restore.Note = strings.TrimPrefix(best.Restore.Note+"; ", "; ") + fmt.Sprintf("no source has %s %s: NVIDIA's %s %s, the nearest newer release of the same major, is supplied instead", d.Name, d.Version, comp.Name, r.Version)
+				}
+			}
+		}
+	}
+	if best != nil {
+		return best, nil
+	}
+	if len(have) == 0 {
+		return nil, fmt.Errorf("NVIDIA publishes no archive of %s for %s (CUDA %d): take the wheel %s==%s from a package index (--source auto or pypi with --index-url)",
+			strings.Join(dd.Components, ", "), s.out.Platform, s.out.CUDAMajor, d.Name, d.Version)
+	}
+	return nil, fmt.Errorf("no archive of %s %s for %s (the catalogs have: %s)", strings.Join(dd.Components, ", "), d.Version, s.out.Platform, orNone(have))
+}
+
+// archiveStep is the step for one archive that restores d.
+func (s *session) archiveStep(d *declared.Dist, comp *catalog.Component, r *catalog.Release, a *catalog.Archive, site string) *Step {
+	st := &Step{Source: SourceNVIDIA, Component: comp.Name, Product: comp.Product, Version: r.Version, Platform: a.Platform, CUDAVariant: a.CUDAVariant,
+		URL: s.opts.Catalog.URL(comp, a), SHA256: a.SHA256, Size: a.Size, Sonames: a.Sonames, Provides: []string{}, Pin: d.Why}
+	st.Restore = &Restore{Dist: d.Name, Version: d.Version, Mode: RestoreSupply, Site: site, dist: d}
+	var lacking []string
+	for _, lib := range d.Libraries() {
+		if name := path.Base(lib.Path); len(a.Sonames) > 0 && !slices.Contains(a.Sonames, name) {
+			lacking = append(lacking, name)
+		}
+	}
+	if len(lacking) > 0 {
+		st.Restore.Note = fmt.Sprintf("%s %s's archive lacks %s, which the wheel has: not placed (no other release is mixed in)", comp.Name, r.Version, strings.Join(lacking, ", "))
+	}
+	return st
+}
+
+// newerSameMajor is the oldest version in have newer than v with v's major,
+// or "".
+func newerSameMajor(have []string, v string) string {
+	best := ""
+	for _, h := range have {
+		if dotted.Major(h) == dotted.Major(v) && compareWheelVersions(h, v) > 0 && (best == "" || compareWheelVersions(h, best) < 0) {
+			best = h
+		}
+	}
+	return best
+}
+
+// decideRestore places a restored distribution's libraries at its wheel's
+// RECORD paths under its site; a wheel's other files and .dist-info are
+// written when it is installed.
+func decideRestore(st *Step) Decision {
+	d := Decision{Step: st}
+	byDir := map[string]*Placement{}
+	var dirs []string
+	for _, lib := range st.Restore.dist.Libraries() {
+		name := path.Base(lib.Path)
+		if st.Restore.Mode == RestoreSupply && len(st.Sonames) > 0 && !slices.Contains(st.Sonames, name) {
+			continue
+		}
+		dir := filepath.Join(st.Restore.Site, filepath.FromSlash(path.Dir(lib.Path)))
+		p, ok := byDir[dir]
+		if !ok {
+			_, err := os.Stat(dir)
+			p = &Placement{Dir: dir, HostDir: dir, Entry: "RECORD of " + st.Restore.Dist + " " + st.Restore.Version, Create: errors.Is(err, os.ErrNotExist), Owner: st.Restore.Dist}
+			byDir[dir] = p
+			dirs = append(dirs, dir)
+		}
+		p.Names = appendUnique(p.Names, name)
+		for _, n := range st.needs {
+			if n.Soname == name {
+				for _, by := range n.NeededBy {
+					p.For = appendUnique(p.For, by)
+				}
+			}
+		}
+	}
+	for _, dir := range dirs {
+		d.Placements = append(d.Placements, *byDir[dir])
+	}
+	return d
+}
