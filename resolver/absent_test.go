@@ -2,7 +2,10 @@ package resolver
 
 import (
 	"context"
+	"debug/elf"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,8 +13,13 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/declared"
+	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/indextest"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/internal/torchenv"
+	"github.com/cudadeps/cudadeps/pypi"
 )
 
 // absentFixture is a venv holding the real torch 2.11.0+cu130 environment's
@@ -21,6 +29,9 @@ import (
 type absentFixture struct {
 	fixture
 	packed []torchenv.Packed
+	// driver is a directory with the driver's libcuda.so.1, as the host's
+	// NVIDIA driver would put it on the loader's path.
+	driver string
 }
 
 func newAbsentFixture(t *testing.T) *absentFixture {
@@ -36,7 +47,20 @@ func newAbsentFixture(t *testing.T) *absentFixture {
 	}
 	f.packed = torchenv.Pack(t, site, names...)
 	torchenv.Uninstall(t, site, torchenv.NVIDIA()...)
+	f.driver = t.TempDir()
+	if err := elfwrite.Write(filepath.Join(f.driver, "libcuda.so.1"), elfwrite.Spec{Soname: "libcuda.so.1", Machine: elf.EM_X86_64, Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
 	return f
+}
+
+// options are the fixture's resolve options, with the driver's directory
+// on LD_LIBRARY_PATH.
+func (f *absentFixture) options(t *testing.T, dryRun bool) Options {
+	t.Helper()
+	opts := f.fixture.options(t, dryRun)
+	opts.Loader.LDLibraryPath = &f.driver
+	return opts
 }
 
 // serveArchives serves the packed distributions as NVIDIA archives of the
@@ -156,7 +180,7 @@ func TestAbsentDistributionsFromArchives(t *testing.T) {
 	}
 	// The real loader finds torch's CUDA libraries where they were put,
 	// but for NCCL and NVSHMEM.
-	got := realLoaderWith(t, filepath.Join(f.site, "torch/lib/libtorch_cuda.so"), "")
+	got := realLoaderWith(t, filepath.Join(f.site, "torch/lib/libtorch_cuda.so"), f.driver)
 	for name, p := range got {
 		if strings.HasPrefix(name, "libnccl") || strings.HasPrefix(name, "libnvshmem") {
 			continue
@@ -165,4 +189,154 @@ func TestAbsentDistributionsFromArchives(t *testing.T) {
 			t.Errorf("ld.so does not find %s", name)
 		}
 	}
+}
+
+// serveWheels serves the packed distributions as their wheels (and their
+// METADATA beside them, PEP 658) on a 127.0.0.1 index.
+func (f *absentFixture) serveWheels(t *testing.T, leave ...string) *indextest.Index {
+	t.Helper()
+	var wheels []indextest.Wheel
+	for _, p := range f.packed {
+		if !slices.Contains(leave, p.Name) {
+			wheels = append(wheels, p.Wheel())
+		}
+	}
+	ix := indextest.Serve(t, wheels...)
+	ix.CoreMetadata = true
+	return ix
+}
+
+func (f *absentFixture) resolveFromIndex(t *testing.T, target string, source Source, ix *indextest.Index, dryRun bool) *Outcome {
+	t.Helper()
+	if f.catalog == nil {
+		base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.catalog = base
+	}
+	opts := f.options(t, dryRun)
+	opts.Verify = false
+	opts.Source = source
+	cl, err := pypi.NewClient(pypi.Options{Indexes: []string{ix.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Index = cl
+	tg, err := FindTarget(context.Background(), target, TargetOptions{Python: f.python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Resolve(context.Background(), tg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// pip runs the host's pip on the fixture's interpreter (pip --python).
+func (f *absentFixture) pip(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	lddtest.Need(t, err == nil, "python3 is not installed")
+	if out, err := exec.Command(py, "-m", "pip", "--version").CombinedOutput(); err != nil {
+		lddtest.Need(t, false, "pip is not installed for python3: %s", out)
+	}
+	cmd := exec.Command(py, append([]string{"-m", "pip", "--python", f.python, "--disable-pip-version-check", "--no-input"}, args...)...)
+	cmd.Env = append(os.Environ(), "PIP_CONFIG_FILE=/dev/null")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// With --source pypi, every absent distribution comes back as an installed
+// distribution from the exact pinned wheel: files at their RECORD paths,
+// a .dist-info whose INSTALLER names cudadeps, pip check clean; undo
+// restores the tree byte for byte.
+func TestAbsentDistributionsFromIndex(t *testing.T) {
+	f := newAbsentFixture(t)
+	ix := f.serveWheels(t)
+	before := snapshot(t, f.site)
+	out := f.resolveFromIndex(t, "torch", SourcePyPI, ix, false)
+	if !out.OK {
+		t.Fatalf("resolve: %s; unresolved %+v; notes %q", out.Stopped, out.Unresolved, out.Notes)
+	}
+	var installed []string
+	for _, st := range out.Rounds[0].Plan.Steps {
+		if st.Restore == nil || st.Restore.Mode != RestoreInstall {
+			t.Errorf("step %s: %+v", st.Filename, st.Restore)
+			continue
+		}
+		installed = append(installed, st.Restore.Dist+" "+st.Restore.Version)
+	}
+	slices.Sort(installed)
+	want := []string{"nvidia-cublas 13.1.0.3", "nvidia-cuda-cupti 13.0.85", "nvidia-cuda-nvrtc 13.0.88", "nvidia-cuda-runtime 13.0.96",
+		"nvidia-cudnn-cu13 9.19.0.56", "nvidia-cufft 12.0.0.61", "nvidia-cufile 1.15.1.6", "nvidia-curand 10.4.0.35",
+		"nvidia-cusolver 12.0.4.66", "nvidia-cusparse 12.6.3.3", "nvidia-cusparselt-cu13 0.8.0", "nvidia-nccl-cu13 2.28.9",
+		"nvidia-nvjitlink 13.0.88", "nvidia-nvshmem-cu13 3.4.5", "nvidia-nvtx 13.0.85"}
+	if !slices.Equal(installed, want) {
+		t.Errorf("installed:\n%s\nwant:\n%s", strings.Join(installed, "\n"), strings.Join(want, "\n"))
+	}
+	for _, d := range out.DistributionsAfter.Dists {
+		if d.State != declared.Intact {
+			t.Errorf("after the resolve %s is %s (%s)", d.Name, d.State, d.Detail)
+		}
+		if d.Name != "cuda-toolkit" && d.Installer != Installer {
+			t.Errorf("%s: INSTALLER %q", d.Name, d.Installer)
+		}
+	}
+	got := realLoaderWith(t, filepath.Join(f.site, "torch/lib/libtorch_cuda.so"), f.driver)
+	for name, p := range got {
+		if p == "" {
+			t.Errorf("ld.so does not find %s", name)
+		}
+	}
+	// The fixture holds the environment's metadata without its pure Python
+	// dependencies (numpy, ...): pip check may only name those.
+	msg, _ := f.pip(t, "check")
+	for _, line := range strings.Split(msg, "\n") {
+		if strings.Contains(line, "nvidia") || strings.Contains(line, "cuda-toolkit") {
+			t.Errorf("pip check: %s", line)
+		}
+	}
+	// A second resolve has nothing to do and downloads nothing.
+	n := ix.Downloads()
+	again := f.resolveFromIndex(t, "torch", SourcePyPI, ix, false)
+	if !again.OK || len(again.Rounds) != 1 || ix.Downloads() != n {
+		t.Errorf("second resolve: ok %v, %d rounds, %d downloads", again.OK, len(again.Rounds), ix.Downloads()-n)
+	}
+	if _, err := Undo(context.Background(), f.prefix, mustStore(t, f.prefix), []string{"torch"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(t, f.site); after != before {
+		t.Errorf("undo left the tree changed:\n%s", diffLines(before, after))
+	}
+}
+
+func mustStore(t *testing.T, prefix string) *fetch.Store {
+	t.Helper()
+	st, err := fetch.OpenStore(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// diffLines lists the lines only one of two snapshots has.
+func diffLines(a, b string) string {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for _, l := range la {
+		if !slices.Contains(lb, l) {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range lb {
+		if !slices.Contains(la, l) {
+			out = append(out, "+ "+l)
+		}
+	}
+	if len(out) > 40 {
+		out = append(out[:40], fmt.Sprintf("... and %d more", len(out)-40))
+	}
+	return strings.Join(out, "\n")
 }

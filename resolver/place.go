@@ -351,7 +351,7 @@ func libraries(e fetch.Entry, s *Step) (dir string, names []string, err error) {
 // libFile is one file of a store entry to place, under name.
 type libFile struct {
 	name string
-	rel  string // slash-separated, relative to the entry
+	rel  string // slash-separated, relative to the entry; or an absolute path
 }
 
 // placementFiles are the store files one placement puts in place: the
@@ -418,7 +418,10 @@ func apply(rec *Record, e fetch.Entry, s *Step, hostDir string, files []libFile,
 	for _, f := range files {
 		name := f.name
 		dst := filepath.Join(hostDir, name)
-		src := filepath.Join(e.Dir, filepath.FromSlash(f.rel))
+		src := f.rel // written by cudadeps (a .dist-info's RECORD), else in the entry
+		if !filepath.IsAbs(src) {
+			src = filepath.Join(e.Dir, filepath.FromSlash(f.rel))
+		}
 		if _, err := os.Lstat(dst); err == nil {
 			if rec.owns(dst) {
 				continue

@@ -466,6 +466,13 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 			return fmt.Errorf("%s: not in the store after install", d.Step.Key())
 		}
 		var stepPlaced []Placed
+		if rs := d.Step.Restore; rs != nil && rs.Mode == RestoreInstall {
+			if err := s.install1(r, e, d); err != nil {
+				_ = s.rec.Commit()
+				return err
+			}
+			continue
+		}
 		for _, pl := range d.Placements {
 			files, err := placementFiles(e, d.Step, pl)
 			if err == nil {
@@ -505,6 +512,21 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 		}
 	}
 	return s.rec.Commit()
+}
+
+// install1 installs one restored distribution's wheel into its site.
+func (s *session) install1(r *Round, e fetch.Entry, d Decision) error {
+	stage, err := os.MkdirTemp(s.opts.Prefix, ".dist-info-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	placed, err := installDistribution(s.rec, e, d.Step, d.Step.Restore.Site, s.opts.Copy, stage)
+	r.Placed = append(r.Placed, placed...)
+	for _, p := range placed {
+		s.handled[filepath.Base(p.Path)] = filepath.Dir(p.Path)
+	}
+	return err
 }
 
 // verifyRound ends the loop once nothing is missing, after the import
