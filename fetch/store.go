@@ -145,28 +145,12 @@ type Store struct {
 	dir string
 }
 
-// DefaultStoreDir is $XDG_DATA_HOME/cudadeps, i.e. ~/.local/share/cudadeps.
-func DefaultStoreDir() (string, error) {
-	if d := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "cudadeps"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("store directory: %w", err)
-	}
-	return filepath.Join(home, ".local", "share", "cudadeps"), nil
-}
-
-// OpenStore opens the store in dir; "" means DefaultStoreDir(). Nothing is
-// created until something is installed: reading a store that does not
-// exist yet finds it empty.
+// OpenStore opens the store in dir (the caller decides where stores
+// live). Nothing is created until something is installed: reading a store
+// that does not exist yet finds it empty.
 func OpenStore(dir string) (*Store, error) {
 	if dir == "" {
-		d, err := DefaultStoreDir()
-		if err != nil {
-			return nil, err
-		}
-		dir = d
+		return nil, errors.New("store: no directory given")
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/declared"
-	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/indextest"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
@@ -304,21 +303,12 @@ func TestAbsentDistributionsFromIndex(t *testing.T) {
 	if !again.OK || len(again.Rounds) != 1 || ix.Downloads() != n {
 		t.Errorf("second resolve: ok %v, %d rounds, %d downloads", again.OK, len(again.Rounds), ix.Downloads()-n)
 	}
-	if _, err := Undo(context.Background(), f.prefix, mustStore(t, f.prefix), []string{"torch"}, nil); err != nil {
+	if _, err := undo(t, context.Background(), f.prefix, "torch"); err != nil {
 		t.Fatal(err)
 	}
 	if after := snapshot(t, f.site); after != before {
 		t.Errorf("undo left the tree changed:\n%s", diffLines(before, after))
 	}
-}
-
-func mustStore(t *testing.T, prefix string) *fetch.Store {
-	t.Helper()
-	st, err := fetch.OpenStore(prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
 }
 
 // diffLines lists the lines only one of two snapshots has.

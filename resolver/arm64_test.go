@@ -43,10 +43,6 @@ func TestResolveArm64Sysroot(t *testing.T) {
 	})
 	ctx := context.Background()
 	prefix := filepath.Join(sr.Root, "opt/cudadeps")
-	store, err := fetch.OpenStore(prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
 	client, err := fetch.NewClient(fetch.Options{CacheDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +54,7 @@ func TestResolveArm64Sysroot(t *testing.T) {
 	empty := ""
 	out, err := Resolve(ctx, target, Options{
 		Loader:  ldso.Options{Root: sr.Root, LDLibraryPath: &empty, PreloadSet: true},
-		Catalog: cat, Prefix: prefix, Store: store, Client: client, Verify: true,
+		Catalog: cat, Prefix: openPrefix(t, prefix), Client: client, Verify: true,
 	})
 	if err != nil {
 		t.Fatal(err)

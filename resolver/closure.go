@@ -101,10 +101,10 @@ func (s *session) archiveVersions(dists *catalog.Distributions) func(string) []s
 // supplied are the distributions this prefix's records say cudadeps
 // supplied from archives.
 func (s *session) supplied() []declared.Supply {
-	if s.rec == nil {
+	if s.change == nil {
 		return nil
 	}
-	return s.rec.Supplied
+	return s.change.Record().Supplied
 }
 
 // indexAnswers answers the closure's questions from the package index.

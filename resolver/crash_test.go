@@ -82,7 +82,7 @@ func TestCrashChild(t *testing.T) {
 			t.Fatal(err)
 		}
 	case "undo":
-		if _, err := Undo(ctx, c.Prefix, opts.Store, []string{"gpupkg"}, nil); err != nil {
+		if _, err := undo(t, ctx, c.Prefix, "gpupkg"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,10 +92,6 @@ func TestCrashChild(t *testing.T) {
 // (the loader is the judge), no retry waits.
 func crashOptions(t *testing.T, prefix string, cat *catalog.Catalog, xz string) Options {
 	t.Helper()
-	store, err := fetch.OpenStore(prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
 	client, err := fetch.NewClient(fetch.Options{CacheDir: filepath.Join(prefix, "..", "cache"), XZ: xz, Retries: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +99,7 @@ func crashOptions(t *testing.T, prefix string, cat *catalog.Catalog, xz string) 
 	empty := ""
 	return Options{
 		Loader:  ldso.Options{LDLibraryPath: &empty, PreloadSet: true},
-		Catalog: cat, Prefix: prefix, Store: store, Client: client,
+		Catalog: cat, Prefix: openPrefix(t, prefix), Client: client,
 	}
 }
 
@@ -302,21 +298,19 @@ func runKillCase(t *testing.T, kc killCase, then string) {
 		t.Fatalf("the child was not killed at %s #%d (%v):\n%s", kc.step, kc.n, err, out.String())
 	}
 
-	store, _ := fetch.OpenStore(f.prefix)
+	store := openPrefix(t, f.prefix).Store()
+	rerun := ""
 	if then == "resolve" {
-		// An interrupted undo is finished first, then resolve puts
-		// everything back.
-		res, err := Resolve(ctx, target, crashOptions(t, f.prefix, cat, ""))
-		if err != nil || !res.OK {
-			t.Fatalf("resolve after the kill: %v %+v", err, res)
-		}
+		// An interrupted run is recovered first (an undo finished, a
+		// placement completed), then resolve puts everything back.
+		rerun = resolveAgain(t, ctx, f, target, cat, kc.copy)
 		for _, l := range realLoaderFinds(t, f.lib).Lines {
 			if l.NotFound {
 				t.Errorf("after the kill and a new resolve, ld.so does not find %s", l.Name)
 			}
 		}
 	}
-	reps, err := Undo(ctx, f.prefix, store, []string{"gpupkg"}, nil)
+	reps, err := undo(t, ctx, f.prefix, "gpupkg")
 	if err != nil {
 		t.Fatalf("undo after the kill: %v", err)
 	}
@@ -339,6 +333,33 @@ func runKillCase(t *testing.T, kc killCase, then string) {
 	if left := residue(t, f.prefix); len(left) > 0 {
 		t.Errorf("the prefix still holds %v", left)
 	}
+	if rerun != "" {
+		// The rerun placed what a resolve that was never killed places:
+		// no component half placed.
+		complete := resolveAgain(t, ctx, f, target, cat, kc.copy)
+		if rerun != complete {
+			t.Errorf("the rerun after the kill placed another tree than a resolve never killed:\nrerun:\n%s\nnever killed:\n%s", rerun, complete)
+		}
+		if _, err := undo(t, ctx, f.prefix, "gpupkg"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// resolveAgain recovers the prefix and resolves the target, as the
+// resolve command does, and returns the package's tree then.
+func resolveAgain(t *testing.T, ctx context.Context, f *fixture, target *Target, cat *catalog.Catalog, copy bool) string {
+	t.Helper()
+	opts := crashOptions(t, f.prefix, cat, "")
+	opts.Copy = copy
+	if _, err := opts.Prefix.Recover(ctx); err != nil {
+		t.Fatalf("recover after the kill: %v", err)
+	}
+	res, err := Resolve(ctx, target, opts)
+	if err != nil || !res.OK {
+		t.Fatalf("resolve after the kill: %v %+v", err, res)
+	}
+	return snapshot(t, f.site)
 }
 
 // residue lists what is left in a prefix but for its empty top-level
@@ -358,45 +379,4 @@ func residue(t *testing.T, prefix string) []string {
 		return nil
 	})
 	return out
-}
-
-// TestJournalOfARunningProcess checks that recovery leaves alone the
-// journal of a run that is still going (its lock is held), and recovers it
-// once that run is gone.
-func TestJournalOfARunningProcess(t *testing.T) {
-	ctx := context.Background()
-	prefix := filepath.Join(t.TempDir(), "prefix")
-	dir := t.TempDir()
-	link := filepath.Join(dir, "libx.so.1")
-	if err := os.Symlink("libx.so.1.0", link); err != nil {
-		t.Fatal(err)
-	}
-	j, err := beginJournal(prefix, "dir:"+dir, dir, kindResolve)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.write(journalLine{Op: opLink, Path: link, Link: "libx.so.1.0", Soname: "libx.so.1", Component: "libx"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := beginJournal(prefix, "dir:"+dir, dir, kindResolve); err == nil {
-		t.Errorf("a second journal for the same target was begun")
-	}
-	if got, err := recoverJournals(ctx, prefix, nil, nil); err != nil || len(got) != 0 {
-		t.Fatalf("recovered the journal of a running process: %v %+v", err, got)
-	}
-	if _, err := os.Stat(j.path); err != nil {
-		t.Fatalf("the running process's journal is gone: %v", err)
-	}
-	j.f.Close() // the process dies
-	got, err := recoverJournals(ctx, prefix, nil, nil)
-	if err != nil || len(got) != 1 {
-		t.Fatalf("recovered %+v, %v", got, err)
-	}
-	rec, err := loadRecordKey(prefix, "dir:"+dir, dir)
-	if err != nil || !rec.owns(link) {
-		t.Fatalf("the record does not name the journaled link: %v %+v", err, rec)
-	}
-	if _, err := os.Stat(j.path); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the journal survived its recovery: %v", err)
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
@@ -149,12 +150,30 @@ func newFixture(t *testing.T, runtimeLib bool) *fixture {
 	return f
 }
 
-func (f *fixture) options(t *testing.T, dryRun bool) Options {
+// openPrefix opens a prefix for a test.
+func openPrefix(t *testing.T, dir string) *activation.Prefix {
 	t.Helper()
-	store, err := fetch.OpenStore(f.prefix)
+	p, err := activation.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// undo recovers what interrupted runs left under the prefix dir, then
+// undoes targets, as the undo command does.
+func undo(t *testing.T, ctx context.Context, dir string, targets ...string) ([]activation.UndoReport, error) {
+	t.Helper()
+	p := openPrefix(t, dir)
+	recovered, err := p.Recover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.Undo(ctx, targets, recovered)
+}
+
+func (f *fixture) options(t *testing.T, dryRun bool) Options {
+	t.Helper()
 	client, err := fetch.NewClient(fetch.Options{CacheDir: filepath.Join(f.prefix, "..", "cache")})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +181,7 @@ func (f *fixture) options(t *testing.T, dryRun bool) Options {
 	empty := ""
 	return Options{
 		Loader:  ldso.Options{LDLibraryPath: &empty, PreloadSet: true},
-		Catalog: f.catalog, Prefix: f.prefix, Store: store, Client: client,
+		Catalog: f.catalog, Prefix: openPrefix(t, f.prefix), Client: client,
 		DryRun: dryRun, Verify: true,
 	}
 }
@@ -300,11 +319,11 @@ func TestResolveEndToEnd(t *testing.T) {
 	}
 
 	// undo restores the tree exactly and empties the prefix of what it added.
-	store, _ := fetch.OpenStore(f.prefix)
-	reps, err := Undo(ctx, f.prefix, store, []string{"gpupkg"}, nil)
+	reps, err := undo(t, ctx, f.prefix, "gpupkg")
 	if err != nil {
 		t.Fatal(err)
 	}
+	store := openPrefix(t, f.prefix).Store()
 	if len(reps) != 1 || len(reps[0].Left) != 0 {
 		t.Fatalf("undo = %+v", reps)
 	}
@@ -314,7 +333,7 @@ func TestResolveEndToEnd(t *testing.T) {
 	if entries, _ := store.List(); len(entries) != 0 {
 		t.Errorf("store still holds %d entries after undo", len(entries))
 	}
-	if _, err := os.Stat(EnvScript(f.prefix)); err == nil {
+	if _, err := os.Stat(openPrefix(t, f.prefix).EnvScript()); err == nil {
 		t.Errorf("env.sh survived undo")
 	}
 }
@@ -350,8 +369,7 @@ func TestResolveLeavesOthersFilesAlone(t *testing.T) {
 	if err := os.WriteFile(placed, []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store, _ := fetch.OpenStore(f.prefix)
-	reps, err := Undo(ctx, f.prefix, store, nil, nil)
+	reps, err := undo(t, ctx, f.prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

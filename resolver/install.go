@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/pymeta"
 )
@@ -27,13 +28,12 @@ const Installer = "cudadeps"
 // is installed, METADATA last, so that a distribution appears installed
 // only once it is whole. Each file is recorded for undo, which removes
 // exactly these and leaves alone what another installer put over them.
-func installDistribution(rec *Record, e fetch.Entry, st *Step, site string, copyFiles bool, stage string) ([]Placed, error) {
+func installDistribution(c *activation.Change, e fetch.Entry, st *Step, site string, copyFiles bool) ([]activation.Placed, error) {
 	info, err := wheelInfoDir(e)
 	if err != nil {
 		return nil, err
 	}
-	byDir := map[string][]libFile{}
-	var dirs []string
+	var files []activation.File
 	for _, f := range e.Files {
 		if strings.HasPrefix(f, info+"/") {
 			continue
@@ -44,41 +44,30 @@ func installDistribution(rec *Record, e fetch.Entry, st *Step, site string, copy
 		if first, _, _ := strings.Cut(f, "/"); strings.HasSuffix(first, ".data") {
 			return nil, fmt.Errorf("%s: the wheel has files for other install locations (%s): install it with pip", st.Filename, first)
 		}
-		dir := path.Dir(f)
-		if _, ok := byDir[dir]; !ok {
-			dirs = append(dirs, dir)
-		}
-		byDir[dir] = append(byDir[dir], libFile{name: path.Base(f), rel: f})
+		files = append(files, wheelFile(e, st, site, f))
 	}
-	slices.Sort(dirs)
-	var out []Placed
-	for _, dir := range dirs {
-		placed, err := apply(rec, e, st, filepath.Join(site, filepath.FromSlash(dir)), byDir[dir], copyFiles)
-		out = append(out, placed...)
-		if err != nil {
-			return out, err
-		}
-	}
-	files, err := distInfoFiles(e, info, stage)
+	// Directory by directory, as they sort.
+	slices.SortStableFunc(files, func(a, b activation.File) int { return strings.Compare(filepath.Dir(a.Path), filepath.Dir(b.Path)) })
+	out, err := c.Place(e.Key, files, copyFiles)
 	if err != nil {
 		return out, err
 	}
-	// Sub-directories (licenses/) first; the top one, with METADATA
-	// last, at the end.
-	for i := len(files) - 1; i >= 0; i-- {
-		f := files[i]
-		if !strings.Contains(f.name, "/") {
-			continue
-		}
-		placed, err := apply(rec, e, st, filepath.Join(site, info, filepath.FromSlash(path.Dir(f.name))), []libFile{{name: path.Base(f.name), rel: f.rel}}, true)
-		out = append(out, placed...)
-		if err != nil {
-			return out, err
-		}
+	meta, err := distInfoFiles(e, st, site, info)
+	if err != nil {
+		return out, err
 	}
-	top := slices.DeleteFunc(slices.Clone(files), func(f libFile) bool { return strings.Contains(f.name, "/") })
-	placed, err := apply(rec, e, st, filepath.Join(site, info), top, true)
+	placed, err := c.Place(e.Key, meta, true)
 	return append(out, placed...), err
+}
+
+// wheelFile is the wheel member rel (slash-separated) of the store entry e,
+// placed at the same path under site.
+func wheelFile(e fetch.Entry, st *Step, site, rel string) activation.File {
+	f := activation.File{Path: filepath.Join(site, filepath.FromSlash(rel)), From: filepath.Join(e.Dir, filepath.FromSlash(rel)), Component: st.Component}
+	if strings.Contains(path.Base(rel), ".so") {
+		f.Soname = path.Base(rel)
+	}
+	return f
 }
 
 // wheelInfoDir is the wheel's NAME-VERSION.dist-info directory.
@@ -100,12 +89,12 @@ func safeRecordPath(p string) bool {
 	return !slices.Contains(strings.Split(p, "/"), "..")
 }
 
-// distInfoFiles are the files of the installed .dist-info, METADATA last:
-// the wheel's own, but its RECORD and INSTALLER, which are written anew
-// into stage (a directory on the prefix's file system). The new RECORD
-// keeps the wheel's lines for its files (the index's sha256 verified the
-// whole wheel) and adds INSTALLER and itself.
-func distInfoFiles(e fetch.Entry, info, stage string) ([]libFile, error) {
+// distInfoFiles are the files of the installed .dist-info, in the order
+// they are placed: those of its sub-directories (licenses/), then the
+// wheel's own but its RECORD and INSTALLER, which are written anew, and
+// METADATA last. The new RECORD keeps the wheel's lines for its files (the
+// index's sha256 verified the whole wheel) and adds INSTALLER and itself.
+func distInfoFiles(e fetch.Entry, st *Step, site, info string) ([]activation.File, error) {
 	recordPath := filepath.Join(e.Dir, filepath.FromSlash(info), "RECORD")
 	data, err := os.ReadFile(recordPath)
 	if err != nil {
@@ -114,9 +103,6 @@ func distInfoFiles(e fetch.Entry, info, stage string) ([]libFile, error) {
 	entries, err := pymeta.ParseRecord(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", recordPath, err)
-	}
-	if err := os.MkdirAll(stage, 0o755); err != nil {
-		return nil, err
 	}
 	installer := []byte(Installer + "\n")
 	var record bytes.Buffer
@@ -129,29 +115,28 @@ func distInfoFiles(e fetch.Entry, info, stage string) ([]libFile, error) {
 	}
 	sum := sha256.Sum256(installer)
 	fmt.Fprintf(&record, "%s/INSTALLER,sha256=%s,%d\n%s/RECORD,,\n", info, base64.RawURLEncoding.EncodeToString(sum[:]), len(installer), info)
-	written := map[string][]byte{"INSTALLER": installer, "RECORD": record.Bytes()}
-	var out []libFile
-	for _, name := range []string{"INSTALLER", "RECORD"} {
-		p := filepath.Join(stage, name)
-		if err := os.WriteFile(p, written[name], 0o644); err != nil {
-			return nil, err
-		}
-		out = append(out, libFile{name: name, rel: p})
+	written := func(name string, data []byte) activation.File {
+		return activation.File{Path: filepath.Join(site, info, name), Data: data, Mode: 0o644, Component: st.Component}
 	}
-	var meta *libFile
+	var sub, top []activation.File
+	var meta *activation.File
 	for _, f := range e.Files {
 		rest, ok := strings.CutPrefix(f, info+"/")
 		if !ok || rest == "RECORD" || rest == "INSTALLER" || rest == "REQUESTED" {
 			continue
 		}
-		lf := libFile{name: rest, rel: f}
-		if rest == "METADATA" {
-			meta = &lf
-			continue
+		wf := wheelFile(e, st, site, f)
+		switch {
+		case rest == "METADATA":
+			meta = &wf
+		case strings.Contains(rest, "/"):
+			sub = append(sub, wf)
+		default:
+			top = append(top, wf)
 		}
-		out = append(out, lf)
 	}
-	return append(out, *meta), nil
+	out := append(sub, written("INSTALLER", installer), written("RECORD", record.Bytes()))
+	return append(append(out, top...), *meta), nil
 }
 
 // recordLine writes a RECORD entry back in RECORD's CSV form.

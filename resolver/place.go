@@ -1,12 +1,7 @@
 package resolver
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/ldso"
 )
@@ -302,15 +298,6 @@ func writable(dir string) bool {
 	return syscall.Access(dir, 0x2|0x1) == nil // W_OK|X_OK
 }
 
-// Placed is one file cudadeps put in place.
-type Placed struct {
-	Path      string `json:"path"`             // on this machine
-	Link      string `json:"link,omitempty"`   // the symlink's target, as written
-	SHA256    string `json:"sha256,omitempty"` // of a copy
-	Soname    string `json:"soname"`
-	Component string `json:"component"`
-}
-
 // libraries finds, in a store entry, the files that provide the archive's
 // sonames: the soname's own file in the directory that holds the needed
 // one, and its siblings, so that the libraries' own $ORIGIN lookups find
@@ -351,7 +338,7 @@ func libraries(e fetch.Entry, s *Step) (dir string, names []string, err error) {
 // libFile is one file of a store entry to place, under name.
 type libFile struct {
 	name string
-	rel  string // slash-separated, relative to the entry; or an absolute path
+	rel  string // slash-separated, relative to the entry
 }
 
 // placementFiles are the store files one placement puts in place: the
@@ -396,157 +383,13 @@ func placementFiles(e fetch.Entry, s *Step, pl Placement) ([]libFile, error) {
 	return out, nil
 }
 
-// apply places files of one store entry in hostDir, recording each
-// file and each directory it creates. Every change is announced in the
-// record's journal before it is made. An existing file of the same name is
-// left alone (it is not ours), unless another target placed it: then this
-// target shares it.
-func apply(rec *Record, e fetch.Entry, s *Step, hostDir string, files []libFile, copyFiles bool) ([]Placed, error) {
-	if err := mkdirRecorded(rec, hostDir); err != nil {
-		return nil, err
-	}
-	if err := rec.shareDir(hostDir); err != nil {
-		return nil, err
-	}
-	type todo struct {
-		p   Placed
-		src string
-		tmp string
-	}
-	var plan []todo
-	var intents []journalLine
+// activationFiles are the files of one placement, from the store entry e
+// into hostDir, as activation places them.
+func activationFiles(e fetch.Entry, s *Step, hostDir string, files []libFile) []activation.File {
+	out := make([]activation.File, 0, len(files))
 	for _, f := range files {
-		name := f.name
-		dst := filepath.Join(hostDir, name)
-		src := f.rel // written by cudadeps (a .dist-info's RECORD), else in the entry
-		if !filepath.IsAbs(src) {
-			src = filepath.Join(e.Dir, filepath.FromSlash(f.rel))
-		}
-		if _, err := os.Lstat(dst); err == nil {
-			if rec.owns(dst) {
-				continue
-			}
-			shared, err := rec.shareExisting(dst)
-			if err != nil {
-				return nil, err
-			}
-			if !shared {
-				rec.Kept = appendUnique(rec.Kept, dst)
-			}
-			continue
-		}
-		t := todo{p: Placed{Path: dst, Soname: name, Component: s.Component}, src: src}
-		if copyFiles {
-			sum, err := fileSum(src)
-			if err != nil {
-				return nil, fmt.Errorf("copy %s: %w", src, err)
-			}
-			t.p.SHA256 = sum
-			t.tmp = copyTemp(dst)
-			intents = append(intents, journalLine{Op: opCopy, Path: dst, SHA256: sum, Temp: t.tmp, Soname: name, Component: s.Component})
-		} else {
-			// A relative link survives moving the prefix and the tree
-			// together (an image prepared under --root).
-			link, err := filepath.Rel(hostDir, src)
-			if err != nil || strings.Count(link, "..") > 12 {
-				link = src
-			}
-			t.p.Link = link
-			intents = append(intents, journalLine{Op: opLink, Path: dst, Link: link, Soname: name, Component: s.Component})
-		}
-		plan = append(plan, t)
+		out = append(out, activation.File{Path: filepath.Join(hostDir, f.name), From: filepath.Join(e.Dir, filepath.FromSlash(f.rel)),
+			Soname: f.name, Component: s.Component})
 	}
-	if err := rec.intend(intents...); err != nil {
-		return nil, err
-	}
-	rec.Installed = appendKeys(rec.Installed, []fetch.Key{e.Key})
-	var out []Placed
-	for _, t := range plan {
-		if copyFiles {
-			sum, err := copyFile(t.src, t.p.Path, t.tmp)
-			if err != nil {
-				return out, err
-			}
-			if sum != t.p.SHA256 {
-				os.Remove(t.p.Path)
-				return out, fmt.Errorf("copy %s to %s: the source changed while it was copied", t.src, t.p.Path)
-			}
-		} else if err := os.Symlink(t.p.Link, t.p.Path); err != nil {
-			return out, fmt.Errorf("link %s: %w", t.p.Path, err)
-		}
-		rec.setPlaced(t.p)
-		out = append(out, t.p)
-		rec.step("placed")
-	}
-	return out, nil
-}
-
-// mkdirRecorded creates dir and records every directory it had to create,
-// each announced in the journal first.
-func mkdirRecorded(rec *Record, dir string) error {
-	var missing []string
-	for p := dir; ; p = filepath.Dir(p) {
-		if _, err := os.Stat(p); err == nil {
-			break
-		}
-		missing = append(missing, p)
-		if p == filepath.Dir(p) {
-			break
-		}
-	}
-	var intents []journalLine
-	for i := len(missing) - 1; i >= 0; i-- {
-		intents = append(intents, journalLine{Op: opMkdir, Path: missing[i]})
-	}
-	if err := rec.intend(intents...); err != nil {
-		return err
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("create %s: %w", missing[i], err)
-		}
-		rec.Created = appendUnique(rec.Created, missing[i])
-		rec.step("mkdir")
-	}
-	return nil
-}
-
-// copyTemp is the name a copy is written under before it is renamed to
-// dst: fixed, so that a journal can name it.
-func copyTemp(dst string) string {
-	return filepath.Join(filepath.Dir(dst), ".cudadeps-"+filepath.Base(dst)+".part")
-}
-
-// copyFile copies src (following symlinks) to dst through the temporary
-// file tmp, so dst appears whole, and returns its sha256.
-func copyFile(src, dst, tmp string) (string, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return "", err
-	}
-	defer in.Close()
-	st, err := in.Stat()
-	if err != nil {
-		return "", err
-	}
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", fmt.Errorf("copy %s to %s: %w", src, dst, err)
-	}
-	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(out, h), in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, st.Mode().Perm())
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("copy %s to %s: %w", src, dst, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return out
 }

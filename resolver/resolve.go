@@ -10,11 +10,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/fetch"
@@ -35,9 +35,9 @@ type Options struct {
 	// Platform and CUDAMajor override what the scan finds out.
 	Platform  string
 	CUDAMajor int
-	// Prefix holds the store, the activation records and env.sh.
-	Prefix string
-	Store  *fetch.Store
+	// Prefix is where archives are installed and what was placed is
+	// recorded; Client downloads the archives.
+	Prefix *activation.Prefix
 	Client *fetch.Client
 	// Source says where libraries come from: SourceAuto (also ""),
 	// SourceNVIDIA or SourcePyPI.
@@ -137,14 +137,14 @@ type Activation struct {
 
 // Round is one pass of the loop.
 type Round struct {
-	N         int           `json:"round"`
-	Missing   []*Need       `json:"missing"`
-	Shadowed  []Shadow      `json:"shadowed"`
-	Plan      *Plan         `json:"plan"`
-	Decisions []Decision    `json:"placements"`
-	Installed []fetch.Key   `json:"installed"`
-	Placed    []Placed      `json:"placed"`
-	Verify    *Verification `json:"verify,omitempty"`
+	N         int                 `json:"round"`
+	Missing   []*Need             `json:"missing"`
+	Shadowed  []Shadow            `json:"shadowed"`
+	Plan      *Plan               `json:"plan"`
+	Decisions []Decision          `json:"placements"`
+	Installed []fetch.Key         `json:"installed"`
+	Placed    []activation.Placed `json:"placed"`
+	Verify    *Verification       `json:"verify,omitempty"`
 }
 
 // Resolve runs the loop for a target: each round scans, plans, installs
@@ -154,8 +154,8 @@ func Resolve(ctx context.Context, t *Target, opts Options) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.rec != nil {
-		defer s.rec.Close()
+	if s.change != nil {
+		defer s.change.Close()
 	}
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
@@ -179,7 +179,8 @@ type session struct {
 	t    *Target
 	opts Options
 	out  *Outcome
-	rec  *Record
+	// change is the round's changes to the prefix; nil in a dry run.
+	change *activation.Change
 	// handled says where each soname was placed; viaEnv marks those the
 	// activation script serves.
 	handled map[string]string
@@ -227,11 +228,14 @@ func newSession(ctx context.Context, t *Target, opts Options) (*session, error) 
 	}
 	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}, opens: opens, wheels: w}
 	if !opts.DryRun {
-		rec, err := OpenRecord(ctx, opts, t)
+		if opts.Prefix == nil || opts.Client == nil {
+			return nil, errors.New("resolve needs a prefix and a download client")
+		}
+		change, err := opts.Prefix.Begin(ctx, t.Key(), t.Name)
 		if err != nil {
 			return nil, err
 		}
-		s.rec = rec
+		s.change = change
 	}
 	return s, nil
 }
@@ -245,7 +249,7 @@ func (s *session) round(n int) (bool, error) {
 		return true, err
 	}
 	needs := s.needs(rep)
-	r := &Round{N: n, Missing: needs, Shadowed: s.layout.Shadows(rep), Installed: []fetch.Key{}, Placed: []Placed{}}
+	r := &Round{N: n, Missing: needs, Shadowed: s.layout.Shadows(rep), Installed: []fetch.Key{}, Placed: []activation.Placed{}}
 	s.out.Rounds = append(s.out.Rounds, r)
 	if n == 1 {
 		s.out.Shadowed = r.Shadowed
@@ -288,7 +292,7 @@ func (s *session) round(n int) (bool, error) {
 
 // scan runs the loader model over the target as the disk is now.
 func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
-	envDirs, err := EnvDirs(s.opts.Prefix)
+	envDirs, err := s.envDirs()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -329,12 +333,43 @@ func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
 		s.layout = newLayout(s.t, cl, s.t.installSite())
 	}
 	s.out.VersionErrors = rep.VersionErrors
-	if s.rec != nil {
-		if err := s.rec.Share(rep); err != nil {
+	if s.change != nil {
+		if err := s.change.Share(loadedPaths(rep)); err != nil {
 			return nil, nil, err
 		}
 	}
 	return rep, l, nil
+}
+
+// envDirs are the directories the activation script adds, for every
+// target.
+func (s *session) envDirs() ([]string, error) {
+	if s.opts.Prefix == nil {
+		return nil, nil
+	}
+	return s.opts.Prefix.EnvDirs()
+}
+
+// loadedPaths are the files the scan's objects were found at, each also
+// through its directory resolved physically: where another target may
+// have placed them.
+func loadedPaths(rep *scan.Report) []string {
+	var out []string
+	for _, root := range rep.Roots {
+		if root.Result == nil {
+			continue
+		}
+		for _, obj := range root.Result.Objects {
+			if obj.HostPath == "" {
+				continue
+			}
+			base := filepath.Base(obj.HostPath)
+			for _, d := range []string{filepath.Dir(obj.HostPath), physical(filepath.Dir(obj.HostPath))} {
+				out = appendUnique(out, filepath.Join(d, base))
+			}
+		}
+	}
+	return out
 }
 
 // needs are this round's missing libraries: what the loader does not find,
@@ -408,9 +443,9 @@ func (s *session) plan(needs []*Need) *Plan {
 		}
 	}
 	plan.Steps = steps
-	if s.opts.Store != nil {
+	if s.change != nil {
 		for _, st := range plan.Steps {
-			if _, ok, err := s.opts.Store.Lookup(st.Key()); err == nil && ok {
+			if _, ok, err := s.opts.Prefix.Store().Lookup(st.Key()); err == nil && ok {
 				st.Installed = true
 			}
 		}
@@ -445,12 +480,11 @@ func (s *session) stopBefore(r *Round, n int) (StopReason, error) {
 // install brings the plan's archives into the store, recording what it
 // installed even when it fails part way.
 func (s *session) install(r *Round, plan *Plan) (map[fetch.Key]fetch.Entry, error) {
-	entries, installed, err := install(s.ctx, s.opts, plan, s.rec)
+	entries, installed, err := install(s.ctx, s.opts, plan, s.change)
 	r.Installed = installed
-	s.rec.Installed = appendKeys(s.rec.Installed, installed)
 	if err != nil {
 		// What did install is recorded, so that undo can remove it.
-		if serr := s.rec.Commit(); serr != nil {
+		if serr := s.change.Commit(); serr != nil {
 			return nil, errors.Join(err, serr)
 		}
 		return nil, err
@@ -465,10 +499,10 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 		if !ok {
 			return fmt.Errorf("%s: not in the store after install", d.Step.Key())
 		}
-		var stepPlaced []Placed
+		var stepPlaced []activation.Placed
 		if rs := d.Step.Restore; rs != nil && rs.Mode == RestoreInstall {
 			if err := s.install1(r, e, d); err != nil {
-				_ = s.rec.Commit()
+				_ = s.change.Commit()
 				return err
 			}
 			continue
@@ -476,13 +510,13 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 		for _, pl := range d.Placements {
 			files, err := placementFiles(e, d.Step, pl)
 			if err == nil {
-				var placed []Placed
-				placed, err = apply(s.rec, e, d.Step, pl.HostDir, files, s.opts.Copy)
+				var placed []activation.Placed
+				placed, err = s.change.Place(e.Key, activationFiles(e, d.Step, pl.HostDir, files), s.opts.Copy)
 				r.Placed = append(r.Placed, placed...)
 				stepPlaced = append(stepPlaced, placed...)
 			}
 			if err != nil {
-				_ = s.rec.Commit()
+				_ = s.change.Commit()
 				return err
 			}
 			for _, f := range files {
@@ -495,38 +529,42 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 			}
 		}
 		if rs := d.Step.Restore; rs != nil && rs.Mode == RestoreSupply {
-			s.rec.supply(rs, d.Step, stepPlaced)
+			s.change.Supply(supplyOf(rs, d.Step, stepPlaced))
 		}
 		if d.Script != nil {
 			libDir, _, err := libraries(e, d.Step)
 			if err != nil {
 				return err
 			}
-			dir := filepath.Join(e.Dir, filepath.FromSlash(libDir))
-			s.rec.ScriptDirs = appendUnique(s.rec.ScriptDirs, dir)
-			s.rec.Installed = appendKeys(s.rec.Installed, []fetch.Key{e.Key})
+			s.change.AddScriptDir(e.Key, filepath.Join(e.Dir, filepath.FromSlash(libDir)))
 			for _, n := range d.Step.Provides {
-				s.handled[n] = "LD_LIBRARY_PATH (" + EnvScript(s.opts.Prefix) + ")"
+				s.handled[n] = "LD_LIBRARY_PATH (" + s.opts.Prefix.EnvScript() + ")"
 				s.viaEnv[n] = true
 			}
 		}
 	}
-	return s.rec.Commit()
+	return s.change.Commit()
 }
 
 // install1 installs one restored distribution's wheel into its site.
 func (s *session) install1(r *Round, e fetch.Entry, d Decision) error {
-	stage, err := os.MkdirTemp(s.opts.Prefix, ".dist-info-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(stage)
-	placed, err := installDistribution(s.rec, e, d.Step, d.Step.Restore.Site, s.opts.Copy, stage)
+	placed, err := installDistribution(s.change, e, d.Step, d.Step.Restore.Site, s.opts.Copy)
 	r.Placed = append(r.Placed, placed...)
 	for _, p := range placed {
 		s.handled[filepath.Base(p.Path)] = filepath.Dir(p.Path)
 	}
 	return err
+}
+
+// supplyOf says that a declared distribution's libraries were placed from
+// the archive of st.
+func supplyOf(rs *Restore, st *Step, placed []activation.Placed) declared.Supply {
+	sup := declared.Supply{Name: rs.Dist, Version: rs.Version, Site: rs.Site,
+		From: fmt.Sprintf("%s %s (%s)", st.Component, st.Version, st.Platform), Files: []string{}}
+	for _, p := range placed {
+		sup.Files = append(sup.Files, p.Path)
+	}
+	return sup
 }
 
 // verifyRound ends the loop once nothing is missing, after the import
@@ -539,7 +577,7 @@ func (s *session) verifyRound(r *Round, n int) (bool, error) {
 		return true, nil
 	}
 	s.opts.Logger.Info("verify", "round", n, "module", s.t.Module, "check", s.opts.Check)
-	envDirs, err := EnvDirs(s.opts.Prefix)
+	envDirs, err := s.envDirs()
 	if err != nil {
 		return true, err
 	}
@@ -582,7 +620,7 @@ func (s *session) finish() {
 		s.out.Checks = orEmpty(crossChecks(s.last))
 	}
 	s.out.SeeChecks = s.out.OK && len(s.out.Checks) > 0
-	s.out.fillActivation(s.opts, s.rec)
+	s.out.fillActivation(s.opts, s.change)
 }
 
 func orEmpty[T any](s []T) []T {
@@ -599,15 +637,6 @@ func needFor(needs []*Need, soname string) *Need {
 		}
 	}
 	return &Need{Soname: soname}
-}
-
-func appendKeys(list []fetch.Key, more []fetch.Key) []fetch.Key {
-	for _, k := range more {
-		if !slices.Contains(list, k) {
-			list = append(list, k)
-		}
-	}
-	return list
 }
 
 // newLoader builds a fresh loader (files changed since the last round) that
@@ -641,12 +670,8 @@ func systemDirsOf(rep *scan.Report) []string {
 
 // install brings the plan's archives into the store and returns every
 // step's entry, with the keys that were newly installed.
-func install(ctx context.Context, opts Options, plan *Plan, rec *Record) (map[fetch.Key]fetch.Entry, []fetch.Key, error) {
-	if opts.Store == nil || opts.Client == nil {
-		return nil, nil, errors.New("resolve needs a store and a download client")
-	}
+func install(ctx context.Context, opts Options, plan *Plan, change *activation.Change) (map[fetch.Key]fetch.Entry, []fetch.Key, error) {
 	var items []fetch.Item
-	var fresh []fetch.Key
 	for _, s := range plan.Steps {
 		if s.Installed {
 			continue
@@ -661,36 +686,23 @@ func install(ctx context.Context, opts Options, plan *Plan, rec *Record) (map[fe
 			name, url = s.Filename, cmp.Or(s.fetchURL, s.URL)
 		}
 		items = append(items, fetch.Item{Key: s.Key(), Request: fetch.Request{Name: name, URL: url, SHA256: s.SHA256, Size: s.Size}})
-		fresh = append(fresh, s.Key())
 	}
-	if len(items) > 0 {
-		if err := rec.IntendInstall(items); err != nil {
-			return nil, nil, err
-		}
-		if _, err := opts.Store.Install(ctx, opts.Client, items); err != nil {
-			// Some items may have been installed before the failure.
-			var done []fetch.Key
-			for _, k := range fresh {
-				if _, ok, _ := opts.Store.Lookup(k); ok {
-					done = append(done, k)
-				}
-			}
-			return nil, done, err
-		}
-		rec.step("installed")
+	installed, err := change.Install(ctx, opts.Client, items)
+	if err != nil {
+		return nil, installed, err
 	}
 	out := map[fetch.Key]fetch.Entry{}
 	for _, s := range plan.Steps {
-		e, ok, err := opts.Store.Lookup(s.Key())
+		e, ok, err := opts.Prefix.Store().Lookup(s.Key())
 		if err != nil {
-			return nil, nil, err
+			return nil, installed, err
 		}
 		if !ok {
-			return nil, nil, fmt.Errorf("%s: not in the store after install", s.Key())
+			return nil, installed, fmt.Errorf("%s: not in the store after install", s.Key())
 		}
 		out[s.Key()] = e
 	}
-	return out, fresh, nil
+	return out, installed, nil
 }
 
 // choosePlatform decides the platform and CUDA major from the scan: the ELF
@@ -797,18 +809,19 @@ func runtimeNeeds(names []string, by map[string]string, static []*Need, rep *sca
 	return out
 }
 
-func (o *Outcome) fillActivation(opts Options, rec *Record) {
-	if rec == nil {
+func (o *Outcome) fillActivation(opts Options, change *activation.Change) {
+	if change == nil {
 		return
 	}
+	rec := change.Record()
 	for _, p := range rec.Placed {
 		o.Activation.InPlace = appendUnique(o.Activation.InPlace, filepath.Dir(p.Path))
 	}
 	if len(rec.ScriptDirs) > 0 {
-		o.Activation.Script = EnvScript(opts.Prefix)
+		o.Activation.Script = opts.Prefix.EnvScript()
 		o.Activation.ScriptDirs = rec.ScriptDirs
 	}
 	if len(rec.Placed) > 0 || len(rec.ScriptDirs) > 0 {
-		o.Activation.Record = recordFile(opts.Prefix, rec.Target)
+		o.Activation.Record = opts.Prefix.RecordFile(rec.Target)
 	}
 }

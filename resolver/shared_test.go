@@ -57,8 +57,8 @@ func TestSharedDirectory(t *testing.T) {
 		t.Fatal("after both resolves, ld.so does not find everything")
 	}
 
-	store, _ := fetch.OpenStore(f.prefix)
-	reps, err := Undo(ctx, f.prefix, store, []string{"gpupkg"}, nil)
+	store := openPrefix(t, f.prefix).Store()
+	reps, err := undo(t, ctx, f.prefix, "gpupkg")
 	if err != nil || len(reps) != 1 {
 		t.Fatalf("undo gpupkg: %v %+v", err, reps)
 	}
@@ -88,7 +88,7 @@ func TestSharedDirectory(t *testing.T) {
 		t.Errorf("undo of gpupkg removed the store entry gpuvision uses")
 	}
 
-	reps, err = Undo(ctx, f.prefix, store, []string{"gpuvision"}, nil)
+	reps, err = undo(t, ctx, f.prefix, "gpuvision")
 	if err != nil || len(reps) != 1 || len(reps[0].Kept) != 0 || len(reps[0].Left) != 0 {
 		t.Fatalf("undo gpuvision: %v %+v", err, reps)
 	}

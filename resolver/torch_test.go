@@ -31,7 +31,6 @@ func TestResolveTorchSkeleton(t *testing.T) {
 	}})
 	ctx := context.Background()
 	prefix := filepath.Join(t.TempDir(), "prefix")
-	store, _ := fetch.OpenStore(prefix)
 	client, _ := fetch.NewClient(fetch.Options{CacheDir: t.TempDir()})
 	torchDir := filepath.Join(site, "torch")
 	target, err := FindTarget(ctx, torchDir, TargetOptions{})
@@ -39,7 +38,7 @@ func TestResolveTorchSkeleton(t *testing.T) {
 		t.Fatal(err)
 	}
 	empty := ""
-	out, err := Resolve(ctx, target, Options{Loader: ldso.Options{LDLibraryPath: &empty, PreloadSet: true}, Catalog: cat, Prefix: prefix, Store: store, Client: client})
+	out, err := Resolve(ctx, target, Options{Loader: ldso.Options{LDLibraryPath: &empty, PreloadSet: true}, Catalog: cat, Prefix: openPrefix(t, prefix), Client: client})
 	if err != nil {
 		t.Fatal(err)
 	}

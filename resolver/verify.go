@@ -14,7 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/atomicfile"
+	"github.com/cudadeps/cudadeps/activation"
+	"github.com/cudadeps/cudadeps/internal/shquote"
 	"github.com/cudadeps/cudadeps/pyenv"
 )
 
@@ -98,7 +99,7 @@ var (
 type checkRunner struct {
 	t       *Target
 	envDirs []string
-	prefix  string
+	prefix  *activation.Prefix
 	check   string
 	timeout time.Duration
 }
@@ -162,7 +163,7 @@ func (c *checkRunner) importCheck(ctx context.Context, v *Verification) {
 // the target's interpreter.
 func (c *checkRunner) runProbe(ctx context.Context, name string) Probe {
 	p := Probe{Name: name, ExitCode: -1, Steps: []ProbeStep{}, Failures: []ProbeFailure{}}
-	script, err := writeProbe(c.prefix, name)
+	script, err := c.writeProbe(name)
 	if err != nil {
 		p.Error = err.Error()
 		return p
@@ -236,16 +237,16 @@ func (c *checkRunner) environ() []string {
 func reproduceLine(envDirs []string, pathDir string, argv []string) string {
 	var b strings.Builder
 	if len(envDirs) > 0 {
-		b.WriteString("LD_LIBRARY_PATH=" + shellQuote(strings.Join(envDirs, ":")) + "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ")
+		b.WriteString("LD_LIBRARY_PATH=" + shquote.Quote(strings.Join(envDirs, ":")) + "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ")
 	}
 	if pathDir != "" {
-		b.WriteString("PATH=" + shellQuote(pathDir) + "${PATH:+:$PATH} ")
+		b.WriteString("PATH=" + shquote.Quote(pathDir) + "${PATH:+:$PATH} ")
 	}
 	for i, a := range argv {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(shellQuote(a))
+		b.WriteString(shquote.Quote(a))
 	}
 	return b.String()
 }
@@ -265,32 +266,17 @@ func probeNames(t *Target) []string {
 	return out
 }
 
-// probeDir is where the probes are written: PREFIX/probes.
-func probeDir(prefix string) string { return filepath.Join(prefix, "probes") }
-
-// writeProbe writes a probe to PREFIX/probes/probe-NAME.py (a name no
-// import can take for the framework's module, since the script's directory
-// comes first on sys.path) and returns its path.
-func writeProbe(prefix, name string) (string, error) {
+// writeProbe writes the named framework's probe under the prefix and
+// returns its path.
+func (c *checkRunner) writeProbe(name string) (string, error) {
 	script, ok := probeScript(name)
 	if !ok {
 		return "", fmt.Errorf("no probe named %s", name)
 	}
-	if prefix == "" {
+	if c.prefix == nil {
 		return "", errors.New("no prefix to write the probe in")
 	}
-	dir := probeDir(prefix)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("write the probe: %w", err)
-	}
-	p := filepath.Join(dir, "probe-"+name+".py")
-	if cur, err := os.ReadFile(p); err == nil && string(cur) == script {
-		return p, nil
-	}
-	if err := atomicfile.WriteFile(p, []byte(script), 0o644); err != nil {
-		return "", fmt.Errorf("write the probe: %w", err)
-	}
-	return p, nil
+	return c.prefix.WriteProbe(name, script)
 }
 
 // probeSteps reads a probe's report lines.

@@ -76,7 +76,7 @@ func shellRun(t *testing.T, line string) (string, int) {
 
 func TestProbeRunner(t *testing.T) {
 	py := fakePython(t)
-	prefix := t.TempDir()
+	prefix := openPrefix(t, t.TempDir())
 	ctx := context.Background()
 	t.Setenv("LD_LIBRARY_PATH", "/inherited/lib")
 	run := func(envDirs []string, check string, timeout time.Duration) *Verification {
@@ -105,7 +105,7 @@ func TestProbeRunner(t *testing.T) {
 		// where the printed command finds it.
 		data, err := os.ReadFile(p.Script)
 		script, _ := ProbeScript("torch")
-		if err != nil || string(data) != script || filepath.Dir(p.Script) != filepath.Join(prefix, "probes") {
+		if err != nil || string(data) != script || filepath.Dir(p.Script) != prefix.ProbesDir() {
 			t.Fatalf("probe file %s: %v", p.Script, err)
 		}
 		if p.Command[0] != py || p.Command[1] != p.Script {
@@ -132,7 +132,7 @@ func TestProbeRunner(t *testing.T) {
 	t.Run("another failure, reproduced as printed", func(t *testing.T) {
 		t.Setenv("FAKE_OUT", "ok: import torch: 2.11.0\nFAILED: fft (cuFFT): RuntimeError: cuFFT error: CUFFT_INTERNAL_ERROR\nprobe failed: fft (cuFFT)")
 		t.Setenv("FAKE_CODE", "1")
-		envDirs := []string{filepath.Join(prefix, "pkgs", "it's here", "lib"), "/second/lib"}
+		envDirs := []string{filepath.Join(prefix.Dir(), "pkgs", "it's here", "lib"), "/second/lib"}
 		v := run(envDirs, "", time.Minute)
 		p := v.Probes[0]
 		if v.OK || v.BlamesLibrary() || p.OK || len(p.Failures) != 0 {
@@ -368,17 +368,13 @@ func (f *cupyFixture) resolve(t *testing.T, mod func(*Options)) *Outcome {
 	if target.Module != "cupy" {
 		t.Fatalf("module %q", target.Module)
 	}
-	store, err := fetch.OpenStore(f.prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
 	client, err := fetch.NewClient(fetch.Options{CacheDir: filepath.Join(f.prefix, "..", "cache")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	empty := ""
 	opts := Options{Loader: ldso.Options{LDLibraryPath: &empty, PreloadSet: true}, Catalog: f.catalog,
-		Prefix: f.prefix, Store: store, Client: client, CUDAMajor: 13, Verify: true, CheckTimeout: 2 * time.Minute}
+		Prefix: openPrefix(t, f.prefix), Client: client, CUDAMajor: 13, Verify: true, CheckTimeout: 2 * time.Minute}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -475,11 +471,7 @@ func TestResolveProbeFeedsTheLoop(t *testing.T) {
 	if _, err := os.Stat(last[0].Script); err != nil {
 		t.Fatalf("the probe's script: %v", err)
 	}
-	store, err := fetch.OpenStore(f.prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Undo(context.Background(), f.prefix, store, nil, nil); err != nil {
+	if _, err := undo(t, context.Background(), f.prefix); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Dir(last[0].Script)); !errors.Is(err, fs.ErrNotExist) {

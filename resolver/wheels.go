@@ -15,6 +15,7 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/internal/filehash"
 	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/pyenv"
 	"github.com/cudadeps/cudadeps/pymeta"
@@ -397,7 +398,7 @@ func memberFile(e fetch.Entry, s *Step, name string) (string, error) {
 	}
 	if m.sha256 != nil {
 		p := filepath.Join(e.Dir, filepath.FromSlash(m.path))
-		sum, err := fileSum(p)
+		sum, err := filehash.SHA256(p)
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", p, err)
 		}

@@ -132,7 +132,7 @@ func TestPinnedWheelSHA256Mismatch(t *testing.T) {
 	}
 	wh, _ := pypi.ParseWheel(w.Filename())
 	fx := &fixture{prefix: f.prefix, catalog: cat}
-	if _, ok, _ := fx.options(t, true).Store.Lookup(wh.Key()); ok {
+	if _, ok, _ := fx.options(t, true).Prefix.Store().Lookup(wh.Key()); ok {
 		t.Fatal("the unverified wheel is in the store")
 	}
 }

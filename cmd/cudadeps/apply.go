@@ -83,16 +83,15 @@ func (a *app) runApply(cmd *cobra.Command, args []string, f resolveFlags) error 
 	if err != nil {
 		return err
 	}
-	prefix, err := a.prefix()
+	prefix, client, err := a.openPrefix(f.cacheDir, f.allowHTTP)
 	if err != nil {
 		return err
 	}
-	store, client, err := a.openStore(f.cacheDir, f.allowHTTP)
-	if err != nil {
+	if err := a.recoverPrefix(ctx, prefix); err != nil {
 		return err
 	}
-	opts := resolver.Options{Loader: a.loaderOptions(cmd), Catalog: cat, Prefix: prefix, Store: store, Client: client,
-		Copy: f.copy, Verify: !f.noVerify, MaxRounds: f.maxRounds, Logger: a.logger, Confirm: a.confirmPlan(store, true)}
+	opts := resolver.Options{Loader: a.loaderOptions(cmd), Catalog: cat, Prefix: prefix, Client: client,
+		Copy: f.copy, Verify: !f.noVerify, MaxRounds: f.maxRounds, Logger: a.logger, Confirm: a.confirmPlan(prefix, true)}
 	res, err := p.Apply(ctx, target, plan.ApplyOptions{Resolve: opts, Root: a.opts.root, AllowHTTP: f.allowHTTP})
 	var refused *plan.RefusedError
 	if errors.As(err, &refused) {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/config"
-	"github.com/cudadeps/cudadeps/fetch"
 )
 
 const schemaConfig = "cudadeps.config/v1"
@@ -126,7 +126,7 @@ func (a *app) runConfig(cmd *cobra.Command) error {
 	}
 	out.Prefix = settingJSON{prefix, sourceOf(f.Changed("prefix"), "--prefix", s.Prefix)}
 	if out.Prefix.Source == "" {
-		def, _ := fetch.DefaultStoreDir()
+		def, _ := activation.DefaultDir()
 		out.Prefix = settingJSON{def, "default"}
 	}
 	if a.opts.json {

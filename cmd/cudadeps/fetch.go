@@ -53,10 +53,11 @@ too), 130 when interrupted.`,
 				}
 				items = append(items, item)
 			}
-			store, client, err := a.openStore(cacheDir, allowHTTP)
+			prefix, client, err := a.openPrefix(cacheDir, allowHTTP)
 			if err != nil {
 				return err
 			}
+			store := prefix.Store()
 			entries, err := store.Install(ctx, client, items)
 			if err != nil {
 				return err

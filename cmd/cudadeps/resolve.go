@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/humansize"
@@ -156,7 +157,7 @@ func (a *app) prefix() (string, error) {
 	if a.opts.prefix != "" {
 		return filepath.Abs(a.opts.prefix)
 	}
-	return fetch.DefaultStoreDir()
+	return activation.DefaultDir()
 }
 
 // loadCatalog loads the embedded catalog with the --catalog and --mirror flags applied.
@@ -164,9 +165,9 @@ func (a *app) loadCatalog(ctx context.Context) (*catalog.Catalog, error) {
 	return catalog.Load(ctx, catalog.LoadOptions{UserLayer: a.userLayer(), Extra: a.opts.catalogs, Mirror: string(a.opts.mirror)})
 }
 
-// openStore opens the prefix's store and a download client for it.
-func (a *app) openStore(cacheDir string, allowHTTP bool) (*fetch.Store, *fetch.Client, error) {
-	store, err := fetch.OpenStore(a.opts.prefix)
+// openPrefix opens the prefix and a download client for its store.
+func (a *app) openPrefix(cacheDir string, allowHTTP bool) (*activation.Prefix, *fetch.Client, error) {
+	prefix, err := activation.Open(a.opts.prefix)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -174,7 +175,17 @@ func (a *app) openStore(cacheDir string, allowHTTP bool) (*fetch.Store, *fetch.C
 	if err != nil {
 		return nil, nil, err
 	}
-	return store, client, nil
+	return prefix, client, nil
+}
+
+// recoverPrefix finishes what interrupted runs left in the prefix, before
+// a command changes it, and says so on stderr.
+func (a *app) recoverPrefix(ctx context.Context, p *activation.Prefix) error {
+	recovered, err := p.Recover(ctx)
+	for _, rc := range recovered {
+		a.logger.Warn("recovered an interrupted run", "kind", string(rc.Kind), "target", rc.Name, "finished", len(rc.Finished))
+	}
+	return err
 }
 
 func (a *app) newClient(cacheDir string, allowHTTP bool) (*fetch.Client, error) {
@@ -195,7 +206,7 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	if err != nil {
 		return err
 	}
-	prefix, err := a.prefix()
+	prefix, err := activation.Open(a.opts.prefix)
 	if err != nil {
 		return err
 	}
@@ -220,10 +231,13 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		Logger:       a.logger,
 	}
 	if !f.dryRun {
-		if opts.Store, opts.Client, err = a.openStore(f.cacheDir, f.allowHTTP); err != nil {
+		if opts.Client, err = a.newClient(f.cacheDir, f.allowHTTP); err != nil {
 			return err
 		}
-		opts.Confirm = a.confirmPlan(opts.Store, f.yes)
+		if err := a.recoverPrefix(ctx, prefix); err != nil {
+			return err
+		}
+		opts.Confirm = a.confirmPlan(prefix, f.yes)
 	}
 	out, err := resolver.Resolve(ctx, target, opts)
 	if err != nil {
@@ -346,17 +360,17 @@ func (a *app) interactive() bool {
 
 // confirmPlan shows each round's plan on stderr, then asks; with --yes it
 // only shows it. Where nobody can answer it refuses, as apt-get does.
-func (a *app) confirmPlan(store *fetch.Store, yes bool) func(*resolver.Round) (bool, error) {
+func (a *app) confirmPlan(prefix *activation.Prefix, yes bool) func(*resolver.Round) (bool, error) {
 	return func(r *resolver.Round) (bool, error) {
 		p := r.Plan
 		a.logger.Debug("plan", "archives", len(p.Steps), "download", humansize.Bytes(p.Bytes()))
 		if !a.opts.quiet || !yes {
-			renderPlan(a.stderr, r, store)
+			renderPlan(a.stderr, r, prefix)
 		}
 		if yes {
 			return true, nil
 		}
-		return a.ask(planQuestion(p, store.Dir()), "rerun with --yes to proceed, or --dry-run to only see the plan")
+		return a.ask(planQuestion(p, prefix.Dir()), "rerun with --yes to proceed, or --dry-run to only see the plan")
 	}
 }
 
@@ -391,7 +405,7 @@ func planQuestion(p *resolver.Plan, storeDir string) string {
 
 // renderPlan prints what a round will fetch, from where, into which store
 // entry, and where each library will be placed for the loader.
-func renderPlan(w io.Writer, r *resolver.Round, store *fetch.Store) {
+func renderPlan(w io.Writer, r *resolver.Round, prefix *activation.Prefix) {
 	p := r.Plan
 	fmt.Fprintf(w, "Plan (%s", p.Platform)
 	if p.CUDAMajor != 0 {
@@ -411,10 +425,10 @@ func renderPlan(w io.Writer, r *resolver.Round, store *fetch.Store) {
 			downloads++
 			fmt.Fprintf(w, "      %s  %s\n", humansize.Bytes(s.Size), s.URL)
 		}
-		if dir, err := store.EntryDir(s.Key()); err == nil {
+		if dir, err := prefix.Store().EntryDir(s.Key()); err == nil {
 			fmt.Fprintf(w, "      → %s\n", dir)
 		}
-		for _, line := range placementLines(r, s, resolver.EnvScript(store.Dir())) {
+		for _, line := range placementLines(r, s, prefix.EnvScript()) {
 			fmt.Fprintf(w, "      %s\n", line)
 		}
 	}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/humansize"
-	"github.com/cudadeps/cudadeps/resolver"
 )
 
 // storeCommand groups the commands that look at and prune the install store.
@@ -56,10 +56,11 @@ func (a *app) storeListCommand() *cobra.Command {
   cudadeps store list --json --prefix ~/cudadeps-test`,
 		Args: storeNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := fetch.OpenStore(a.opts.prefix)
+			prefix, err := activation.Open(a.opts.prefix)
 			if err != nil {
 				return err
 			}
+			s := prefix.Store()
 			entries, err := s.List()
 			if err != nil {
 				return err
@@ -102,10 +103,11 @@ leaving those links dangling).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := fetch.OpenStore(a.opts.prefix)
+			prefix, err := activation.Open(a.opts.prefix)
 			if err != nil {
 				return err
 			}
+			s := prefix.Store()
 			installed, err := s.List()
 			if err != nil {
 				return err
@@ -115,7 +117,7 @@ leaving those links dangling).`,
 				return err
 			}
 			if !force {
-				if err := refuseInUse(s.Dir(), chosen, a.commandLine); err != nil {
+				if err := refuseInUse(prefix, chosen, a.commandLine); err != nil {
 					return err
 				}
 			}
@@ -199,21 +201,23 @@ func readStoreFiles(entries []fetch.Entry) error {
 	return nil
 }
 
-// refuseInUse fails when an activation record still points into one of the
-// entries: removing it would break an import that works.
-func refuseInUse(prefix string, entries []fetch.Entry, command func(...string) string) error {
-	recs, err := resolver.Records(prefix)
+// refuseInUse fails when a target's record still uses one of the entries
+// (activation's rule): removing it would break an import that works.
+func refuseInUse(prefix *activation.Prefix, entries []fetch.Entry, command func(...string) string) error {
+	keys := make([]fetch.Key, len(entries))
+	for i, e := range entries {
+		keys[i] = e.Key
+	}
+	uses, err := prefix.InUse(keys...)
 	if err != nil {
 		return err
 	}
 	var users, targets []string
-	for _, e := range entries {
-		for _, r := range recs {
-			if r.Uses(e.Dir) {
-				users = append(users, fmt.Sprintf("%s is used by %s", e.Key, r.Name))
-				if !slices.Contains(targets, r.Name) {
-					targets = append(targets, r.Name)
-				}
+	for _, u := range uses {
+		for _, name := range u.Targets {
+			users = append(users, fmt.Sprintf("%s is used by %s", u.Key, name))
+			if !slices.Contains(targets, name) {
+				targets = append(targets, name)
 			}
 		}
 	}
@@ -280,11 +284,11 @@ func storeNoArgs(cmd *cobra.Command, args []string) error {
 
 // completeInstalled completes the components installed in the store.
 func (a *app) completeInstalled(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-	s, err := fetch.OpenStore(a.opts.prefix)
+	prefix, err := activation.Open(a.opts.prefix)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	entries, _ := s.List()
+	entries, _ := prefix.Store().List()
 	var names []string
 	for _, e := range entries {
 		if !slices.Contains(names, e.Component) {

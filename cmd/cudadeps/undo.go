@@ -5,10 +5,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/activation"
 	"github.com/spf13/cobra"
-
-	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/resolver"
 )
 
 func (a *app) undoCommand() *cobra.Command {
@@ -27,11 +25,7 @@ not to ask; needed when stdin is not a terminal).`,
   cudadeps undo torch --prefix ~/cudadeps-test
   cudadeps undo --yes --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			prefix, err := a.prefix()
-			if err != nil {
-				return err
-			}
-			store, err := fetch.OpenStore(prefix)
+			prefix, err := activation.Open(a.opts.prefix)
 			if err != nil {
 				return err
 			}
@@ -40,15 +34,22 @@ not to ask; needed when stdin is not a terminal).`,
 					return err
 				}
 			}
-			reps, err := resolver.Undo(cmd.Context(), prefix, store, args, a.logger)
+			recovered, err := prefix.Recover(cmd.Context())
 			if err != nil {
 				return err
 			}
+			reps, err := prefix.Undo(cmd.Context(), args, recovered)
+			if err != nil {
+				return err
+			}
+			for _, r := range reps {
+				a.logger.Info("undone", "target", r.Target, "removed", len(r.Removed), "left", len(r.Left), "kept", len(r.Kept), "recovered", string(r.Recovered))
+			}
 			if a.opts.json {
 				return writeJSON(a.stdout, schemaUndo, struct {
-					Prefix string                `json:"prefix"`
-					Undone []resolver.UndoReport `json:"undone"`
-				}{prefix, reps})
+					Prefix string                  `json:"prefix"`
+					Undone []activation.UndoReport `json:"undone"`
+				}{prefix.Dir(), reps})
 			}
 			renderUndo(a.stdout, reps)
 			return nil
@@ -62,8 +63,8 @@ not to ask; needed when stdin is not a terminal).`,
 }
 
 // confirmUndoAll asks before undoing every recorded target.
-func (a *app) confirmUndoAll(prefix string) error {
-	recs, err := resolver.Records(prefix)
+func (a *app) confirmUndoAll(prefix *activation.Prefix) error {
+	recs, err := prefix.Records()
 	if err != nil || len(recs) == 0 {
 		return err // Undo reports that nothing is recorded
 	}
@@ -71,7 +72,7 @@ func (a *app) confirmUndoAll(prefix string) error {
 	for i, r := range recs {
 		names[i] = r.Name
 	}
-	question := fmt.Sprintf("Undo every recorded target (%s) under %s?", strings.Join(names, ", "), prefix)
+	question := fmt.Sprintf("Undo every recorded target (%s) under %s?", strings.Join(names, ", "), prefix.Dir())
 	ok, err := a.ask(question, "name the targets, or rerun with --yes")
 	if err == nil && !ok {
 		err = &codeError{code: exitError, err: fmt.Errorf("not confirmed: nothing undone")}
@@ -79,7 +80,7 @@ func (a *app) confirmUndoAll(prefix string) error {
 	return err
 }
 
-func renderUndo(w io.Writer, reps []resolver.UndoReport) {
+func renderUndo(w io.Writer, reps []activation.UndoReport) {
 	if len(reps) == 0 {
 		fmt.Fprintln(w, "Nothing recorded: nothing to undo.")
 	}
@@ -109,11 +110,11 @@ func renderUndo(w io.Writer, reps []resolver.UndoReport) {
 
 // completeRecorded completes the targets recorded in the store.
 func (a *app) completeRecorded(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-	prefix, err := a.prefix()
+	prefix, err := activation.Open(a.opts.prefix)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	recs, _ := resolver.Records(prefix)
+	recs, _ := prefix.Records()
 	var names []string
 	for _, r := range recs {
 		names = append(names, r.Name)

@@ -1,0 +1,138 @@
+// Package activation is the only owner of PREFIX and its layout: the store entries in use, the files placed for each target and their records, the crash journal, the activation script, the probes, and undo.
+package activation
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/atomicfile"
+)
+
+// Prefix is the directory cudadeps installs into (--prefix):
+//
+//	PREFIX/pkgs/, .staging/, .locks/   the store (fetch.Store): installed archives
+//	PREFIX/activations/HASH.json       a target's record: what was placed for it
+//	PREFIX/activations/HASH.journal    the journal of a change in progress
+//	PREFIX/env.sh                      the activation script (LD_LIBRARY_PATH)
+//	PREFIX/probes/probe-NAME.py        the probes the import check runs
+//
+// Nothing is created until something is written: a prefix that does not
+// exist yet reads as empty.
+type Prefix struct {
+	dir   string
+	store *fetch.Store
+}
+
+// DefaultDir is $XDG_DATA_HOME/cudadeps, i.e. ~/.local/share/cudadeps.
+func DefaultDir() (string, error) {
+	if d := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "cudadeps"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("prefix: %w", err)
+	}
+	return filepath.Join(home, ".local", "share", "cudadeps"), nil
+}
+
+// Open opens the prefix dir; "" means DefaultDir().
+func Open(dir string) (*Prefix, error) {
+	if dir == "" {
+		d, err := DefaultDir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("prefix %s: %w", dir, err)
+	}
+	// The store lives in the prefix itself (PREFIX/pkgs).
+	store, err := fetch.OpenStore(abs)
+	if err != nil {
+		return nil, err
+	}
+	return &Prefix{dir: abs, store: store}, nil
+}
+
+// Dir is the prefix's directory, absolute.
+func (p *Prefix) Dir() string { return p.dir }
+
+// Store is the prefix's store of installed archives.
+func (p *Prefix) Store() *fetch.Store { return p.store }
+
+// EnvScript is the activation script: it sets LD_LIBRARY_PATH for the
+// objects that search no directory the user may write.
+func (p *Prefix) EnvScript() string { return filepath.Join(p.dir, "env.sh") }
+
+// ProbesDir is where the probes are written.
+func (p *Prefix) ProbesDir() string { return filepath.Join(p.dir, "probes") }
+
+func (p *Prefix) recordsDir() string { return filepath.Join(p.dir, "activations") }
+
+// RecordFile is where the record of a target (its key) is kept.
+func (p *Prefix) RecordFile(target string) string {
+	sum := sha256.Sum256([]byte(target))
+	return filepath.Join(p.recordsDir(), hex.EncodeToString(sum[:8])+".json")
+}
+
+func (p *Prefix) journalFile(target string) string {
+	sum := sha256.Sum256([]byte(target))
+	return filepath.Join(p.recordsDir(), hex.EncodeToString(sum[:8])+".journal")
+}
+
+// WriteProbe writes a probe's script as PREFIX/probes/probe-NAME.py (a
+// name no import can take for the framework's module, since the script's
+// directory comes first on sys.path), unless it is there already, and
+// returns its path. It stays, so that the command that ran it can be run
+// again; the last undo removes it.
+func (p *Prefix) WriteProbe(name, script string) (string, error) {
+	dir := p.ProbesDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("write the probe: %w", err)
+	}
+	f := filepath.Join(dir, "probe-"+name+".py")
+	if cur, err := os.ReadFile(f); err == nil && string(cur) == script {
+		return f, nil
+	}
+	if err := atomicfile.WriteFile(f, []byte(script), 0o644); err != nil {
+		return "", fmt.Errorf("write the probe: %w", err)
+	}
+	return f, nil
+}
+
+// removeProbesIfUnused removes the probes once no target's record names
+// anything: the last undo leaves no trace of them.
+func (p *Prefix) removeProbesIfUnused() error {
+	recs, err := p.Records()
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if !r.empty() {
+			return nil
+		}
+	}
+	dir := p.ProbesDir()
+	probes, err := filepath.Glob(filepath.Join(dir, "probe-*.py"))
+	if err != nil {
+		return err
+	}
+	for _, f := range probes {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+		return err
+	}
+	return nil
+}
