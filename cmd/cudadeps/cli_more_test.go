@@ -229,3 +229,45 @@ func TestCLINothingIsNotSuccess(t *testing.T) {
 		t.Errorf("scan with a linker script: exit %d, stderr %s", r.code, r.stderr)
 	}
 }
+
+// TestCLIReportsRecovery: a resolve killed (SIGKILL) mid-download leaves
+// its journal; the next resolve says on stderr that it recovered it, and
+// an undo after another such kill says so in its report.
+func TestCLIReportsRecovery(t *testing.T) {
+	dir, m := missingCudss(t)
+	env := userEnv(t)
+	prefix := t.TempDir()
+	kill := func() {
+		t.Helper()
+		cat, url, started := stallingMirror(t)
+		cmd := exec.Command(binary(t), "resolve", dir, "--yes", "--catalog", cat, "--mirror", url, "--prefix", prefix, "--ld-library-path", "")
+		cmd.Env = userEnv(t) // a cache of its own: the download must stall
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-started:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the download never started")
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	kill()
+	r := runBinary(t, env, "", "resolve", dir, "--yes", "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--ld-library-path", "")
+	if r.code != exitOK || !strings.Contains(r.stderr, "recovered an interrupted run") {
+		t.Fatalf("resolve after a kill: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	r = runBinary(t, env, "", "undo", dir, "--prefix", prefix)
+	if r.code != exitOK || strings.Contains(r.stdout, "recovered") {
+		t.Fatalf("undo: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	kill()
+	r = runBinary(t, env, "", "undo", dir, "--prefix", prefix)
+	if r.code != exitOK || !strings.Contains(r.stdout, "an interrupted resolve was recovered first") {
+		t.Errorf("undo after a kill: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(prefix, "activations")); len(entries) != 0 {
+		t.Errorf("records or journals left: %v", entries)
+	}
+}
