@@ -137,7 +137,7 @@ type record struct {
 //	DIR/pkgs/COMPONENT/VERSION/PLATFORM/VARIANT/   one entry (VARIANT "any" when none)
 //	DIR/pkgs/.../VARIANT/.cudadeps-entry.json      its record
 //	DIR/.staging/                                  extractions in progress (same file system)
-//	DIR/.locks/                                    one lock file per key
+//	DIR/.locks/                                    one lock file per key while it is installed or removed
 //
 // Entries appear and disappear by rename, whole. A Store is safe for
 // concurrent use, also by several processes.

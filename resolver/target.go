@@ -1,4 +1,4 @@
-// Package resolver runs scan → plan → fetch → activate → rescan until everything a target needs loads, and undoes what it did.
+// Package resolver runs scan → plan → fetch → activate → rescan until everything a target needs loads.
 package resolver
 
 import (
