@@ -211,7 +211,7 @@ func TestPinnedShadowByLDLibraryPathBeforeRunpath(t *testing.T) {
 	}
 	found := false
 	for _, u := range out.Unresolved {
-		if u.Soname == "libcudnn.so.9" && u.Kind == UnresolvedShadowed && strings.Contains(u.Advice, "LD_LIBRARY_PATH") {
+		if u.Soname == "libcudnn.so.9" && u.Kind == UnresolvedShadowed && strings.Contains(u.Advice, "in this shell: unset LD_LIBRARY_PATH") {
 			found = true
 		}
 	}

@@ -69,25 +69,25 @@ type Options struct {
 // Outcome is everything a resolve found and did. Its JSON form is
 // documented in the README ("resolve --json").
 type Outcome struct {
-	Target     *Target       `json:"target"`
-	Platform   string        `json:"platform"`
-	CUDAMajor  int           `json:"cuda_major"`
-	DryRun     bool          `json:"dry_run"`
-	Rounds     []*Round      `json:"rounds"`
-	Unresolved []Unresolved  `json:"unresolved"`
-	Activation Activation    `json:"activation"`
-	Verify     *Verification `json:"verify,omitempty"`
+	Target *Target `json:"target"`
+	// Distributions are the NVIDIA distributions the target declares, with
+	// the version each must come at and its state when the resolve began;
+	// DistributionsAfter as the last round found them.
+	Distributions      *declared.Closure `json:"distributions,omitempty"`
+	DistributionsAfter *declared.Closure `json:"distributions_after,omitempty"`
+	Platform           string            `json:"platform"`
+	CUDAMajor          int               `json:"cuda_major"`
+	DryRun             bool              `json:"dry_run"`
+	Rounds             []*Round          `json:"rounds"`
+	Unresolved         []Unresolved      `json:"unresolved"`
+	Activation         Activation        `json:"activation"`
+	Verify             *Verification     `json:"verify,omitempty"`
 	// Optional are libraries only optional modules or optional run-time
 	// opens need: reported, never fetched, never a failure.
 	Optional []OptionalLib `json:"optional"`
 	// Shadowed are the libraries a required distribution owns that the
 	// loader took from elsewhere when the resolve began.
 	Shadowed []Shadow `json:"shadowed"`
-	// Distributions are the NVIDIA distributions the target declares, with
-	// the version each must come at and its state when the resolve began;
-	// DistributionsAfter as the last round found them.
-	Distributions      *declared.Closure `json:"distributions,omitempty"`
-	DistributionsAfter *declared.Closure `json:"distributions_after,omitempty"`
 	// Incomplete names the required distributions whose RECORD files were
 	// missing when the resolve began.
 	Incomplete []string `json:"incomplete_distributions"`
@@ -612,8 +612,12 @@ func (s *session) finish() {
 	if s.last != nil {
 		for _, sh := range s.layout.Shadows(s.last) {
 			if sh.Owner.Present || !s.out.DryRun {
+				advice := sh.Remedy
+				if sh.Via == ldso.ViaLDLibraryPath {
+					advice += "; in this shell: " + correctedLDLibraryPath(s.opts.Loader, sh.Found)
+				}
 				s.out.Unresolved = append(s.out.Unresolved, Unresolved{Soname: sh.Soname, NeededBy: sh.NeededBy,
-					Kind: UnresolvedShadowed, Reason: sh.String(), Advice: sh.Remedy})
+					Kind: UnresolvedShadowed, Reason: sh.String(), Advice: advice})
 				s.out.OK = false
 			}
 		}
@@ -621,6 +625,27 @@ func (s *session) finish() {
 	}
 	s.out.SeeChecks = s.out.OK && len(s.out.Checks) > 0
 	s.out.fillActivation(s.opts, s.change)
+}
+
+// correctedLDLibraryPath is the command that sets LD_LIBRARY_PATH without
+// the entries that hold found (a wrong copy): the variable the user should
+// have.
+func correctedLDLibraryPath(lo ldso.Options, found string) string {
+	cur := os.Getenv("LD_LIBRARY_PATH")
+	if lo.LDLibraryPath != nil {
+		cur = *lo.LDLibraryPath
+	}
+	bad := physical(filepath.Dir(found))
+	var keep []string
+	for _, e := range strings.Split(cur, ":") {
+		if e != "" && physical(e) != bad {
+			keep = append(keep, e)
+		}
+	}
+	if len(keep) == 0 {
+		return "unset LD_LIBRARY_PATH"
+	}
+	return "export LD_LIBRARY_PATH=" + shellQuote(strings.Join(keep, ":"))
 }
 
 func orEmpty[T any](s []T) []T {

@@ -22,6 +22,7 @@ func renderResolve(w io.Writer, o *resolver.Outcome, command func(...string) str
 		fmt.Fprintf(w, ", CUDA %d", o.CUDAMajor)
 	}
 	fmt.Fprintln(w)
+	renderDistributions(w, o)
 	renderLayout(w, o)
 	for _, r := range o.Rounds {
 		renderRound(w, r)
@@ -184,6 +185,10 @@ func renderStep(w io.Writer, r *resolver.Round, s *resolver.Step) {
 	if s.CUDAVariant != "" {
 		variant = ", " + s.CUDAVariant
 	}
+	if rs := s.Restore; rs != nil {
+		renderRestore(w, s, rs, state)
+		return
+	}
 	if s.Source == resolver.SourcePyPI {
 		fmt.Fprintf(w, "  %s\n      ← wheel %s (%s %s, index %s), %s\n", strings.Join(s.Provides, ", "), s.Filename, s.Project, s.Version, s.Index, state)
 	} else {
@@ -194,6 +199,27 @@ func renderStep(w io.Writer, r *resolver.Round, s *resolver.Step) {
 	}
 	for _, line := range placementLines(r, s, "the activation script") {
 		fmt.Fprintf(w, "      → %s\n", line)
+	}
+}
+
+// renderRestore says how a declared distribution comes back.
+func renderRestore(w io.Writer, s *resolver.Step, rs *resolver.Restore, state string) {
+	switch rs.Mode {
+	case resolver.RestoreInstall:
+		fmt.Fprintf(w, "  %s %s: install the wheel %s into %s (index %s), %s\n", rs.Dist, rs.Version, s.Filename, rs.Site, s.Index, state)
+	default:
+		variant := ""
+		if s.CUDAVariant != "" {
+			variant = ", " + s.CUDAVariant
+		}
+		fmt.Fprintf(w, "  %s %s: its libraries from NVIDIA's %s %s (%s%s) at its wheel's RECORD paths under %s, %s\n", rs.Dist, rs.Version, s.Component, s.Version, s.Platform, variant, rs.Site, state)
+		fmt.Fprintf(w, "      no .dist-info is written: pip check will still list %s as missing\n", rs.Dist)
+	}
+	if s.Pin != "" {
+		fmt.Fprintf(w, "        %s\n", s.Pin)
+	}
+	if rs.Note != "" {
+		fmt.Fprintf(w, "        %s\n", rs.Note)
 	}
 }
 
