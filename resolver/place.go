@@ -89,9 +89,19 @@ func Decide(plan *Plan, dc dirChecker) []Decision {
 	return out
 }
 
-// placeOwned puts a distribution's library where its RECORD says.
+// placeOwned puts a distribution's library where its RECORD says; where
+// that directory may not be written (a system site-packages), or the
+// distribution is to be restored nowhere, the activation script serves it.
 func (d *Decision) placeOwned(n *Need, dc dirChecker) {
+	if n.Owner.Path == "" {
+		d.script(n.NeededBy)
+		return
+	}
 	dir := filepath.Dir(n.Owner.Path)
+	if !creatable(dir) {
+		d.script(n.NeededBy)
+		return
+	}
 	for i := range d.Placements {
 		p := &d.Placements[i]
 		if p.HostDir == dir && p.Owner == n.Owner.Dist {
@@ -105,6 +115,16 @@ func (d *Decision) placeOwned(n *Need, dc dirChecker) {
 	_, err := os.Stat(dir)
 	d.Placements = append(d.Placements, Placement{Dir: dir, HostDir: dir, Entry: "RECORD of " + n.Owner.Describe(),
 		For: slices.Clone(n.NeededBy), Create: err != nil, Owner: n.Owner.Dist, Names: []string{n.Owner.Name}})
+}
+
+// script adds objects to those the activation script serves.
+func (d *Decision) script(objects []string) {
+	if d.Script == nil {
+		d.Script = &ScriptActivation{}
+	}
+	for _, o := range objects {
+		d.Script.For = appendUnique(d.Script.For, o)
+	}
 }
 
 type candidateDir struct {
@@ -231,6 +251,10 @@ type fsChecker struct {
 	l          *ldso.Loader
 	systemDirs []string
 	layout     *Layout
+	// sites are a Python target's site-packages directories: no directory
+	// is created outside them (a wheel's RPATH may name one that only
+	// another install layout has).
+	sites []string
 }
 
 func (c *fsChecker) foreign(dir string, s *Step) bool {
@@ -283,6 +307,12 @@ func (c *fsChecker) usable(dir string) (bool, bool) {
 	if st, err := os.Stat(h); err == nil {
 		return st.IsDir() && writable(h), st.IsDir()
 	}
+	if len(c.sites) > 0 && !slices.ContainsFunc(c.sites, func(site string) bool {
+		site = physical(site)
+		return h == site || strings.HasPrefix(h, site+"/")
+	}) {
+		return false, false
+	}
 	// Creatable: the nearest existing ancestor is a writable directory.
 	for p := filepath.Dir(h); ; p = filepath.Dir(p) {
 		if st, err := os.Stat(p); err == nil {
@@ -290,6 +320,19 @@ func (c *fsChecker) usable(dir string) (bool, bool) {
 		}
 		if p == filepath.Dir(p) {
 			return false, false
+		}
+	}
+}
+
+// creatable says whether this user may write in dir (a host path), or
+// create it: its nearest existing ancestor is a writable directory.
+func creatable(dir string) bool {
+	for p := dir; ; p = filepath.Dir(p) {
+		if st, err := os.Stat(p); err == nil {
+			return st.IsDir() && writable(p)
+		}
+		if p == filepath.Dir(p) {
+			return false
 		}
 	}
 }

@@ -264,7 +264,7 @@ func (s *session) round(n int) (bool, error) {
 	if s.t.Kind != KindWheel {
 		// A wheel is installed nowhere yet: there is no directory to
 		// place anything in.
-		r.Decisions = Decide(plan, &fsChecker{l: l, systemDirs: systemDirsOf(rep), layout: s.layout})
+		r.Decisions = Decide(plan, &fsChecker{l: l, systemDirs: systemDirsOf(rep), layout: s.layout, sites: s.t.siteDirs()})
 		for i, st := range plan.Steps {
 			if st.Restore != nil {
 				r.Decisions[i] = decideRestore(st)

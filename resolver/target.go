@@ -159,6 +159,15 @@ func (t *Target) refreshRequirements() error {
 	return t.resolveRequirements()
 }
 
+// siteDirs are a Python target's site-packages directories (nil for other
+// targets).
+func (t *Target) siteDirs() []string {
+	if t.Kind != KindPython || t.Python == nil {
+		return nil
+	}
+	return t.Python.SiteDirs
+}
+
 // installSite is the site-packages directory declared distributions that
 // are not installed are restored in: the target's own when this user may
 // write it, else the user's site directory when the interpreter enables
