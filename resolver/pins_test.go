@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -385,5 +386,49 @@ func TestRequirementsOfRealDistributions(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the JAX plugin's [with-cuda] requirements are not followed")
+	}
+}
+
+// TestPinnedFamilyNeverMixed: the pinned cuDNN's archive lacks two engine
+// libraries that a newer release has; the six it has come from the pinned
+// release, the two are refused, and nothing of the newer release is planned.
+func TestPinnedFamilyNeverMixed(t *testing.T) {
+	f := newPinFixture(t, false)
+	var archives []mirrortest.Archive
+	for _, v := range []string{"9.19.0.56", "9.27.0.42"} {
+		libs, links := cudnnLibs(v)
+		if v == "9.19.0.56" {
+			for _, gone := range []string{"libcudnn_engines_precompiled.so.9", "libcudnn_heuristic.so.9"} {
+				delete(libs, links[gone])
+				delete(links, gone)
+			}
+		}
+		archives = append(archives, mirrortest.Archive{Component: "cudnn", Product: "cudnn", Version: v, Platform: "linux-x86_64",
+			Variant: "cuda13", Libs: libs, Links: links, Machine: elf.EM_X86_64})
+	}
+	m := mirrortest.Serve(t, archives)
+	data, err := os.ReadFile(m.Catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalog.Parse([]byte(strings.ReplaceAll(string(data), "https://developer.download.nvidia.com/compute/cudnn/redist/", m.URL)), m.Catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := f.resolve(t, cat, true)
+	for _, st := range out.Rounds[0].Plan.Steps {
+		if st.Version != "9.19.0.56" {
+			t.Errorf("planned %s %s for %v", st.Component, st.Version, st.Provides)
+		}
+	}
+	var refused []string
+	for _, u := range out.Unresolved {
+		if u.Kind == UnresolvedPinRefused && strings.Contains(u.Reason, "never mixed") {
+			refused = append(refused, u.Soname)
+		}
+	}
+	slices.Sort(refused)
+	if !slices.Equal(refused, []string{"libcudnn_engines_precompiled.so.9", "libcudnn_heuristic.so.9"}) {
+		t.Errorf("refused %v; unresolved %+v", refused, out.Unresolved)
 	}
 }

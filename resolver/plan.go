@@ -197,13 +197,18 @@ type Lookup interface {
 func MakePlan(needs []*Need, cat Lookup, platform string, cudaMajor int) *Plan {
 	p := &Plan{Platform: platform, CUDAMajor: cudaMajor, Steps: []*Step{}, Unresolved: []Unresolved{}}
 	byArchive := map[string]*Step{}
-	for i, ans := range matchNeeds(needs, cat, catalog.Query{Platform: platform, CUDAMajor: cudaMajor}) {
+	answers := oneReleasePerFamily(needs, matchNeeds(needs, cat, catalog.Query{Platform: platform, CUDAMajor: cudaMajor}))
+	for i, ans := range answers {
 		n, m, err := needs[i], ans.m, ans.err
 		if err != nil {
 			u := Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Kind: UnresolvedMissing, Reason: err.Error()}
 			var nf *catalog.NotFoundError
 			var pe *catalog.PinError
+			var fe *familyError
 			switch {
+			case errors.As(err, &fe):
+				u.Kind = UnresolvedPinRefused
+				u.Advice = "add a catalog whose archive of the pinned release has it, or reinstall the distribution (pip install --force-reinstall)"
 			case errors.As(err, &nf):
 				u.Reason = nf.Reason
 				u.Advice = adviceFor(nf, cudaMajor)
@@ -231,6 +236,43 @@ func MakePlan(needs []*Need, cat Lookup, platform string, cudaMajor int) *Plan {
 		s.needs = append(s.needs, n)
 	}
 	return p
+}
+
+// oneReleasePerFamily keeps the libraries of one distribution in one
+// release: when the pinned release lacks some of them and the catalog
+// answered those from a newer one, they are refused rather than mixed
+// (cuDNN 9.27 engines beside a 9.19 core fail at run time).
+func oneReleasePerFamily(needs []*Need, answers []catalogAnswer) []catalogAnswer {
+	chosen := map[string]string{} // distribution → component and version of its pinned answers
+	for i, ans := range answers {
+		n := needs[i]
+		if ans.err != nil || ans.m == nil || ans.m.Driver || n.Owner == nil || n.Pin.Version == "" || !pinMatchesVersion(ans.m.Version, n.Pin.Version) {
+			continue
+		}
+		chosen[n.Owner.Dist] = ans.m.Component + " " + ans.m.Version
+	}
+	for i, ans := range answers {
+		n := needs[i]
+		if ans.err != nil || ans.m == nil || n.Owner == nil {
+			continue
+		}
+		if want, ok := chosen[n.Owner.Dist]; ok && want != ans.m.Component+" "+ans.m.Version {
+			answers[i] = catalogAnswer{err: &familyError{fmt.Sprintf("%s is pinned to %s (by %s), whose archive lacks %s; %s %s has it, but one library family is never mixed across releases",
+				n.Soname, want, n.Pin.By, n.Soname, ans.m.Component, ans.m.Version)}}
+		}
+	}
+	return answers
+}
+
+// familyError refuses a library from another release than its family's.
+type familyError struct{ msg string }
+
+func (e *familyError) Error() string { return e.msg }
+
+// pinMatchesVersion says whether a component version is the one a pin
+// names (the pin may shorten it: 0.8.0 names 0.8.0.4).
+func pinMatchesVersion(version, pin string) bool {
+	return version == pin || strings.HasPrefix(version, pin+".")
 }
 
 // catalogAnswer is what the catalog answered for one need.
