@@ -330,3 +330,102 @@ func diffLines(a, b string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// oldCopies puts older releases of cuDNN and cuBLAS, and cuSPARSELt at
+// exactly the pinned release, in a directory of LD_LIBRARY_PATH, named as
+// NVIDIA's packages name them (libcudnn.so.9 → libcudnn.so.9.14.0), as a
+// system toolkit would.
+func (f *absentFixture) oldCopies(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for soname, real := range map[string]string{
+		"libcudnn.so.9": "libcudnn.so.9.14.0", "libcublas.so.13": "libcublas.so.13.0.0.19", "libcublasLt.so.13": "libcublasLt.so.13.0.0.19",
+		"libcusparseLt.so.0": "libcusparseLt.so.0.8.0.4",
+	} {
+		if err := elfwrite.Write(filepath.Join(dir, real), elfwrite.Spec{Soname: soname, Machine: elf.EM_X86_64, Needed: []string{"libc.so.6"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(real, filepath.Join(dir, soname)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.driver += ":" + dir
+	return dir
+}
+
+// TestAbsentWithOlderCopiesVisible: every nvidia-* distribution absent,
+// older copies of cuDNN and cuBLAS on LD_LIBRARY_PATH, cuSPARSELt there at
+// exactly its pin. --source auto takes the exact wheels from the index, and
+// cuDNN, which the index lacks, from NVIDIA's archive of the same release;
+// the pinned cuSPARSELt copy is accepted and said so. torch's RPATH then
+// wins over LD_LIBRARY_PATH, as ld.so says, with the old copies still
+// visible.
+func TestAbsentWithOlderCopiesVisible(t *testing.T) {
+	f := newAbsentFixture(t)
+	old := f.oldCopies(t)
+	ix := f.serveWheels(t, "nvidia-cudnn-cu13", "nvidia-cusparselt-cu13")
+	var keep []torchenv.Packed
+	for _, p := range f.packed {
+		if p.Name == "nvidia-cudnn-cu13" {
+			keep = append(keep, p)
+		}
+	}
+	f.packed = keep
+	f.serveArchives(t)
+	before := realLoaderWith(t, filepath.Join(f.site, "torch/lib/libtorch_cuda.so"), f.driver)
+	if p := before["libcudnn.so.9"]; filepath.Dir(p) != old {
+		t.Fatalf("the fixture is wrong: ld.so takes libcudnn.so.9 from %q", p)
+	}
+	dry := f.resolveFromIndex(t, "torch", SourceAuto, ix, true)
+	shadowed := map[string]string{}
+	for _, sh := range dry.Shadowed {
+		shadowed[sh.Soname] = sh.FoundVersion
+	}
+	if shadowed["libcudnn.so.9"] != "9.14.0" || shadowed["libcublas.so.13"] != "13.0.0.19" {
+		t.Errorf("wrong copies reported: %v", shadowed)
+	}
+	out := f.resolveFromIndex(t, "torch", SourceAuto, ix, false)
+	if !out.OK {
+		t.Fatalf("resolve: %s; unresolved %+v", out.Stopped, out.Unresolved)
+	}
+	modes := map[string]RestoreMode{}
+	for _, st := range out.Rounds[0].Plan.Steps {
+		if st.Restore != nil {
+			modes[st.Restore.Dist] = st.Restore.Mode
+		}
+	}
+	if modes["nvidia-cudnn-cu13"] != RestoreSupply || modes["nvidia-cublas"] != RestoreInstall || modes["nvidia-cusparselt-cu13"] != "" {
+		t.Errorf("restore modes: %v", modes)
+	}
+	if !slices.ContainsFunc(out.Notes, func(n string) bool {
+		return strings.Contains(n, "nvidia-cusparselt-cu13") && strings.Contains(n, "exactly the required 0.8.0") && strings.Contains(n, "accepted")
+	}) {
+		t.Errorf("notes: %q", out.Notes)
+	}
+	after := realLoaderWith(t, filepath.Join(f.site, "torch/lib/libtorch_cuda.so"), f.driver)
+	for _, name := range []string{"libcudnn.so.9", "libcublas.so.13", "libcublasLt.so.13", "libcudart.so.13"} {
+		if !strings.HasPrefix(after[name], f.site) {
+			t.Errorf("after the resolve ld.so takes %s from %q", name, after[name])
+		}
+	}
+	if p := after["libcusparseLt.so.0"]; filepath.Dir(p) != old {
+		t.Errorf("the accepted cuSPARSELt is taken from %q", p)
+	}
+	msg, _ := f.pip(t, "check")
+	if !strings.Contains(msg, "nvidia-cudnn-cu13") {
+		t.Errorf("pip check does not list the supplied cuDNN:\n%s", msg)
+	}
+	for _, line := range strings.Split(msg, "\n") {
+		if strings.Contains(line, "nvidia-") && !strings.Contains(line, "nvidia-cudnn-cu13") && !strings.Contains(line, "nvidia-cusparselt-cu13") {
+			t.Errorf("pip check: %s", line)
+		}
+	}
+	// The second resolve accepts the supplied distribution as it is.
+	again := f.resolveFromIndex(t, "torch", SourceAuto, ix, true)
+	if d := again.Distributions.Find("nvidia-cudnn-cu13"); d == nil || d.State != declared.Supplied {
+		t.Errorf("second resolve: cuDNN %+v", d)
+	}
+	if !again.OK || len(again.Rounds[0].Missing) != 0 {
+		t.Errorf("second resolve: ok %v, missing %v", again.OK, again.Rounds[0].Missing)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/shquote"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/pypi"
@@ -198,6 +199,9 @@ type session struct {
 	opens *runtimeopen.Table
 	// wheels plans wheels from the package index; nil: archives only.
 	wheels *wheels
+	// accepted are absent declared distributions whose copies elsewhere
+	// are exactly the required release.
+	accepted map[string]bool
 }
 
 func newSession(ctx context.Context, t *Target, opts Options) (*session, error) {
@@ -226,7 +230,7 @@ func newSession(ctx context.Context, t *Target, opts Options) (*session, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}, opens: opens, wheels: w}
+	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}, opens: opens, wheels: w, accepted: map[string]bool{}}
 	if !opts.DryRun {
 		if opts.Prefix == nil || opts.Client == nil {
 			return nil, errors.New("resolve needs a prefix and a download client")
@@ -611,6 +615,9 @@ func (s *session) verifyRound(r *Round, n int) (bool, error) {
 func (s *session) finish() {
 	if s.last != nil {
 		for _, sh := range s.layout.Shadows(s.last) {
+			if s.accepted[normalizeName(sh.Owner.Dist)] {
+				continue
+			}
 			if sh.Owner.Present || !s.out.DryRun {
 				advice := sh.Remedy
 				if sh.Via == ldso.ViaLDLibraryPath {
@@ -645,7 +652,7 @@ func correctedLDLibraryPath(lo ldso.Options, found string) string {
 	if len(keep) == 0 {
 		return "unset LD_LIBRARY_PATH"
 	}
-	return "export LD_LIBRARY_PATH=" + shellQuote(strings.Join(keep, ":"))
+	return "export LD_LIBRARY_PATH=" + shquote.Quote(strings.Join(keep, ":"))
 }
 
 func orEmpty[T any](s []T) []T {

@@ -73,6 +73,11 @@ func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolve
 			un = append(un, s.distProblem(d))
 			continue
 		}
+		if note := s.systemCopyExact(d); note != "" {
+			s.accepted[d.Name] = true
+			s.out.Notes = appendUnique(s.out.Notes, note)
+			continue
+		}
 		st, u := s.restoreStep(d, site)
 		if u != nil {
 			un = append(un, *u)
@@ -97,6 +102,46 @@ func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolve
 		}
 	}
 	return steps, un, rest
+}
+
+// systemCopyExact accepts copies the loader finds elsewhere (a system
+// toolkit, ld.so.cache, LD_LIBRARY_PATH) for an absent distribution when
+// each library of it the package uses is found at exactly the required
+// version, by its file name; it says so, or returns "".
+func (s *session) systemCopyExact(d *declared.Dist) string {
+	if s.last == nil || d.Version == "" {
+		return ""
+	}
+	met := metSonames(s.last)
+	found := map[string]Shadow{}
+	for _, sh := range s.layout.Shadows(s.last) {
+		if normalizeName(sh.Owner.Dist) == d.Name {
+			found[sh.Soname] = sh
+		}
+	}
+	var seen []string
+	for _, lib := range d.Libraries() {
+		name := path.Base(lib.Path)
+		if !met[name] {
+			continue
+		}
+		sh, ok := found[name]
+		if !ok || sh.FoundVersion == "" || !sameRelease(sh.FoundVersion, d.Version) {
+			return ""
+		}
+		seen = append(seen, fmt.Sprintf("%s %s at %s", name, sh.FoundVersion, sh.Found))
+	}
+	if len(seen) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s is not installed, and the copies the loader finds are exactly the required %s (%s): accepted; pip check will still list %s as missing",
+		d.Name, d.Version, strings.Join(seen, "; "), d.Name)
+}
+
+// sameRelease says whether two versions name one release, one possibly
+// shortened (a file libcudnn.so.9.19.0 is cuDNN 9.19.0.56).
+func sameRelease(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(b, a+".")
 }
 
 // distProblem is the unresolved entry of a declared distribution that
