@@ -386,6 +386,11 @@ func TestAbsentWithOlderCopiesVisible(t *testing.T) {
 	}
 	out := f.resolveFromIndex(t, "torch", SourceAuto, ix, false)
 	if !out.OK {
+		for _, r := range out.Rounds {
+			for _, n := range r.Missing {
+				t.Logf("round %d: missing %s (owner %+v)", r.N, n.Soname, n.Owner)
+			}
+		}
 		t.Fatalf("resolve: %s; unresolved %+v", out.Stopped, out.Unresolved)
 	}
 	modes := map[string]RestoreMode{}

@@ -101,10 +101,31 @@ func (s *session) archiveVersions(dists *catalog.Distributions) func(string) []s
 // supplied are the distributions this prefix's records say cudadeps
 // supplied from archives.
 func (s *session) supplied() []declared.Supply {
-	if s.change == nil {
-		return nil
+	var out []declared.Supply
+	if s.change != nil {
+		out = append(out, s.change.Record().Supplied...)
 	}
-	return s.change.Record().Supplied
+	if s.opts.Prefix == nil {
+		return out
+	}
+	recs, err := s.opts.Prefix.Records()
+	if err != nil {
+		s.opts.Logger.Warn("the prefix's records cannot be read", "error", err)
+		return out
+	}
+	// Another target's supply serves this one too (what a dry run sees,
+	// before its own record is opened).
+	for _, r := range recs {
+		if s.change != nil && r.Target == s.change.Record().Target {
+			continue
+		}
+		for _, sup := range r.Supplied {
+			if !slices.ContainsFunc(out, func(x declared.Supply) bool { return x.Name == sup.Name }) {
+				out = append(out, sup)
+			}
+		}
+	}
+	return out
 }
 
 // indexAnswers answers the closure's questions from the package index.

@@ -252,6 +252,7 @@ func (s *session) round(n int) (bool, error) {
 	if err != nil {
 		return true, err
 	}
+	s.acceptExact()
 	needs := s.needs(rep)
 	r := &Round{N: n, Missing: needs, Shadowed: s.layout.Shadows(rep), Installed: []fetch.Key{}, Placed: []activation.Placed{}}
 	s.out.Rounds = append(s.out.Rounds, r)
@@ -383,7 +384,7 @@ func (s *session) needs(rep *scan.Report) []*Need {
 	needs := s.withoutOptional(needsFrom(rep), rep)
 	needs = append(needs, runtimeNeeds(s.runtime, s.runtimeBy, needs, rep, s.t, s.handled, s.viaEnv)...)
 	for _, o := range s.layout.MissingLibraries() {
-		if needFor(needs, o.Name).NeededBy != nil {
+		if needFor(needs, o.Name).NeededBy != nil || s.accepted[normalizeName(o.Dist)] {
 			continue
 		}
 		if _, done := s.handled[o.Name]; done {

@@ -73,9 +73,7 @@ func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolve
 			un = append(un, s.distProblem(d))
 			continue
 		}
-		if note := s.systemCopyExact(d); note != "" {
-			s.accepted[d.Name] = true
-			s.out.Notes = appendUnique(s.out.Notes, note)
+		if s.accepted[d.Name] {
 			continue
 		}
 		st, u := s.restoreStep(d, site)
@@ -102,6 +100,24 @@ func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolve
 		}
 	}
 	return steps, un, rest
+}
+
+// acceptExact marks the absent declared distributions whose copies the
+// loader finds elsewhere are exactly the required release, and notes each:
+// nothing is restored for them.
+func (s *session) acceptExact() {
+	if s.closure == nil {
+		return
+	}
+	for _, d := range s.closure.Dists {
+		if d.State != declared.Absent || s.accepted[d.Name] {
+			continue
+		}
+		if note := s.systemCopyExact(d); note != "" {
+			s.accepted[d.Name] = true
+			s.out.Notes = appendUnique(s.out.Notes, note)
+		}
+	}
 }
 
 // systemCopyExact accepts copies the loader finds elsewhere (a system
