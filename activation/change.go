@@ -116,6 +116,8 @@ type File struct {
 	// Soname and Component say what it is, for the record.
 	Soname    string
 	Component string
+	// Dist names the distribution the file restores, if any.
+	Dist string
 }
 
 // Place puts files in place for the target, from the store entry key: a
@@ -148,7 +150,7 @@ func (c *Change) Place(key fetch.Key, files []File, copy bool) ([]Placed, error)
 			}
 			continue
 		}
-		t := todo{p: Placed{Path: f.Path, Soname: f.Soname, Component: f.Component}, f: f}
+		t := todo{p: Placed{Path: f.Path, Soname: f.Soname, Component: f.Component, Dist: f.Dist}, f: f}
 		l, err := t.p.plan(f, copy)
 		if err != nil {
 			return nil, err
@@ -196,7 +198,7 @@ func (c *Change) inTheWay(path string) error {
 // plan fills in how p will be placed from f, and returns the journal line
 // that announces it.
 func (p *Placed) plan(f File, copy bool) (journalLine, error) {
-	l := journalLine{Path: f.Path, Soname: f.Soname, Component: f.Component}
+	l := journalLine{Path: f.Path, Soname: f.Soname, Component: f.Component, Dist: f.Dist}
 	switch {
 	case f.From == "":
 		p.Kind = PlacedFile
@@ -355,20 +357,24 @@ func (c *Change) Share(paths []string) error {
 
 // shareFrom makes the target a co-owner of a file o placed, with its
 // siblings (the files o placed from the same component into the same
-// directory, which the library may open at run time), the directories o
+// directory, which the library may open at run time; every file of the
+// distribution it restored, .dist-info included), the directories o
 // created for them and the store entries they point into.
 func (c *Change) shareFrom(o *Record, pl Placed) {
+	var shared []string
 	for _, x := range o.Placed {
-		if x.Path != pl.Path && (x.Component != pl.Component || filepath.Dir(x.Path) != filepath.Dir(pl.Path)) {
+		sameDist := pl.Dist != "" && x.Dist == pl.Dist
+		if x.Path != pl.Path && !sameDist && (x.Component != pl.Component || filepath.Dir(x.Path) != filepath.Dir(pl.Path)) {
 			continue
 		}
 		if !c.rec.owns(x.Path) {
 			c.rec.Placed = append(c.rec.Placed, x)
 		}
+		shared = append(shared, x.Path)
 		c.rec.Installed = appendKeys(c.rec.Installed, c.p.keysFor(o, x.linkTarget())...)
 	}
 	for _, d := range o.Created {
-		if inside(pl.Path, d) {
+		if slices.ContainsFunc(shared, func(p string) bool { return inside(p, d) }) {
 			c.rec.Created = appendUnique(c.rec.Created, d)
 		}
 	}

@@ -64,6 +64,7 @@ type journalLine struct {
 	Temp      string      `json:"temp,omitempty"`
 	Soname    string      `json:"soname,omitempty"`
 	Component string      `json:"component,omitempty"`
+	Dist      string      `json:"distribution,omitempty"`
 }
 
 // journal is an open journal, locked by this process for as long as it
@@ -364,7 +365,7 @@ func (p *Prefix) adopt(rec *Record, lines []journalLine) []string {
 // directory, and the store file for a link or a copy). It returns the
 // placement as recorded, and whether it placed it now.
 func finishPlacement(l journalLine) (Placed, bool) {
-	pl := Placed{Path: l.Path, Link: l.Link, Size: l.Size, SHA256: l.SHA256, Soname: l.Soname, Component: l.Component}
+	pl := Placed{Path: l.Path, Link: l.Link, Size: l.Size, SHA256: l.SHA256, Soname: l.Soname, Component: l.Component, Dist: l.Dist}
 	switch l.Op {
 	case opLink:
 		pl.Kind = PlacedLink

@@ -83,6 +83,9 @@ type Placed struct {
 	Inode     uint64 `json:"inode,omitempty"`
 	Soname    string `json:"soname,omitempty"`
 	Component string `json:"component,omitempty"`
+	// Dist is the declared distribution the file restores, when it does:
+	// another target that uses one of its files shares all of them.
+	Dist string `json:"distribution,omitempty"`
 }
 
 // linkTarget is where a placed link points, as an absolute path; "" for

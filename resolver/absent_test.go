@@ -18,6 +18,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/internal/torchenv"
+	"github.com/cudadeps/cudadeps/pyenv"
 	"github.com/cudadeps/cudadeps/pypi"
 )
 
@@ -432,5 +433,104 @@ func TestAbsentWithOlderCopiesVisible(t *testing.T) {
 	}
 	if !again.OK || len(again.Rounds[0].Missing) != 0 {
 		t.Errorf("second resolve: ok %v, missing %v", again.OK, again.Rounds[0].Missing)
+	}
+}
+
+// installedBy reads who installed a distribution of site now ("" when it
+// is not installed).
+func installedBy(t *testing.T, site, name string) string {
+	t.Helper()
+	env, err := pyenv.FromSiteDir(site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := env.Find(name)
+	if err != nil {
+		return ""
+	}
+	data, err := os.ReadFile(filepath.Join(d.InfoDir, "INSTALLER"))
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// TestAbsentUndoCases: distributions restored for torch that the JAX
+// plugin uses too stay whole when torch is undone; a distribution pip
+// reinstalled over cudadeps' copy is left to pip; one pip uninstalled is
+// reported and undo still succeeds.
+func TestAbsentUndoCases(t *testing.T) {
+	f := newAbsentFixture(t)
+	ix := f.serveWheels(t)
+	before := snapshot(t, f.site)
+	if out := f.resolveFromIndex(t, "torch", SourcePyPI, ix, false); !out.OK {
+		t.Fatalf("resolve torch: %s %+v", out.Stopped, out.Unresolved)
+	}
+	jax := f.resolveFromIndex(t, "jax-cuda13-plugin", SourcePyPI, ix, false)
+	if !jax.OK {
+		t.Fatalf("resolve jax-cuda13-plugin: %s %+v %q", jax.Stopped, jax.Unresolved, jax.Notes)
+	}
+	intact := map[string]bool{}
+	for _, d := range jax.DistributionsAfter.Dists {
+		intact[d.Name] = d.State == declared.Intact
+	}
+	if !intact["nvidia-cublas"] || !intact["nvidia-cudnn-cu13"] {
+		t.Fatalf("the JAX plugin's closure after its resolve: %v", intact)
+	}
+	if _, err := undo(t, context.Background(), f.prefix, "torch"); err != nil {
+		t.Fatal(err)
+	}
+	again := f.resolveFromIndex(t, "jax-cuda13-plugin", SourcePyPI, ix, true)
+	for _, d := range again.Distributions.Dists {
+		if intact[d.Name] && d.State != declared.Intact {
+			t.Errorf("after undo torch, the JAX plugin's %s is %s (%s)", d.Name, d.State, d.Detail)
+		}
+	}
+	got := realLoaderWith(t, filepath.Join(f.site, "jax_plugins/xla_cuda13/xla_cuda_plugin.so"), f.driver)
+	for name, p := range got {
+		if p == "" {
+			t.Errorf("after undo torch, ld.so does not find %s for the JAX plugin", name)
+		}
+	}
+	if _, err := undo(t, context.Background(), f.prefix, "jax-cuda13-plugin"); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(t, f.site); after != before {
+		t.Errorf("undo of both left the tree changed:\n%s", diffLines(before, after))
+	}
+
+	// pip reinstalls cuBLAS over cudadeps' copy, then uninstalls cuRAND.
+	if out := f.resolveFromIndex(t, "torch", SourcePyPI, ix, false); !out.OK {
+		t.Fatalf("resolve torch again: %s %+v", out.Stopped, out.Unresolved)
+	}
+	if msg, err := f.pip(t, "install", "--force-reinstall", "--no-deps", "--index-url", ix.URL, "nvidia-cublas==13.1.0.3"); err != nil {
+		t.Fatalf("pip install: %v\n%s", err, msg)
+	}
+	if msg, err := f.pip(t, "uninstall", "-y", "nvidia-curand"); err != nil {
+		t.Fatalf("pip uninstall: %v\n%s", err, msg)
+	}
+	if got := installedBy(t, f.site, "nvidia-cublas"); got != "pip" {
+		t.Fatalf("cuBLAS after pip's reinstall: INSTALLER %q", got)
+	}
+	reps, err := undo(t, context.Background(), f.prefix, "torch")
+	if err != nil {
+		t.Fatalf("undo after pip: %v", err)
+	}
+	if got := installedBy(t, f.site, "nvidia-cublas"); got != "pip" {
+		t.Errorf("undo touched pip's cuBLAS: INSTALLER %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(f.site, "nvidia/cu13/lib/libcublasLt.so.13")); err != nil {
+		t.Errorf("undo removed pip's libcublasLt: %v", err)
+	}
+	if installedBy(t, f.site, "nvidia-cufft") != "" {
+		t.Error("undo left cudadeps' cuFFT installed")
+	}
+	var gone, left int
+	for _, r := range reps {
+		gone += len(r.AlreadyRemoved)
+		left += len(r.Left)
+	}
+	if gone == 0 || left == 0 {
+		t.Errorf("undo reported %d files already removed (by pip uninstall) and %d left (pip's); want both", gone, left)
 	}
 }

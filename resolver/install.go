@@ -63,7 +63,7 @@ func installDistribution(c *activation.Change, e fetch.Entry, st *Step, site str
 // wheelFile is the wheel member rel (slash-separated) of the store entry e,
 // placed at the same path under site.
 func wheelFile(e fetch.Entry, st *Step, site, rel string) activation.File {
-	f := activation.File{Path: filepath.Join(site, filepath.FromSlash(rel)), From: filepath.Join(e.Dir, filepath.FromSlash(rel)), Component: st.Component}
+	f := activation.File{Path: filepath.Join(site, filepath.FromSlash(rel)), From: filepath.Join(e.Dir, filepath.FromSlash(rel)), Component: st.Component, Dist: st.Restore.Dist}
 	if strings.Contains(path.Base(rel), ".so") {
 		f.Soname = path.Base(rel)
 	}
@@ -116,7 +116,7 @@ func distInfoFiles(e fetch.Entry, st *Step, site, info string) ([]activation.Fil
 	sum := sha256.Sum256(installer)
 	fmt.Fprintf(&record, "%s/INSTALLER,sha256=%s,%d\n%s/RECORD,,\n", info, base64.RawURLEncoding.EncodeToString(sum[:]), len(installer), info)
 	written := func(name string, data []byte) activation.File {
-		return activation.File{Path: filepath.Join(site, info, name), Data: data, Mode: 0o644, Component: st.Component}
+		return activation.File{Path: filepath.Join(site, info, name), Data: data, Mode: 0o644, Component: st.Component, Dist: st.Restore.Dist}
 	}
 	var sub, top []activation.File
 	var meta *activation.File

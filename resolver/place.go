@@ -430,9 +430,13 @@ func placementFiles(e fetch.Entry, s *Step, pl Placement) ([]libFile, error) {
 // into hostDir, as activation places them.
 func activationFiles(e fetch.Entry, s *Step, hostDir string, files []libFile) []activation.File {
 	out := make([]activation.File, 0, len(files))
+	dist := ""
+	if s.Restore != nil {
+		dist = s.Restore.Dist
+	}
 	for _, f := range files {
 		out = append(out, activation.File{Path: filepath.Join(hostDir, f.name), From: filepath.Join(e.Dir, filepath.FromSlash(f.rel)),
-			Soname: f.name, Component: s.Component})
+			Soname: f.name, Component: s.Component, Dist: dist})
 	}
 	return out
 }

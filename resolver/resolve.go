@@ -339,7 +339,7 @@ func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
 	}
 	s.out.VersionErrors = rep.VersionErrors
 	if s.change != nil {
-		if err := s.change.Share(loadedPaths(rep)); err != nil {
+		if err := s.change.Share(append(loadedPaths(rep), restoredPaths(cl)...)); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -358,6 +358,27 @@ func (s *session) envDirs() ([]string, error) {
 // loadedPaths are the files the scan's objects were found at, each also
 // through its directory resolved physically: where another target may
 // have placed them.
+// restoredPaths name one file of each declared distribution that cudadeps
+// restored (for another target, maybe): sharing it shares the whole
+// distribution, so that undoing the other target leaves it whole.
+func restoredPaths(cl *declared.Closure) []string {
+	if cl == nil {
+		return nil
+	}
+	var out []string
+	for _, d := range cl.Dists {
+		switch {
+		case d.Installed != nil && d.Installer == Installer:
+			if len(d.Installed.Files) > 0 {
+				out = append(out, d.Installed.Files[0])
+			}
+		case d.Supply != nil && len(d.Supply.Files) > 0:
+			out = append(out, d.Supply.Files[0])
+		}
+	}
+	return out
+}
+
 func loadedPaths(rep *scan.Report) []string {
 	var out []string
 	for _, root := range rep.Roots {
