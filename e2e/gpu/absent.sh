@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The GPU proof that `cudadeps resolve` restores what a package declares,
+# not only what is still installed: every nvidia-* distribution of the real
+# environment is uninstalled as pip does (files and .dist-info; cuda-toolkit
+# stays), and resolve brings them back at their pins, as installed
+# distributions from the exact wheels (or NVIDIA's archives of the same
+# releases), so that real GPU work runs again.
+#
+#   1. real GPU work in torch, JAX and CuPy on the intact environment;
+#   2. the nvidia-* distributions packed as their wheels (a simple index on
+#      127.0.0.1) and as NVIDIA archives of the same releases (a mirror on
+#      127.0.0.1, catalog import --scan), then uninstalled as pip does;
+#   3. for each SOURCE: resolve torch, the JAX CUDA plugin and CuPy; real
+#      GPU work in each framework in a new process with this shell's own
+#      environment; pip check; a second resolve that downloads nothing;
+#      undo of all three, which must give back the post-uninstall tree
+#      exactly;
+#   4. the distributions put back as they were.
+#
+# Usage: e2e/gpu/absent.sh CUDADEPS [--clean]   (--clean as in layout.sh)
+# Environment: PYTHON, OUT (logs), SOURCES (default "auto pypi"), TARGETS.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+proof_setup "$@"
+SOURCES=${SOURCES:-auto pypi}
+TARGETS=${TARGETS:-torch jax-cuda13-plugin cupy-cuda13x}
+export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1
+
+gpu_work() { # label
+  local fails=0
+  for fw in torch jax cupy; do
+    "$PYTHON" "$HERE/gpu_work.py" "$fw" > "$OUT/absent-$MODE-$1-$fw.txt" 2>&1
+    fails=$((fails + $?))
+    grep -E '^(ok|FAIL)|failure|cudnn version|platform|mapped .*(cudnn\.so|cublas\.so|nvrtc-builtins|cusparseLt)' "$OUT/absent-$MODE-$1-$fw.txt" | head -n 20
+  done
+  echo "GPU work ($1): $fails failure(s)"
+}
+port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+nvsnap() { (cd "$SITE" && find . -maxdepth 1 -name 'nvidia*' -o -maxdepth 1 -name 'cuda_toolkit*' | sort; find nvidia -printf '%p %y %s %l\n' 2>/dev/null | sort) | sha256sum | cut -c1-16; }
+
+log "host: $MODE; $("$CUDADEPS" --version); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+if [ "$MODE" = --clean ]; then
+  clean_host "$WORK" || { echo "could not make a clean host"; exit 1; }
+fi
+echo "site-packages: $SITE"
+"$PYTHON" -m pip --version 2>&1 | head -n 1; command -v uv >/dev/null && uv --version
+
+log "1. GPU work on the intact environment"
+gpu_work intact
+INTACT=$(nvsnap)
+
+log "2. pack the nvidia-* distributions as wheels and as NVIDIA archives, then uninstall them as pip does"
+BACKUP=$(dirname "$SITE")/.cudadeps-proof-backup
+rm -rf "$BACKUP"
+INDEX=$WORK/index MIRROR=$WORK/mirror
+time "$PYTHON" "$HERE/pack_wheels.py" "$SITE" "$INDEX" nvidia > "$OUT/absent-$MODE-pack-wheels.txt" 2>&1
+tail -n 1 "$OUT/absent-$MODE-pack-wheels.txt"
+PAIRS=()
+for d in "$SITE"/nvidia/*/lib; do PAIRS+=("$d:${d#"$SITE"/}"); done
+time "$PYTHON" "$HERE/pack_redist.py" "$CUDADEPS" "$SITE" "$MIRROR" "${PAIRS[@]}" > "$OUT/absent-$MODE-pack-redist.txt" 2>&1
+grep -c -- '-archive' "$OUT/absent-$MODE-pack-redist.txt" | sed 's/^/NVIDIA archives packed: /'
+"$PYTHON" "$HERE/pipdist.py" "$SITE" uninstall "$BACKUP" 'nvidia-*'
+restore() { "$PYTHON" "$HERE/pipdist.py" "$SITE" restore "$BACKUP" >/dev/null; }
+trap restore EXIT
+UNINSTALLED=$(nvsnap)
+echo "nvidia entries in site-packages now: $(ls -d "$SITE"/nvidia* 2>/dev/null | wc -l)"
+"$PYTHON" -c 'import torch; torch.randn(2, device="cuda").sum()' > "$OUT/absent-$MODE-before.txt" 2>&1
+echo "torch before resolve: exit $? ($(tail -n 1 "$OUT/absent-$MODE-before.txt" | cut -c1-200))"
+
+IPORT=$(port); MPORT=$(port)
+"$PYTHON" -m http.server "$IPORT" --bind 127.0.0.1 --directory "$INDEX" > "$WORK/index.log" 2>&1 &
+IHTTP=$!
+"$PYTHON" -m http.server "$MPORT" --bind 127.0.0.1 --directory "$MIRROR" > "$WORK/mirror.log" 2>&1 &
+MHTTP=$!
+trap 'restore; kill $IHTTP $MHTTP 2>/dev/null' EXIT
+sleep 1
+MURL="http://127.0.0.1:$MPORT/"
+"$CUDADEPS" catalog import --scan --allow-http --mirror "$MURL" -o "$WORK/layer.yaml" "$MIRROR/manifests" > /dev/null
+echo "catalog import exit $?"
+gets() { echo $(( $(grep -c 'GET /' "$WORK/index.log") + $(grep -c 'GET /' "$WORK/mirror.log") )); }
+
+for SRC in $SOURCES; do
+  log "3. --source $SRC"
+  PREFIX=$WORK/prefix-$SRC
+  COMMON=(--source "$SRC" --index-url "http://127.0.0.1:$IPORT/simple/" --catalog "$WORK/layer.yaml" --mirror "$MURL" --allow-http --prefix "$PREFIX" --python "$PYTHON")
+  FIRST=${TARGETS%% *}
+  "$CUDADEPS" resolve "$FIRST" "${COMMON[@]}" --dry-run > "$OUT/absent-$MODE-$SRC-$FIRST-dry.txt" 2>&1
+  echo "$FIRST dry run exit $?"
+  sed -n '1,45p' "$OUT/absent-$MODE-$SRC-$FIRST-dry.txt"
+  for t in $TARGETS; do
+    "$CUDADEPS" resolve "$t" "${COMMON[@]}" --yes > "$OUT/absent-$MODE-$SRC-$t.txt" 2>&1
+    echo "resolve $t exit $?"
+    grep -vE '^\s+(→|←)' "$OUT/absent-$MODE-$SRC-$t.txt" | tail -n 14
+  done
+  gpu_work "resolved-$SRC"
+  "$PYTHON" "$HERE/pipdist.py" "$SITE" check > "$OUT/absent-$MODE-$SRC-pipcheck.txt" 2>&1
+  echo "pip check exit $?: $(grep -ciE 'nvidia|cuda-toolkit' "$OUT/absent-$MODE-$SRC-pipcheck.txt") line(s) naming NVIDIA distributions"
+  grep -iE 'nvidia|cuda-toolkit|No broken' "$OUT/absent-$MODE-$SRC-pipcheck.txt" | head -n 8
+  echo "INSTALLER of the restored: $(cat "$SITE"/nvidia_*.dist-info/INSTALLER 2>/dev/null | sort | uniq -c | tr '\n' ' ')"
+  N=$(gets)
+  for t in $TARGETS; do
+    "$CUDADEPS" resolve "$t" "${COMMON[@]}" --yes --json > "$OUT/absent-$MODE-$SRC-$t-again.json" 2>/dev/null
+    echo "second resolve $t exit $?"
+  done
+  echo "requests to the index and the mirror during the second resolves: $(( $(gets) - N ))"
+  for t in $TARGETS; do "$CUDADEPS" undo "$t" --prefix "$PREFIX" > /dev/null 2>&1; echo "undo $t exit $?"; done
+  AFTER=$(nvsnap)
+  [ "$AFTER" = "$UNINSTALLED" ] && echo "undo gave back the post-uninstall tree exactly ($AFTER)" || echo "TREE DIFFERS after undo ($UNINSTALLED vs $AFTER)"
+done
+
+log "4. put the distributions back"
+restore
+trap 'kill $IHTTP $MHTTP 2>/dev/null' EXIT
+[ "$(nvsnap)" = "$INTACT" ] && echo "environment restored exactly ($INTACT)" || echo "ENVIRONMENT DIFFERS from the intact one"
+rm -rf "$BACKUP"
