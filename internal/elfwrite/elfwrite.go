@@ -47,6 +47,10 @@ type Spec struct {
 	// Symbols are dynamic symbols; Defined ones get a non-zero section index.
 	Symbols []Symbol
 
+	// Sections are extra sections with contents (a .nv_fatbin), placed
+	// inside the loaded segment after the dynamic section.
+	Sections []Section
+
 	NoSectionHeaders bool
 	// Static writes the dynamic segment's program header as PT_NULL, so the
 	// object reads as statically linked (its dynamic section stays, unused).
@@ -68,6 +72,15 @@ type Symbol struct {
 	// Version names a version of VersionDefs (defined symbols) or of
 	// VersionNeeds (undefined ones); empty means unversioned.
 	Version string
+}
+
+// Section is an extra section of an object.
+type Section struct {
+	Name  string
+	Type  elf.SectionType // default SHT_PROGBITS
+	Flags elf.SectionFlag // default SHF_ALLOC
+	Align int             // default 8
+	Data  []byte
 }
 
 // Str returns a pointer to s, for Spec.RPath and Spec.RunPath.
@@ -437,6 +450,23 @@ func (b *builder) build() ([]byte, error) {
 		section{name: ".dynstr", typ: elf.SHT_STRTAB, flags: elf.SHF_ALLOC, off: strOff, size: strSize, align: 1},
 		section{name: ".dynamic", typ: elf.SHT_DYNAMIC, flags: elf.SHF_ALLOC | elf.SHF_WRITE, off: dynOff, size: dynSize, align: 8, entsize: uint64(dynent)},
 	)
+	for _, x := range s.Sections {
+		align := x.Align
+		if align <= 0 {
+			align = 8
+		}
+		typ, flags := x.Type, x.Flags
+		if typ == elf.SHT_NULL {
+			typ = elf.SHT_PROGBITS
+		}
+		if flags == 0 {
+			flags = elf.SHF_ALLOC
+		}
+		b.align(align)
+		off := uint64(b.buf.Len())
+		b.buf.Write(x.Data)
+		secs = append(secs, section{name: x.Name, typ: typ, flags: flags, off: off, size: uint64(len(x.Data)), align: uint64(align)})
+	}
 	loadEnd := uint64(b.buf.Len())
 
 	var shoff uint64

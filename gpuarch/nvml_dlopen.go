@@ -1,0 +1,112 @@
+//go:build dlprobe
+
+package gpuarch
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ebitengine/purego"
+)
+
+// NVMLChild is the NVML query subprocess of builds that load libraries
+// themselves (-tags dlprobe, as doctor's probe): it loads
+// libnvidia-ml.so.1 through purego and writes the protocol to w, one
+// unbuffered line per step. It returns the exit status.
+func NVMLChild(w io.Writer) int {
+	say := func(a ...any) { fmt.Fprintln(w, a...) }
+	say("stage", "dlopen")
+	h, err := purego.Dlopen("libnvidia-ml.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		say("error", "dlopen", err)
+		return 0
+	}
+	var missing []string
+	sym := func(name string, fn any) bool {
+		s, err := purego.Dlsym(h, name)
+		if err != nil {
+			missing = append(missing, name)
+			return false
+		}
+		purego.RegisterFunc(fn, s)
+		return true
+	}
+	var (
+		initV2        func() int32
+		shutdown      func() int32
+		driverVersion func(*int32) int32
+		count         func(*uint32) int32
+		byIndex       func(uint32, *uintptr) int32
+		capability    func(uintptr, *int32, *int32) int32
+		name          func(uintptr, *byte, uint32) int32
+		pciInfo       func(uintptr, *byte) int32
+	)
+	ok := sym("nvmlInit_v2", &initV2) && sym("nvmlDeviceGetCount_v2", &count) &&
+		sym("nvmlDeviceGetHandleByIndex_v2", &byIndex) && sym("nvmlDeviceGetCudaComputeCapability", &capability)
+	if !ok {
+		say("error", "dlopen", "libnvidia-ml.so.1 lacks "+strings.Join(missing, ", "))
+		return 0
+	}
+	hasShutdown := sym("nvmlShutdown", &shutdown)
+	hasDriver := sym("nvmlSystemGetCudaDriverVersion_v2", &driverVersion)
+	hasName := sym("nvmlDeviceGetName", &name)
+	hasPCI := sym("nvmlDeviceGetPciInfo_v3", &pciInfo)
+
+	say("stage", "init")
+	if r := initV2(); r != 0 {
+		say("error", "init", "nvmlInit_v2 returned", r)
+		return 0
+	}
+	if hasDriver {
+		var v int32
+		if driverVersion(&v) == 0 {
+			say("driver_cuda", v)
+		}
+	}
+	say("stage", "count")
+	var n uint32
+	if r := count(&n); r != 0 {
+		say("error", "count", "nvmlDeviceGetCount_v2 returned", r)
+		return 0
+	}
+	say("count", n)
+	for i := uint32(0); i < n && i < 1024; i++ {
+		var dev uintptr
+		if r := byIndex(i, &dev); r != 0 {
+			say("gpu_error", i, "nvmlDeviceGetHandleByIndex_v2", r)
+			continue
+		}
+		var major, minor int32
+		if r := capability(dev, &major, &minor); r != 0 {
+			say("gpu_error", i, "nvmlDeviceGetCudaComputeCapability", r)
+			continue
+		}
+		label := "?"
+		if hasName {
+			buf := make([]byte, 96)
+			if name(dev, &buf[0], uint32(len(buf))) == 0 {
+				if j := strings.IndexByte(string(buf), 0); j >= 0 {
+					buf = buf[:j]
+				}
+				label = string(buf)
+			}
+		}
+		id := "-"
+		if hasPCI {
+			// nvmlPciInfo_t: busIdLegacy[16], domain, bus, device,
+			// pciDeviceId, pciSubSystemId, busId[32].
+			buf := make([]byte, 16+5*4+32)
+			if pciInfo(dev, &buf[0]) == 0 {
+				v := uint32(buf[28]) | uint32(buf[29])<<8 | uint32(buf[30])<<16 | uint32(buf[31])<<24
+				id = fmt.Sprintf("%08x", v)
+			}
+		}
+		say("gpu", i, major, minor, id, label)
+	}
+	if hasShutdown {
+		shutdown()
+	}
+	say("done")
+	return 0
+}
