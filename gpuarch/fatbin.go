@@ -226,6 +226,9 @@ func (rd *reader) fatbinSections() ([]span, error) {
 	if shnum > maxSectionHeaders || shentsize > 4096 {
 		return nil, rd.errorf(shoff, "%d section headers of %d bytes", shnum, shentsize)
 	}
+	if int64(shnum*shentsize) > rd.size-shoff {
+		return nil, rd.errorf(shoff, "%d section headers run past the end of the file", shnum)
+	}
 	table := make([]byte, shnum*shentsize)
 	if err := rd.readAt(table, shoff); err != nil {
 		return nil, err

@@ -102,7 +102,7 @@ type Judgement struct {
 	Assumed bool `json:"assumed,omitempty"`
 	// Containers counts the fat binary containers by what runs of each:
 	// the driver picks code per container.
-	Containers *ContainerCount `json:"containers,omitempty"`
+	Containers *ContainerCount `json:"by_container,omitempty"`
 }
 
 // ContainerCount splits a library's containers by verdict.
