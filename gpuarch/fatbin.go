@@ -51,7 +51,7 @@ const (
 	maxShstrtab       = 1 << 20  // the section name table
 	maxEntryHeader    = 64 << 10 // an entry header with its strings
 	maxPadding        = 64       // zero bytes skipped between containers
-	readAhead         = 512      // bytes read at an entry header, strings included
+	readAhead         = 128      // bytes read at an entry header: most need no second read
 )
 
 // SectionName is the section nvcc puts fat binaries in.
