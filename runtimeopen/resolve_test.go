@@ -255,3 +255,30 @@ int marker(void) { return 0; }
 		t.Errorf("libneeded.so.3: %+v", x)
 	}
 }
+
+// A libcuda-like driver library (soname libcuda.so.1) opens the PTX JIT
+// compiler by name: found where the real dlopen finds it, and never
+// missing when absent (a driver library, which cudadeps never fetches).
+func TestLibcudaOpensPTXJITCompiler(t *testing.T) {
+	cc := gcc(t)
+	const jit = "libnvidia-ptxjitcompiler.so.1"
+	for _, present := range []bool{true, false} {
+		dir := t.TempDir()
+		drv := filepath.Join(dir, "driver")
+		if present {
+			build(t, cc, filepath.Join(drv, jit), "int jit_marker(void) { return 1; }\n", "-shared", "-fPIC", "-Wl,-soname,"+jit)
+		}
+		opener := filepath.Join(drv, "libcuda.so.1")
+		build(t, cc, opener, openerSrc(jit), "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-ldl")
+		exe := filepath.Join(dir, "prog")
+		build(t, cc, exe, mainSrc, "-ldl")
+		real := realOpens(t, exe, opener, drv)[jit]
+		got := opensOf(modelOpens(t, exe, opener, drv), "libcuda.so.1")[jit]
+		if got == nil {
+			t.Fatal("the model did not open the PTX JIT compiler")
+		}
+		if (got.Found != nil) != real || real != present || !got.Driver || got.Missing() {
+			t.Errorf("present=%v: model found=%v driver=%v missing=%v, real dlopen found=%v", present, got.Found != nil, got.Driver, got.Missing(), real)
+		}
+	}
+}
