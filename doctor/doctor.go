@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/gpuarch"
 )
 
 // Status is the verdict of one check.
@@ -47,7 +48,8 @@ const (
 	CheckInterposers   = "interposers"     // LD_PRELOAD and /etc/ld.so.preload
 	CheckStaticRuntime = "static-runtime"  // objects carrying the CUDA runtime statically (with a target)
 	CheckShims         = "shims"           // libcuda, libcudart, libnvidia-ml that are not NVIDIA's
-	CheckProbe         = "probe"           // cuInit in a subprocess (with Options.Probe)
+	// CheckCoverage ("coverage", coverage.go): the target's GPU code on the device, the PTX JIT compiler
+	CheckProbe = "probe" // cuInit in a subprocess (with Options.Probe)
 )
 
 // Check is one finding: a verdict, one line of evidence, one line of advice
@@ -84,6 +86,9 @@ type Summary struct {
 	Container string `json:"container,omitempty"`
 	// Probe is what the live probe saw, when it ran.
 	Probe *ProbeResult `json:"probe,omitempty"`
+	// Coverage is the device and, with a target, its closure's GPU code
+	// coverage (docs/coverage.md).
+	Coverage *gpuarch.Report `json:"coverage,omitempty"`
 }
 
 // System is the machine doctor examines, as it reads it: a root for its
@@ -129,7 +134,15 @@ type Options struct {
 	// ProbeTimeout bounds the probe (default 60s: cuInit on a large node
 	// without persistence mode takes many seconds).
 	ProbeTimeout time.Duration
-	Logger       *slog.Logger
+	// Device is the device the coverage check judges for (--sm); nil:
+	// found with NVMLCommand (the NVML query, as gpuarch.NVMLChild or
+	// python3 with gpuarch.NVMLScript; it examines the machine doctor runs
+	// on, so none under a root), the PCI ID or the device tree. NVMLVia
+	// describes NVMLCommand.
+	Device      *gpuarch.Device
+	NVMLCommand []string
+	NVMLVia     string
+	Logger      *slog.Logger
 }
 
 // DefaultProbeTimeout is used when Options.ProbeTimeout is zero.
@@ -172,6 +185,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Probe {
 		d.probe = d.runProbe(ctx)
 	}
+	d.runCoverage(ctx)
 
 	checks := []Check{
 		d.checkDriver(),
@@ -180,6 +194,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		d.checkVisible(),
 		d.checkContainer(),
 		d.checkCompat(),
+		d.checkCoverage(),
 		d.checkInterposers(),
 	}
 	if d.target != nil {
@@ -218,6 +233,12 @@ type diag struct {
 	model  *model
 	target *target
 	probe  *ProbeResult
+	// coverage is the device and the target's GPU code coverage;
+	// coverageErr why there is none; ptxJIT the PTX JIT compiler as
+	// libcuda.so.1 would load it.
+	coverage    *gpuarch.Report
+	coverageErr string
+	ptxJIT      *lib
 
 	// Read once, on demand.
 	hooks  []*hooks
@@ -226,7 +247,7 @@ type diag struct {
 }
 
 func (d *diag) summary() Summary {
-	s := Summary{Container: d.host.container.kind, Probe: d.probe}
+	s := Summary{Container: d.host.container.kind, Probe: d.probe, Coverage: d.coverage}
 	if d.host.kernel.ok() {
 		s.Driver = d.host.kernel.String()
 	}

@@ -117,6 +117,7 @@ func (h *fakeHost) devices(n int, uvm bool) {
 	for i := 0; i < n; i++ {
 		h.file("/dev/nvidia"+itoa(i), "")
 		h.file("/proc/driver/nvidia/gpus/0000:0"+itoa(i)+":00.0/information", "Model: NVIDIA H100\n")
+		h.pciGPU("0000:0"+itoa(i)+":00.0", "0x2330") // H100 SXM5
 	}
 	if uvm {
 		h.file("/dev/nvidia-uvm", "")
@@ -143,6 +144,8 @@ func (h *fakeHost) driverLibs(dir, v string) {
 	h.elf(dir+"/libnvidia-ml.so."+v, elfwrite.Spec{Soname: "libnvidia-ml.so.1", Needed: []string{"libc.so.6"},
 		Symbols: []elfwrite.Symbol{{Name: "nvmlInit_v2", Defined: true, Func: true}, {Name: "nvmlDeviceGetCount_v2", Defined: true, Func: true}}})
 	h.link(dir+"/libnvidia-ml.so.1", "libnvidia-ml.so."+v)
+	h.elf(dir+"/libnvidia-ptxjitcompiler.so."+v, elfwrite.Spec{Soname: "libnvidia-ptxjitcompiler.so.1", Needed: []string{"libc.so.6"}})
+	h.link(dir+"/libnvidia-ptxjitcompiler.so.1", "libnvidia-ptxjitcompiler.so."+v)
 }
 
 // cudart is a libcudart.so.N with versioned definitions.

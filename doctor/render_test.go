@@ -39,7 +39,7 @@ func TestWriteText(t *testing.T) {
 			i++
 		}
 	}
-	if lines[i] != "" || lines[i+1] != "2 failures, 1 warning, 5 ok" || len(lines) != i+2 {
+	if lines[i] != "" || lines[i+1] != "2 failures, 1 warning, 6 ok" || len(lines) != i+2 {
 		t.Errorf("closing lines %q", lines[i:])
 	}
 	if r.Summary.Fail != 2 || r.Summary.Warn != 1 || r.Summary.Status != Fail {
@@ -80,7 +80,7 @@ func TestReportJSON(t *testing.T) {
 	if err := json.Unmarshal(doc["summary"], &s); err != nil {
 		t.Fatal(err)
 	}
-	if s["status"] != "fail" || s["fail"] != 2.0 || s["warn"] != 1.0 || s["ok"] != 5.0 || s["driver"] != "580.95.05" || s["driver_cuda"] != "13.0" {
+	if s["status"] != "fail" || s["fail"] != 2.0 || s["warn"] != 1.0 || s["ok"] != 6.0 || s["driver"] != "580.95.05" || s["driver_cuda"] != "13.0" {
 		t.Errorf("summary %v", s)
 	}
 }

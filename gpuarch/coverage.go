@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -22,8 +23,8 @@ type File struct {
 // Report is the coverage of a set of libraries on one device. Its JSON
 // form is documented in docs/coverage.md.
 type Report struct {
-	// Device is nil when no compute capability is known: the objects then
-	// say only what they carry.
+	// Device is what was found out about the device; when its compute
+	// capability is unknown the objects say only what they carry.
 	Device  *Device  `json:"device"`
 	Objects []Object `json:"objects"`
 	Summary Summary  `json:"summary"`
@@ -125,10 +126,7 @@ func Assess(ctx context.Context, dev *Device, files []File, t *Tables, parallel 
 		return nil, err
 	}
 	sort.Slice(objs, func(i, j int) bool { return objs[i].Path < objs[j].Path })
-	rep := &Report{Objects: objs}
-	if dev.Known() {
-		rep.Device = dev
-	}
+	rep := &Report{Objects: objs, Device: dev}
 	for _, o := range objs {
 		rep.Summary.add(o)
 	}
@@ -171,6 +169,10 @@ func (s *Summary) add(o Object) {
 
 func assessOne(dev *Device, f File, t *Tables) Object {
 	o := Object{Path: f.Path, SASS: []CodeInfo{}, PTX: []CodeInfo{}}
+	if strings.Contains(f.Host, ".whl!/") {
+		o.Error = "a member of a wheel: coverage reads installed files only"
+		return o
+	}
 	c, err := ReadFile(f.Host)
 	if err != nil && !errors.Is(err, ErrNotELF) {
 		o.Error = err.Error()

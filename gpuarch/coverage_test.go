@@ -66,7 +66,10 @@ func TestAssess(t *testing.T) {
 	}
 	// Without a device: what each carries, no verdicts.
 	rep, _ = Assess(context.Background(), &Device{}, files[:1], nil, 1)
-	if rep.Device != nil || rep.Objects[0].Judgement != nil || len(rep.Objects[0].SASS) != 1 {
+	if rep.Objects[0].Judgement != nil || len(rep.Objects[0].SASS) != 1 {
 		t.Errorf("%+v", rep)
+	}
+	if b, _ := json.Marshal(rep.Device); string(b) != `{"cc":null,"source":""}` {
+		t.Errorf("unknown device: %s", b)
 	}
 }

@@ -3,6 +3,7 @@ package gpuarch
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -60,6 +61,19 @@ type Device struct {
 	Note string `json:"note,omitempty"`
 	// Sources are every source's answer, in the order they are trusted.
 	Sources []SourceResult `json:"sources,omitempty"`
+}
+
+// MarshalJSON writes the compute capability as null when it is unknown.
+func (d Device) MarshalJSON() ([]byte, error) {
+	type plain Device
+	out := struct {
+		CC *CC `json:"cc"`
+		plain
+	}{plain: plain(d)}
+	if d.Known() {
+		out.CC = &d.CC
+	}
+	return json.Marshal(out)
 }
 
 // Driver is the driver's CUDA release, zero when unknown.

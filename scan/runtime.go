@@ -17,6 +17,8 @@ type RuntimeOpen struct {
 	// never counted missing.
 	Driver bool    `json:"driver,omitempty"`
 	Path   *string `json:"path"` // null when not found
+	// Host is where the opened file is on this machine (differs under a root).
+	Host string `json:"-"`
 	// How is "loaded" (already in the process), "site-packages" or
 	// "origin" (by path, where the framework looks), or the loader's way
 	// (rpath, ld_library_path, runpath, cache, default, path); empty when
@@ -36,7 +38,7 @@ func runtimeOpens(ctx context.Context, r *runtimeopen.Resolver, p *ldso.Process,
 		ro := RuntimeOpen{Opener: o.Opener.Path, Soname: o.Name, Evidence: o.Evidence, Optional: o.Optional, Driver: o.Driver, How: o.How, From: o.From}
 		if o.Found != nil {
 			p := o.Found.Path
-			ro.Path = &p
+			ro.Path, ro.Host = &p, o.Found.HostPath
 		}
 		root.RuntimeOpens = append(root.RuntimeOpens, ro)
 		if !o.Missing() {

@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/runtimeopen"
 )
@@ -51,6 +52,9 @@ type Report struct {
 	Skipped       []Skipped      `json:"skipped,omitempty"`
 	Errors        []FileError    `json:"errors,omitempty"`
 	Warnings      []string       `json:"warnings,omitempty"`
+	// Coverage is what the GPU code of the loaded objects does on a device;
+	// absent unless asked for (see LoadedFiles).
+	Coverage *gpuarch.Report `json:"coverage,omitempty"`
 }
 
 // LoaderInfo records the loader model the scan used.

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cudadeps/cudadeps/doctor"
+	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
@@ -29,6 +30,14 @@ it with the driver, and finds objects that carry the CUDA runtime statically.
 With --probe, a subprocess loads libcuda.so.1, calls cuInit(0),
 cuDriverGetVersion and cuDeviceGetCount, and the result codes are explained.
 
+The coverage check reads the GPU's compute capability (NVML in a
+subprocess, as nvidia-smi --query-gpu=compute_cap reports it, else the PCI
+ID or a Jetson's device tree; --sm N instead) and, with a TARGET, judges
+the GPU code of every library it loads: native code, PTX the driver must
+compile at first use, or nothing that runs there. It also checks that
+libcuda.so.1 finds libnvidia-ptxjitcompiler.so.1, without which PTX cannot
+be compiled. See docs/coverage.md.
+
 Each check prints ok, warn or FAIL with its evidence and, when there is
 something to do, one line of advice. The exit status is 0 when nothing
 fails, 1 otherwise.`
@@ -37,6 +46,8 @@ func (a *app) doctorCommand() *cobra.Command {
 	var (
 		probe        bool
 		probeChild   bool
+		nvmlChild    bool
+		sm           string
 		probeTimeout time.Duration
 		python       string
 	)
@@ -47,11 +58,15 @@ func (a *app) doctorCommand() *cobra.Command {
 		Example: `  cudadeps doctor
   cudadeps doctor torch --probe
   cudadeps doctor torch --python ~/venv/bin/python --json
-  cudadeps doctor /path/to/libmykernels.so`,
+  cudadeps doctor /path/to/libmykernels.so
+  cudadeps doctor torch --sm thor`,
 		Args: doctorArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if probeChild {
 				return exitWith(doctor.ProbeChild(a.stdout))
+			}
+			if nvmlChild {
+				return exitWith(gpuarch.NVMLChild(a.stdout))
 			}
 			if probe && a.opts.root != "" {
 				return usageError("--probe loads this machine's libcuda.so.1; it cannot examine the system under --root %s", a.opts.root)
@@ -83,6 +98,16 @@ func (a *app) doctorCommand() *cobra.Command {
 			if probe {
 				opts.ProbeCommand = probeCommand(python)
 			}
+			if sm != "" {
+				dev, err := a.device(cmd.Context(), &coverageFlags{sm: sm}, python)
+				if err != nil {
+					return err
+				}
+				opts.Device = dev
+			} else if a.opts.root == "" {
+				// NVML answers for this machine only, never for a --root.
+				opts.NVMLCommand, opts.NVMLVia = nvmlCommand(python)
+			}
 			rep, err := doctor.Run(cmd.Context(), opts)
 			if err != nil {
 				if ctxErr := context.Cause(cmd.Context()); ctxErr != nil && errors.Is(err, ctxErr) {
@@ -107,6 +132,9 @@ func (a *app) doctorCommand() *cobra.Command {
 	f.StringVar(&python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET, whose process is modelled and which, in static builds, runs the probe (default: the active environment's python3)")
 	f.BoolVar(&probeChild, "probe-child", false, "run as the probe subprocess")
 	_ = f.MarkHidden("probe-child")
+	f.BoolVar(&nvmlChild, "nvml-child", false, "run as the NVML query subprocess")
+	_ = f.MarkHidden("nvml-child")
+	f.StringVar(&sm, "sm", "", "judge GPU code coverage for compute capability `N` instead of this machine's GPU (9.0, 90, sm_121, or a device: thor, orin, gb10, h100, b200, rtx50)")
 	return cmd
 }
 

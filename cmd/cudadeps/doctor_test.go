@@ -48,6 +48,8 @@ func gpuRoot(t *testing.T, uvm bool) string {
 	}
 	obj("/usr/lib64/libcuda.so.580.95.05", elfwrite.Spec{Soname: "libcuda.so.1", Symbols: syms})
 	link("/usr/lib64/libcuda.so.1", "libcuda.so.580.95.05")
+	obj("/usr/lib64/libnvidia-ptxjitcompiler.so.580.95.05", elfwrite.Spec{Soname: "libnvidia-ptxjitcompiler.so.1"})
+	link("/usr/lib64/libnvidia-ptxjitcompiler.so.1", "libnvidia-ptxjitcompiler.so.580.95.05")
 	obj("/usr/local/cuda/lib64/stubs/libcuda.so", elfwrite.Spec{Soname: "libcuda.so.1", Symbols: syms})
 	link("/usr/local/cuda/lib64/stubs/libcuda.so.1", "libcuda.so")
 	write("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:46:41 UTC 2025\n")
@@ -102,7 +104,7 @@ func TestDoctorHealthyJSON(t *testing.T) {
 		rep.Summary.Libcuda != "/usr/lib64/libcuda.so.580.95.05" {
 		t.Errorf("summary %+v", rep.Summary)
 	}
-	if len(rep.Checks) != 8 || rep.Checks[0].ID != "driver" {
+	if len(rep.Checks) != 9 || rep.Checks[0].ID != "driver" {
 		t.Errorf("checks %+v", rep.Checks)
 	}
 }
@@ -117,7 +119,7 @@ func TestDoctorFailureExitAndText(t *testing.T) {
 	if !strings.Contains(out, "FAIL  devices") || !strings.Contains(out, "no /dev/nvidia-uvm") || !strings.Contains(out, "→ sudo modprobe nvidia-uvm") {
 		t.Errorf("output:\n%s", out)
 	}
-	if !strings.HasSuffix(out, "1 failure, 0 warnings, 7 ok\n") {
+	if !strings.HasSuffix(out, "1 failure, 0 warnings, 8 ok\n") {
 		t.Errorf("closing line of\n%s", out)
 	}
 }

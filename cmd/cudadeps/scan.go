@@ -17,6 +17,7 @@ import (
 func (a *app) scanCommand() *cobra.Command {
 	var all, noRuntime, symbols bool
 	var mount, python string
+	var cov coverageFlags
 	cmd := &cobra.Command{
 		Use:   "scan PATH...",
 		Short: "Show where the dynamic loader would find every library an object needs",
@@ -37,6 +38,13 @@ required one not found counts as missing, an optional one never does.
 A file named on the command line that is no loadable object (a linker script
 such as libc.so, an object file such as crt1.o) is skipped with a note.
 
+With --coverage or --sm N, the CUDA fat binaries of every object loaded are
+read (their headers only) and judged for the GPU: native code (SASS) that
+runs there, PTX the driver compiles at first use (and how much), a library
+known to build its kernels at run time, or nothing that runs. The compute
+capability comes from NVML, else the PCI ID or a Jetson's device tree; --sm
+plans for another machine (--sm thor, --sm 12.1). See docs/coverage.md.
+
 With --symbols (the default), every undefined symbol of every object is
 bound as ld.so binds it with RTLD_NOW, and the ones nothing defines are
 reported as ld.so reports them ("undefined symbol: NAME, version VER"). A
@@ -50,10 +58,11 @@ errors.`,
 		Example: `  cudadeps scan /usr/lib/x86_64-linux-gnu/libcurl.so.4
   cudadeps scan ~/venv/lib/python3.12/site-packages/torch --json
   cudadeps scan torch-2.11.0-cp312-cp312-manylinux_2_28_aarch64.whl --root /srv/arm64-sysroot
-  cudadeps scan dist/my_ext.whl --site-packages ~/venv/lib/python3.12/site-packages`,
+  cudadeps scan dist/my_ext.whl --site-packages ~/venv/lib/python3.12/site-packages
+  cudadeps scan ~/venv/lib/python3.12/site-packages/torch --sm thor`,
 		Args: argsAtLeast(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.runScan(cmd, args, scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, Python: python}, all, !noRuntime)
+			return a.runScan(cmd, args, scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, Python: python}, all, !noRuntime, &cov)
 		},
 	}
 	a.opts.addLoaderFlags(cmd)
@@ -63,10 +72,11 @@ errors.`,
 	cmd.Flags().StringVar(&mount, "site-packages", "", "mount wheels on this `DIR` (a real site-packages), so their dependencies resolve against what is installed there")
 	cmd.Flags().BoolVar(&symbols, "symbols", true, "bind every undefined symbol as ld.so does with RTLD_NOW and report those nothing defines")
 	cmd.Flags().StringVar(&python, "python", "", "bind Python extension modules in the process of this interpreter `PATH` (default: their environment's, else python3 on PATH)")
+	cov.register(cmd, "every object loaded")
 	return cmd
 }
 
-func (a *app) runScan(cmd *cobra.Command, args []string, opts scan.Options, all, runtimeOpens bool) error {
+func (a *app) runScan(cmd *cobra.Command, args []string, opts scan.Options, all, runtimeOpens bool, cov *coverageFlags) error {
 	l, err := a.newLoader(cmd)
 	if err != nil {
 		return err
@@ -84,6 +94,15 @@ func (a *app) runScan(cmd *cobra.Command, args []string, opts scan.Options, all,
 		return err
 	}
 	rep.Loader = a.loaderInfo(l)
+	if cov.wanted() {
+		dev, err := a.device(cmd.Context(), cov, opts.Python)
+		if err != nil {
+			return err
+		}
+		if rep.Coverage, err = a.assessCoverage(cmd.Context(), dev, rep.LoadedFiles()); err != nil {
+			return err
+		}
+	}
 	for _, s := range rep.Skipped {
 		if slices.Contains(args, s.Path) {
 			fmt.Fprintf(a.stderr, "note: skipped %s: %s\n", s.Path, s.Reason)
@@ -93,6 +112,10 @@ func (a *app) runScan(cmd *cobra.Command, args []string, opts scan.Options, all,
 		err = writeJSON(a.stdout, schemaScan, rep)
 	} else {
 		renderScan(a.stdout, rep, all || a.opts.verbose, newPainter(a.stdout))
+		if rep.Coverage != nil {
+			fmt.Fprintln(a.stdout)
+			renderCoverage(a.stdout, rep.Coverage, rep.Coverage.Device, newPainter(a.stdout))
+		}
 	}
 	if err != nil {
 		return err
