@@ -163,7 +163,7 @@ func parseNVML(out []byte, r *SourceResult) {
 func nvmlError(stage, msg string) string {
 	switch stage {
 	case "dlopen":
-		return "cannot load libnvidia-ml.so.1: " + msg
+		return "cannot load libnvidia-ml.so.1: " + strings.TrimPrefix(msg, "libnvidia-ml.so.1: ")
 	case "init":
 		if strings.HasSuffix(msg, " 9") {
 			return msg + " (NVML_ERROR_DRIVER_NOT_LOADED)"

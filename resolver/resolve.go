@@ -18,6 +18,7 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/shquote"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/platform"
@@ -108,6 +109,11 @@ type Outcome struct {
 	// SeeChecks is set when everything loads and Checks still name a
 	// problem the package will meet.
 	SeeChecks bool `json:"see_checks,omitempty"`
+	// Coverage is what the GPU code of the final scan's objects does on
+	// the device; filled by the caller from FinalScan when asked for.
+	Coverage *gpuarch.Report `json:"coverage,omitempty"`
+	// FinalScan is the last round's scan.
+	FinalScan *scan.Report `json:"-"`
 }
 
 // StopReason says why the loop ended; its JSON form is its value.
@@ -635,6 +641,7 @@ func (s *session) verifyRound(r *Round, n int) (bool, error) {
 // finish reports what the last scan still gets wrong (a wrong copy found
 // first, one chain across CUDA majors) and how the loader is activated.
 func (s *session) finish() {
+	s.out.FinalScan = s.last
 	if s.last != nil {
 		for _, sh := range s.layout.Shadows(s.last) {
 			if s.accepted[normalizeName(sh.Owner.Dist)] {

@@ -147,3 +147,25 @@ func TestScanCoverageRoot(t *testing.T) {
 		t.Errorf("exit %d, coverage check found %v\n%s", code, found, out)
 	}
 }
+
+// TestResolveCoverage: resolve judges what finally loads; a bad --sm is
+// refused before anything is planned.
+func TestResolveCoverage(t *testing.T) {
+	dir := coverageTree(t)
+	prefix := filepath.Join(t.TempDir(), "prefix")
+	code, out, stderr := doctorCLI("resolve", dir, "--dry-run", "--json", "--sm", "9.0", "--prefix", prefix, "--ld-library-path", "", "--quiet")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	got, _ := verdicts(t, out)
+	if got["libsm80.so"] != "none" || got["libsm80ptx.so"] != "jit" || got["libsm90.so"] != "native" {
+		t.Errorf("%v\n%s", got, out)
+	}
+	code, out, _ = doctorCLI("resolve", dir, "--dry-run", "--sm", "orin", "--prefix", prefix, "--ld-library-path", "", "--quiet")
+	if code != exitOK || !strings.Contains(out, "GPU code coverage: compute capability 8.7 (Jetson AGX Orin") || !strings.Contains(out, "NOTHING RUNS  "+filepath.Join(dir, "libsm90.so")) {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+	if code, _, stderr := doctorCLI("resolve", dir, "--dry-run", "--sm", "sm_90a", "--prefix", prefix); code != exitUsage || !strings.Contains(stderr, "--sm:") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}

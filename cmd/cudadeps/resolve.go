@@ -16,6 +16,7 @@ import (
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/humansize"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/plan"
@@ -40,6 +41,8 @@ type resolveFlags struct {
 	source        string
 	indexURL      string
 	extraIndexURL []string
+	// cov asks for the GPU code coverage of what finally loads.
+	cov coverageFlags
 }
 
 const resolveLong = `resolve makes TARGET load: it scans what the dynamic loader would not find,
@@ -89,6 +92,10 @@ Libraries that only an optional module needs (CuPy's cuTENSOR, NCCL,
 cuSPARSELt and cuDNN backends) are reported as optional with the package
 that provides them, and never fetched.
 
+With --coverage or --sm N, the GPU code of every library of the final scan
+is judged for the device (see scan --help and docs/coverage.md): a package
+that loads can still carry nothing that runs on this GPU.
+
 Exit status: 0 when everything loads and runs, 3 when a library is still
 missing or wrong (or, with --dry-run, would be), 1 on errors, when TARGET
 holds no ELF object, and when the import, a probe or the check fails for a
@@ -130,6 +137,7 @@ func (a *app) resolveCommand() *cobra.Command {
 	for _, s := range resolver.Sources() {
 		sources = append(sources, string(s))
 	}
+	f.cov.register(cmd, "the libraries that finally load")
 	_ = cmd.RegisterFlagCompletionFunc("source", cobra.FixedCompletions(sources, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("site-packages")
 	_ = cmd.MarkFlagDirname("cache")
@@ -239,9 +247,25 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		}
 		opts.Confirm = a.confirmPlan(prefix, f.yes)
 	}
+	var dev *gpuarch.Device
+	if f.cov.wanted() {
+		// Before anything is fetched: a bad --sm is a usage error.
+		python := f.python
+		if python == "" && target.Python != nil {
+			python = target.Python.Interpreter
+		}
+		if dev, err = a.device(ctx, &f.cov, python); err != nil {
+			return err
+		}
+	}
 	out, err := resolver.Resolve(ctx, target, opts)
 	if err != nil {
 		return err
+	}
+	if dev != nil && out.FinalScan != nil {
+		if out.Coverage, err = a.assessCoverage(ctx, dev, out.FinalScan.LoadedFiles()); err != nil {
+			return err
+		}
 	}
 	logRounds(a, out)
 	if err := a.printResolve(ctx, out); err != nil {
@@ -327,6 +351,10 @@ func (a *app) printResolve(ctx context.Context, out *resolver.Outcome) error {
 		return writeJSON(a.stdout, schemaResolve, plan.NewDocument(ctx, out, a.opts.root))
 	}
 	renderResolve(a.stdout, out, a.commandLine)
+	if out.Coverage != nil {
+		fmt.Fprintln(a.stdout)
+		renderCoverage(a.stdout, out.Coverage, out.Coverage.Device, newPainter(a.stdout))
+	}
 	return nil
 }
 
