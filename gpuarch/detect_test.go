@@ -142,8 +142,8 @@ func TestDetectNVML(t *testing.T) {
 	for out, msg := range map[string]string{
 		"stage dlopen\nerror dlopen libnvidia-ml.so.1: cannot open shared object file\n": "cannot load libnvidia-ml.so.1",
 		"stage dlopen\nstage init\nerror init nvmlInit_v2 returned 9\n":                  "NVML_ERROR_DRIVER_NOT_LOADED",
-		"stage dlopen\nstage init\n":                                                      "stopped in init",
-		"stage dlopen\nstage init\nstage count\ncount 0\ndone\n":                          "NVML sees no GPU",
+		"stage dlopen\nstage init\n":                             "stopped in init",
+		"stage dlopen\nstage init\nstage count\ncount 0\ndone\n": "NVML sees no GPU",
 	} {
 		d, _ := Detect(ctx, DetectOptions{Root: root, NVMLCommand: []string{"q"}, Exec: answer(out)})
 		if d.Source != SourcePCI || !strings.Contains(d.Sources[0].Error, msg) {
