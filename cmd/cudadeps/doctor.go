@@ -42,15 +42,28 @@ Each check prints ok, warn or FAIL with its evidence and, when there is
 something to do, one line of advice. The exit status is 0 when nothing
 fails, 1 otherwise.`
 
+// doctorFlags are doctor's own flags.
+type doctorFlags struct {
+	probe, probeChild, nvmlChild bool
+	sm                           string
+	probeTimeout                 time.Duration
+	python                       string
+}
+
+func (f *doctorFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&f.probe, "probe", false, "load libcuda.so.1 in a subprocess and call cuInit, cuDriverGetVersion and cuDeviceGetCount")
+	fl.DurationVar(&f.probeTimeout, "probe-timeout", doctor.DefaultProbeTimeout, "give up on the probe after `DURATION`")
+	fl.StringVar(&f.python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET, whose process is modelled and which, in static builds, runs the probe (default: the active environment's python3)")
+	fl.BoolVar(&f.probeChild, "probe-child", false, "run as the probe subprocess")
+	_ = fl.MarkHidden("probe-child")
+	fl.BoolVar(&f.nvmlChild, "nvml-child", false, "run as the NVML query subprocess")
+	_ = fl.MarkHidden("nvml-child")
+	fl.StringVar(&f.sm, "sm", "", "judge GPU code coverage for compute capability `N` instead of this machine's GPU (9.0, 90, sm_121, or a device: thor, orin, gb10, h100, b200, rtx50)")
+}
+
 func (a *app) doctorCommand() *cobra.Command {
-	var (
-		probe        bool
-		probeChild   bool
-		nvmlChild    bool
-		sm           string
-		probeTimeout time.Duration
-		python       string
-	)
+	var f doctorFlags
 	cmd := &cobra.Command{
 		Use:   "doctor [TARGET]",
 		Short: "Diagnose why CUDA fails on a host that has a GPU",
@@ -61,81 +74,75 @@ func (a *app) doctorCommand() *cobra.Command {
   cudadeps doctor /path/to/libmykernels.so
   cudadeps doctor torch --sm thor`,
 		Args: doctorArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if probeChild {
-				return exitWith(doctor.ProbeChild(a.stdout))
-			}
-			if nvmlChild {
-				return exitWith(gpuarch.NVMLChild(a.stdout))
-			}
-			if probe && a.opts.root != "" {
-				return usageError("--probe loads this machine's libcuda.so.1; it cannot examine the system under --root %s", a.opts.root)
-			}
-			opts := doctor.Options{
-				System:       doctor.System{Root: a.opts.root},
-				Probe:        probe,
-				ProbeTimeout: probeTimeout,
-				Logger:       a.logger,
-				Preload:      a.opts.preload,
-				PreloadSet:   cmd.Flags().Changed("preload"),
-			}
-			if len(args) == 1 {
-				var err error
-				if python, err = doctorTarget(cmd.Context(), args[0], python, &opts); err != nil {
-					return err
-				}
-			}
-			if cmd.Flags().Changed("ld-library-path") {
-				llp := a.opts.ldLibraryPath
-				opts.LDLibraryPath = &llp
-			}
-			if python != "" && opts.From == "" {
-				opts.From = python
-				if p, err := exec.LookPath(python); err == nil {
-					opts.From = p
-				}
-			}
-			if probe {
-				opts.ProbeCommand = probeCommand(python)
-			}
-			if sm != "" {
-				dev, err := a.device(cmd.Context(), &coverageFlags{sm: sm}, python)
-				if err != nil {
-					return err
-				}
-				opts.Device = dev
-			} else if a.opts.root == "" {
-				// NVML answers for this machine only, never for a --root.
-				opts.NVMLCommand, opts.NVMLVia = nvmlCommand(python)
-			}
-			rep, err := doctor.Run(cmd.Context(), opts)
-			if err != nil {
-				if ctxErr := context.Cause(cmd.Context()); ctxErr != nil && errors.Is(err, ctxErr) {
-					return err
-				}
-				return usageError("%v", err)
-			}
-			if err := a.printDoctor(rep); err != nil {
-				return err
-			}
-			if rep.Summary.Fail > 0 {
-				return exitWith(exitError)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return a.runDoctor(cmd, args, f) },
 	}
 	a.opts.addLoaderFlags(cmd)
 	a.opts.addJSONFlag(cmd)
-	f := cmd.Flags()
-	f.BoolVar(&probe, "probe", false, "load libcuda.so.1 in a subprocess and call cuInit, cuDriverGetVersion and cuDeviceGetCount")
-	f.DurationVar(&probeTimeout, "probe-timeout", doctor.DefaultProbeTimeout, "give up on the probe after `DURATION`")
-	f.StringVar(&python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET, whose process is modelled and which, in static builds, runs the probe (default: the active environment's python3)")
-	f.BoolVar(&probeChild, "probe-child", false, "run as the probe subprocess")
-	_ = f.MarkHidden("probe-child")
-	f.BoolVar(&nvmlChild, "nvml-child", false, "run as the NVML query subprocess")
-	_ = f.MarkHidden("nvml-child")
-	f.StringVar(&sm, "sm", "", "judge GPU code coverage for compute capability `N` instead of this machine's GPU (9.0, 90, sm_121, or a device: thor, orin, gb10, h100, b200, rtx50)")
+	f.register(cmd)
 	return cmd
+}
+
+func (a *app) runDoctor(cmd *cobra.Command, args []string, f doctorFlags) error {
+	switch {
+	case f.probeChild:
+		return exitWith(doctor.ProbeChild(a.stdout))
+	case f.nvmlChild:
+		return exitWith(gpuarch.NVMLChild(a.stdout))
+	case f.probe && a.opts.root != "":
+		return usageError("--probe loads this machine's libcuda.so.1; it cannot examine the system under --root %s", a.opts.root)
+	}
+	python := f.python
+	opts := doctor.Options{
+		System:       doctor.System{Root: a.opts.root},
+		Probe:        f.probe,
+		ProbeTimeout: f.probeTimeout,
+		Logger:       a.logger,
+		Preload:      a.opts.preload,
+		PreloadSet:   cmd.Flags().Changed("preload"),
+	}
+	if len(args) == 1 {
+		var err error
+		if python, err = doctorTarget(cmd.Context(), args[0], python, &opts); err != nil {
+			return err
+		}
+	}
+	if cmd.Flags().Changed("ld-library-path") {
+		llp := a.opts.ldLibraryPath
+		opts.LDLibraryPath = &llp
+	}
+	if python != "" && opts.From == "" {
+		opts.From = python
+		if p, err := exec.LookPath(python); err == nil {
+			opts.From = p
+		}
+	}
+	if f.probe {
+		opts.ProbeCommand = probeCommand(python)
+	}
+	if f.sm != "" {
+		dev, err := a.device(cmd.Context(), &coverageFlags{sm: f.sm}, python)
+		if err != nil {
+			return err
+		}
+		opts.Device = dev
+	} else if a.opts.root == "" {
+		// NVML answers for this machine only, never for a --root.
+		opts.NVMLCommand, opts.NVMLVia = nvmlCommand(python)
+	}
+	rep, err := doctor.Run(cmd.Context(), opts)
+	if err != nil {
+		if ctxErr := context.Cause(cmd.Context()); ctxErr != nil && errors.Is(err, ctxErr) {
+			return err
+		}
+		return usageError("%v", err)
+	}
+	if err := a.printDoctor(rep); err != nil {
+		return err
+	}
+	if rep.Summary.Fail > 0 {
+		return exitWith(exitError)
+	}
+	return nil
 }
 
 // probeCommand is the command line of the probe subprocess: this binary
