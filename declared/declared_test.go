@@ -23,7 +23,6 @@ var linux312 = pyenv.Markers{
 
 type fixture struct {
 	site string
-	env  *pyenv.Env
 	in   Input
 }
 
