@@ -84,6 +84,11 @@ type Dist struct {
 	Conflicts []string `json:"conflicts,omitempty"`
 	// Extras of it that the closure requests.
 	Extras []string `json:"extras,omitempty"`
+	// ViaExtra is the target's extra that brings it, when its base
+	// requirements do not: an extra counted because the package needs a
+	// library it brings, so the distribution matters only as far as the
+	// package uses its files.
+	ViaExtra string `json:"via_extra,omitempty"`
 
 	Installed *pyenv.Dist          `json:"-"`
 	Record    *catalog.WheelRecord `json:"-"` // the table's record behind Files, when used
@@ -232,6 +237,7 @@ func Compute(ctx context.Context, in Input) (*Closure, error) {
 		return nil, err
 	}
 	out := &Closure{Target: in.Target.Name + " " + in.Target.Version, Extras: extras, Dists: []*Dist{}}
+	base := c.nvidiaClosure(target)
 	for _, dep := range res.Dependencies {
 		if !c.isNVIDIA(dep.Name) {
 			continue
@@ -239,6 +245,14 @@ func Compute(ctx context.Context, in Input) (*Closure, error) {
 		d, err := c.dist(dep)
 		if err != nil {
 			return nil, err
+		}
+		if _, ok := base[d.Name]; !ok {
+			for _, x := range extras {
+				if _, ok := c.nvidiaClosure(target + "[" + x.Name + "]")[d.Name]; ok {
+					d.ViaExtra = x.Name
+					break
+				}
+			}
 		}
 		out.Dists = append(out.Dists, d)
 	}
@@ -290,6 +304,19 @@ func (c *computer) pinsOfEnvironment() map[string][]envPin {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	// An installed cuda-toolkit names the version of every toolkit wheel of
+	// its release, whichever extras anyone requested: the environment's
+	// toolkit release.
+	if tk := c.in.Installed[c.in.Distributions.ToolkitName]; tk != nil && tk.Metadata != nil {
+		for _, r := range tk.Metadata.RequiresDist {
+			if v := exactVersion(r.Specifier); v != "" {
+				name := pymeta.NormalizeName(r.Name)
+				if !slices.ContainsFunc(out[name], func(p envPin) bool { return p.version == v }) {
+					out[name] = append(out[name], envPin{v, tk.Name + " " + tk.Version + " (the environment's toolkit release)"})
+				}
+			}
+		}
+	}
 	for _, n := range names {
 		d := c.in.Installed[n]
 		if d.Metadata == nil || !slices.ContainsFunc(d.Metadata.RequiresDist, func(r pymeta.Requirement) bool { return c.isNVIDIA(pymeta.NormalizeName(r.Name)) }) {

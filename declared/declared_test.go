@@ -159,10 +159,14 @@ func TestJAXPluginExtraAndRanges(t *testing.T) {
 	if d := cl.Find("nvidia-cublas"); d == nil || d.Version != "13.1.0.3" || !strings.Contains(d.Why, "pins 13.1.0.3") {
 		t.Errorf("cuBLAS for the JAX plugin: %+v", d)
 	}
-	// nvidia-cuda-nvcc is declared and was never installed; no record
-	// of it exists here and no index answers: no version can be chosen.
-	if d := cl.Find("nvidia-cuda-nvcc"); d == nil || d.State != Absent || d.Choice != Unknown {
+	// nvidia-cuda-nvcc is declared and was never installed: the
+	// environment's cuda-toolkit 13.0.2 names its release, though no one
+	// requested its extra; it comes only through the counted extra.
+	if d := cl.Find("nvidia-cuda-nvcc"); d == nil || d.State != Absent || d.Version != "13.0.88" || !strings.Contains(d.Why, "toolkit release") || d.ViaExtra != "with-cuda" {
 		t.Errorf("nvcc: %+v", d)
+	}
+	if d := cl.Find("nvidia-cudnn-cu13"); d.ViaExtra != "with-cuda" {
+		t.Errorf("cuDNN comes through the extra: %q", d.ViaExtra)
 	}
 }
 

@@ -64,8 +64,9 @@ func (f *absentFixture) options(t *testing.T, dryRun bool) Options {
 }
 
 // serveArchives serves the packed distributions as NVIDIA archives of the
-// same releases and layers a catalog of them over the built-in one.
-func (f *absentFixture) serveArchives(t *testing.T) *mirrortest.Mirror {
+// same releases and layers a catalog of them over the built-in one (with
+// alone, the catalog is the mirror's only: no other archive exists).
+func (f *absentFixture) serveArchives(t *testing.T, alone bool) *mirrortest.Mirror {
 	t.Helper()
 	var archives []mirrortest.Archive
 	for _, p := range f.packed {
@@ -85,6 +86,10 @@ func (f *absentFixture) serveArchives(t *testing.T) *mirrortest.Mirror {
 	layer, err := catalog.Parse([]byte(text), m.Catalog)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if alone {
+		f.catalog = layer
+		return m
 	}
 	base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
 	if err != nil {
@@ -118,7 +123,7 @@ func (f *absentFixture) resolve(t *testing.T, target string, source Source, dryR
 // wheel to take, and the resolve does not claim success.
 func TestAbsentDistributionsFromArchives(t *testing.T) {
 	f := newAbsentFixture(t)
-	m := f.serveArchives(t)
+	m := f.serveArchives(t, false)
 	dry := f.resolve(t, "torch", SourceNVIDIA, true)
 	if dry.Distributions == nil {
 		t.Fatal("no declared closure in the outcome")
@@ -372,7 +377,7 @@ func TestAbsentWithOlderCopiesVisible(t *testing.T) {
 		}
 	}
 	f.packed = keep
-	f.serveArchives(t)
+	f.serveArchives(t, true)
 	before := realLoaderWith(t, filepath.Join(f.site, "torch/lib/libtorch_cuda.so"), f.driver)
 	if p := before["libcudnn.so.9"]; filepath.Dir(p) != old {
 		t.Fatalf("the fixture is wrong: ld.so takes libcudnn.so.9 from %q", p)
@@ -404,7 +409,7 @@ func TestAbsentWithOlderCopiesVisible(t *testing.T) {
 		t.Errorf("restore modes: %v", modes)
 	}
 	if !slices.ContainsFunc(out.Notes, func(n string) bool {
-		return strings.Contains(n, "nvidia-cusparselt-cu13") && strings.Contains(n, "exactly the required 0.8.0") && strings.Contains(n, "accepted")
+		return strings.Contains(n, "nvidia-cusparselt-cu13") && strings.Contains(n, "no source has it") && strings.Contains(n, "exactly the required 0.8.0") && strings.Contains(n, "accepted")
 	}) {
 		t.Errorf("notes: %q", out.Notes)
 	}

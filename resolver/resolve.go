@@ -205,8 +205,10 @@ type session struct {
 	opens *runtimeopen.Table
 	// wheels plans wheels from the package index; nil: archives only.
 	wheels *wheels
-	// accepted are absent declared distributions whose copies elsewhere
-	// are exactly the required release.
+	// exact says, by distribution, that an absent declared distribution's
+	// copies elsewhere are exactly the required release (the note to give);
+	// accepted are those taken in its place because no source has it.
+	exact    map[string]string
 	accepted map[string]bool
 }
 
@@ -258,7 +260,7 @@ func (s *session) round(n int) (bool, error) {
 	if err != nil {
 		return true, err
 	}
-	s.acceptExact()
+	s.findExact()
 	needs := s.needs(rep)
 	r := &Round{N: n, Missing: needs, Shadowed: s.layout.Shadows(rep), Installed: []fetch.Key{}, Placed: []activation.Placed{}}
 	s.out.Rounds = append(s.out.Rounds, r)
@@ -644,7 +646,7 @@ func (s *session) finish() {
 	s.out.FinalScan = s.last
 	if s.last != nil {
 		for _, sh := range s.layout.Shadows(s.last) {
-			if s.accepted[normalizeName(sh.Owner.Dist)] {
+			if d := normalizeName(sh.Owner.Dist); s.accepted[d] || s.exact[d] != "" {
 				continue
 			}
 			if sh.Owner.Present || !s.out.DryRun {

@@ -76,7 +76,17 @@ func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolve
 		if s.accepted[d.Name] {
 			continue
 		}
+		if d.ViaExtra != "" && !s.declaredNeeded(d) {
+			s.out.Notes = appendUnique(s.out.Notes, fmt.Sprintf("%s %s is declared through the extra [%s] and not installed; nothing the package loads needs its files: not restored", d.Name, d.Version, d.ViaExtra))
+			continue
+		}
 		st, u := s.restoreStep(d, site)
+		if exact := s.exact[d.Name]; exact != "" && (u != nil || st == nil) {
+			// No source has it; the copy the loader finds is the release.
+			s.accepted[d.Name] = true
+			s.out.Notes = appendUnique(s.out.Notes, exact)
+			continue
+		}
 		if u != nil {
 			un = append(un, *u)
 			continue
@@ -102,20 +112,20 @@ func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolve
 	return steps, un, rest
 }
 
-// acceptExact marks the absent declared distributions whose copies the
-// loader finds elsewhere are exactly the required release, and notes each:
-// nothing is restored for them.
-func (s *session) acceptExact() {
+// findExact notes, for each absent declared distribution, whether the
+// copies the loader finds elsewhere are exactly the required release: they
+// are no wrong copies then, and when no source has the distribution they
+// are accepted in its place.
+func (s *session) findExact() {
+	s.exact = map[string]string{}
 	if s.closure == nil {
 		return
 	}
 	for _, d := range s.closure.Dists {
-		if d.State != declared.Absent || s.accepted[d.Name] {
-			continue
-		}
-		if note := s.systemCopyExact(d); note != "" {
-			s.accepted[d.Name] = true
-			s.out.Notes = appendUnique(s.out.Notes, note)
+		if d.State == declared.Absent {
+			if note := s.systemCopyExact(d); note != "" {
+				s.exact[d.Name] = note
+			}
 		}
 	}
 }
@@ -150,7 +160,7 @@ func (s *session) systemCopyExact(d *declared.Dist) string {
 	if len(seen) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s is not installed, and the copies the loader finds are exactly the required %s (%s): accepted; pip check will still list %s as missing",
+	return fmt.Sprintf("%s is not installed and no source has it; the copies the loader finds are exactly the required %s (%s): accepted; pip check will still list %s as missing",
 		d.Name, d.Version, strings.Join(seen, "; "), d.Name)
 }
 

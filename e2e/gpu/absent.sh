@@ -79,7 +79,9 @@ sleep 1
 MURL="http://127.0.0.1:$MPORT/"
 "$CUDADEPS" catalog import --scan --allow-http --mirror "$MURL" -o "$WORK/layer.yaml" "$MIRROR/manifests" > /dev/null
 echo "catalog import exit $?"
-gets() { echo $(( $(grep -c 'GET /' "$WORK/index.log") + $(grep -c 'GET /' "$WORK/mirror.log") )); }
+# downloads: wheels from the index and archives from the mirror (index
+# pages and manifests are no downloads)
+gets() { cat "$WORK/index.log" "$WORK/mirror.log" | grep -cE 'GET [^ ]+\.(whl|tar\.xz|tar\.gz|zip) '; }
 
 for SRC in $SOURCES; do
   log "3. --source $SRC"
@@ -104,7 +106,7 @@ for SRC in $SOURCES; do
     "$CUDADEPS" resolve "$t" "${COMMON[@]}" --yes --json > "$OUT/absent-$MODE-$SRC-$t-again.json" 2>/dev/null
     echo "second resolve $t exit $?"
   done
-  echo "requests to the index and the mirror during the second resolves: $(( $(gets) - N ))"
+  echo "downloads from the index and the mirror during the second resolves: $(( $(gets) - N ))"
   for t in $TARGETS; do "$CUDADEPS" undo "$t" --prefix "$PREFIX" > /dev/null 2>&1; echo "undo $t exit $?"; done
   AFTER=$(nvsnap)
   [ "$AFTER" = "$UNINSTALLED" ] && echo "undo gave back the post-uninstall tree exactly ($AFTER)" || echo "TREE DIFFERS after undo ($UNINSTALLED vs $AFTER)"
