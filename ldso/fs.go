@@ -2,6 +2,7 @@ package ldso
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -11,7 +12,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/cudadeps/cudadeps/internal/regfile"
+	"github.com/cudadeps/cudadeps/internal/rootfs"
 )
 
 // rootFS maps the paths the loader sees (guest paths) to files on this
@@ -25,6 +26,7 @@ import (
 // absent, and a scan of a large tree asks the same questions thousands of
 // times.
 type rootFS struct {
+	r     *rootfs.Root
 	root  string   // "" on the host; else an absolute, clean host path
 	trees []string // host paths of scanned trees reachable as themselves
 
@@ -43,22 +45,11 @@ type dirListing struct {
 }
 
 func newRootFS(root string) (*rootFS, error) {
-	f := &rootFS{dirs: make(map[string]*dirListing), stats: make(map[string]statResult)}
-	if root != "" && root != "/" {
-		abs, err := filepath.Abs(root)
-		if err != nil {
-			return nil, err
-		}
-		st, err := os.Stat(abs)
-		if err != nil {
-			return nil, err
-		}
-		if !st.IsDir() {
-			return nil, &fs.PathError{Op: "root", Path: root, Err: syscall.ENOTDIR}
-		}
-		f.root = abs
+	r, err := rootfs.Open(root)
+	if err != nil {
+		return nil, err
 	}
-	return f, nil
+	return &rootFS{r: r, root: r.Dir(), dirs: make(map[string]*dirListing), stats: make(map[string]statResult)}, nil
 }
 
 func (f *rootFS) describe() string {
@@ -142,8 +133,7 @@ func (f *rootFS) resolve(guest string) (string, bool) {
 func (f *rootFS) realPath(host string) (string, bool) {
 	if f.root != "" {
 		if guest := f.guestPath(host); guest != host {
-			links := 0
-			resolved, err := f.walk(guest, &links)
+			resolved, err := f.r.Walk(guest, f.mayExist)
 			if err != nil {
 				return "", false
 			}
@@ -156,8 +146,7 @@ func (f *rootFS) realPath(host string) (string, bool) {
 
 // inRoot resolves guest inside the root with chroot semantics.
 func (f *rootFS) inRoot(guest string) (string, bool) {
-	links := 0
-	resolved, err := f.walk(guest, &links)
+	resolved, err := f.r.Walk(guest, f.mayExist)
 	if err != nil {
 		return "", false
 	}
@@ -166,65 +155,6 @@ func (f *rootFS) inRoot(guest string) (string, bool) {
 		return "", false
 	}
 	return host, true
-}
-
-const maxSymlinks = 40 // MAXSYMLINKS on Linux
-
-// walk resolves every symlink of guest within the root and returns the
-// resulting guest path. links counts the symlinks followed in the whole
-// resolution, nested ones included, as the kernel does, so that a hostile
-// tree of links that each name two others cannot make the work explode.
-func (f *rootFS) walk(guest string, links *int) (string, error) {
-	// Components are taken one by one, not cleaned first: ".." after a
-	// symlink goes to the parent of the link's target, as in the kernel.
-	parts := strings.Split(guest, "/")
-	cur := "/"
-	for i := 0; i < len(parts); i++ {
-		p := parts[i]
-		if p == "" || p == "." {
-			continue
-		}
-		if p == ".." {
-			cur = path.Dir(cur)
-			continue
-		}
-		next := path.Join(cur, p)
-		if !f.mayExist(f.root + next) {
-			return "", fs.ErrNotExist
-		}
-		st, err := os.Lstat(f.root + next)
-		if err != nil {
-			return "", err
-		}
-		if st.Mode()&fs.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if *links >= maxSymlinks {
-			return "", syscall.ELOOP
-		}
-		*links++
-		target, err := os.Readlink(f.root + next)
-		if err != nil {
-			return "", err
-		}
-		if !path.IsAbs(target) {
-			target = path.Join(cur, target)
-		}
-		resolvedTarget, err := f.walk(target, links)
-		if err != nil {
-			return "", err
-		}
-		// The rest is appended as written, not joined: path.Join would
-		// clean "sub/.." away textually, while "sub" may itself be a
-		// symlink whose ".." leads elsewhere.
-		rest := resolvedTarget
-		for _, q := range parts[i+1:] {
-			rest += "/" + q
-		}
-		return f.walk(rest, links)
-	}
-	return cur, nil
 }
 
 // mayExist answers from the cached listing of the parent directory whether
@@ -337,16 +267,18 @@ func (f *rootFS) dirExists(guestDir string) bool {
 }
 
 // readFile reads a small configuration file of the root (ld.so.cache,
-// ld.so.preload). A root may be an untrusted container image, so only a
-// regular file of at most limit bytes is read: a FIFO would block, a device
-// or a sparse file would never end. The error for a missing file wraps
-// fs.ErrNotExist.
+// ld.so.preload) through rootfs: a root may be an untrusted container
+// image, so only a regular file of at most limit bytes is read (a FIFO
+// would block, a device or a sparse file would never end), and its links
+// stay inside the root. The error for a missing file wraps fs.ErrNotExist.
 func (f *rootFS) readFile(guest string, limit int64) ([]byte, error) {
-	host, ok := f.resolve(guest)
-	if !ok {
-		return nil, &fs.PathError{Op: "open", Path: guest, Err: fs.ErrNotExist}
+	data, err := f.r.ReadFile(guest, limit)
+	if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) {
+		// ld.so's open fails as for an absent file, and it goes on
+		// without the file.
+		return nil, fmt.Errorf("%w (%w)", fs.ErrNotExist, err)
 	}
-	return regfile.Read(host, limit)
+	return data, err
 }
 
 func (f *rootFS) cleanUnderMount(guest string) string {

@@ -111,6 +111,32 @@ func TestHostileRootFiles(t *testing.T) {
 			wantRefusal(t, err, name, "more than the")
 		})
 	}
+	for _, link := range []string{"/dev/zero", "../../../../../../dev/zero"} {
+		t.Run("ld.so.cache linked to "+link, func(t *testing.T) {
+			// The link resolves inside the root, as in a chroot: to the
+			// root's dev/zero, absent at first (no cache, as for ld.so),
+			// then a device node (refused, naming the link).
+			root := hostileRoot(t)
+			if err := os.Symlink(link, filepath.Join(root, "etc", "ld.so.cache")); err != nil {
+				t.Fatal(err)
+			}
+			l, err := newInRoot(t, root)
+			if err != nil {
+				t.Fatalf("a link to the root's absent /dev/zero: %v", err)
+			}
+			if c, _ := l.Cache(); c != nil {
+				t.Fatal("a cache was read through a link to an absent file")
+			}
+			if err := os.Mkdir(filepath.Join(root, "dev"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mknod(filepath.Join(root, "dev", "zero"), syscall.S_IFCHR|0o644, 1<<8|5); err != nil {
+				t.Skipf("mknod needs CAP_MKNOD: %v", err)
+			}
+			_, err = newInRoot(t, root)
+			wantRefusal(t, err, "etc/ld.so.cache (a link to /dev/zero)", "not a regular file (a character device)")
+		})
+	}
 	t.Run("directory as ld.so.cache", func(t *testing.T) {
 		root := hostileRoot(t)
 		if err := os.Mkdir(filepath.Join(root, "etc", "ld.so.cache"), 0o755); err != nil {

@@ -253,14 +253,20 @@ func (r *Resolver) preload(file, item string, e Entry, sp string) string {
 
 // match finds name (or the first file matching the pattern name) in dir.
 func (r *Resolver) match(dir, name string) string {
-	host := r.l.HostPath(dir)
 	if !strings.ContainsAny(name, "*[") {
-		if st, err := os.Stat(filepath.Join(host, name)); err == nil && st.Mode().IsRegular() {
+		// Under a root, HostPath resolves the links inside it: Lstat sees
+		// the file the root's own loader would open, never one a link
+		// leads to outside the root.
+		stat := os.Stat
+		if r.l.Root() != "" {
+			stat = os.Lstat
+		}
+		if st, err := stat(r.l.HostPath(path.Join(dir, name))); err == nil && st.Mode().IsRegular() {
 			return path.Join(dir, name)
 		}
 		return ""
 	}
-	m, err := filepath.Glob(filepath.Join(host, name))
+	m, err := filepath.Glob(filepath.Join(r.l.HostPath(dir), name))
 	if err != nil || len(m) == 0 {
 		return ""
 	}

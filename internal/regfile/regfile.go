@@ -19,31 +19,40 @@ var ErrTooLarge = errors.New("too large")
 
 // Read reads the regular file at path, of at most limit bytes. A missing
 // file's error wraps fs.ErrNotExist.
-func Read(path string, limit int64) ([]byte, error) {
+func Read(path string, limit int64) ([]byte, error) { return ReadNamed(path, path, limit) }
+
+// ReadNamed is Read with errors that call the file name: a file reached
+// through another name (a link resolved inside a root) is reported as the
+// caller knows it.
+func ReadNamed(path, name string, limit int64) ([]byte, error) {
 	// O_NONBLOCK: opening a FIFO without a writer must not wait; it is
 	// refused below like any other file that is not regular.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			pe.Path = name
+		}
 		return nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, Kind(st.Mode()))
+		return nil, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, Kind(st.Mode()))
 	}
 	if st.Size() > limit {
-		return nil, fmt.Errorf("%s: %w: %d bytes, more than the %d this file may hold", path, ErrTooLarge, st.Size(), limit)
+		return nil, fmt.Errorf("%s: %w: %d bytes, more than the %d this file may hold", name, ErrTooLarge, st.Size(), limit)
 	}
 	// The file may grow while it is read: read one byte past the bound.
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: %w: grew past the %d bytes this file may hold", path, ErrTooLarge, limit)
+		return nil, fmt.Errorf("%s: %w: grew past the %d bytes this file may hold", name, ErrTooLarge, limit)
 	}
 	return data, nil
 }

@@ -1,0 +1,276 @@
+// Package rootfs reads the files of a system under a root directory as a process chrooted there would: links resolve inside the root, and only small regular files are read, without blocking.
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/cudadeps/cudadeps/internal/regfile"
+)
+
+// Root is the "/" of the system whose files are read: this host, or a
+// directory that holds another system's tree (a sysroot, a container
+// image). A root may be untrusted: a link in it never leads out of it, and
+// a FIFO or a device is refused rather than read.
+type Root struct {
+	dir string // "" for this host; else an absolute, clean host path
+}
+
+// Open returns the root at dir; "" and "/" are this host. The error of a
+// dir that is absent or no directory is the file system's.
+func Open(dir string) (*Root, error) {
+	if dir == "" || dir == "/" {
+		return &Root{}, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, &fs.PathError{Op: "root", Path: dir, Err: syscall.ENOTDIR}
+	}
+	return &Root{dir: abs}, nil
+}
+
+// ReadFile reads the small regular file at guest, an absolute path of the
+// system under root ("" for this host), of at most limit bytes: Open and
+// (*Root).ReadFile in one call, for readers of a single file.
+func ReadFile(root, guest string, limit int64) ([]byte, error) {
+	r, err := Open(root)
+	if err != nil {
+		return nil, fmt.Errorf("root %s: %w", root, err)
+	}
+	return r.ReadFile(guest, limit)
+}
+
+// Dir is the root's directory on this machine, "" for this host.
+func (r *Root) Dir() string { return r.dir }
+
+// IsHost reports whether the root is this host's own "/".
+func (r *Root) IsHost() bool { return r.dir == "" }
+
+func (r *Root) String() string {
+	if r.dir == "" {
+		return "this host"
+	}
+	return r.dir
+}
+
+// Name is how messages call a path of the root: the path on this machine.
+func (r *Root) Name(guest string) string {
+	if r.dir == "" {
+		return guest
+	}
+	return r.dir + path.Clean("/"+guest)
+}
+
+// Guest maps a path of this machine that lies inside the root to the path
+// the root's system sees; ok is false for a path outside it.
+func (r *Root) Guest(host string) (guest string, ok bool) {
+	if r.dir == "" {
+		return host, true
+	}
+	rel, ok := strings.CutPrefix(host, r.dir)
+	if !ok || rel != "" && rel[0] != '/' {
+		return "", false
+	}
+	if rel == "" {
+		return "/", true
+	}
+	return rel, true
+}
+
+// maxSymlinks is MAXSYMLINKS on Linux: the links one resolution may follow.
+const maxSymlinks = 40
+
+// Walk resolves every link of guest inside the root and returns the
+// resolved path, as the root's system sees it. mayExist, when not nil, is
+// asked about each host path before it is looked at; false means it is
+// absent (a caller with cached directory listings saves the lstat).
+func (r *Root) Walk(guest string, mayExist func(host string) bool) (string, error) {
+	links := 0
+	return r.walk(guest, mayExist, &links)
+}
+
+// walk counts in links the links followed in the whole resolution, nested
+// ones included, as the kernel does, so that a hostile tree of links that
+// each name two others cannot make the work explode.
+func (r *Root) walk(guest string, mayExist func(string) bool, links *int) (string, error) {
+	// Components are taken one by one, not cleaned first: ".." after a
+	// link goes to the parent of the link's target, as in the kernel; and
+	// ".." at "/" stays at "/", so nothing leads out of the root.
+	parts := strings.Split(guest, "/")
+	cur := "/"
+	for i := 0; i < len(parts); i++ {
+		p := parts[i]
+		if p == "" || p == "." {
+			continue
+		}
+		if p == ".." {
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, p)
+		host := r.dir + next
+		if mayExist != nil && !mayExist(host) {
+			return "", fs.ErrNotExist
+		}
+		st, err := os.Lstat(host)
+		if err != nil {
+			return "", err
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if *links >= maxSymlinks {
+			return "", syscall.ELOOP
+		}
+		*links++
+		target, err := os.Readlink(host)
+		if err != nil {
+			return "", err
+		}
+		if !path.IsAbs(target) {
+			target = path.Join(cur, target)
+		}
+		resolved, err := r.walk(target, mayExist, links)
+		if err != nil {
+			return "", err
+		}
+		// The rest is appended as written, not joined: path.Join would
+		// clean "sub/.." away textually, while "sub" may itself be a link
+		// whose ".." leads elsewhere.
+		for _, q := range parts[i+1:] {
+			resolved += "/" + q
+		}
+		return r.walk(resolved, mayExist, links)
+	}
+	return cur, nil
+}
+
+// Resolve returns the file of this machine that guest names in the root,
+// every link on the way followed inside the root. The error names guest.
+func (r *Root) Resolve(guest string) (string, error) {
+	if r.dir == "" {
+		// This host's kernel resolves links as the root's system would.
+		return path.Clean(absolute(guest)), nil
+	}
+	resolved, err := r.Walk(absolute(guest), nil)
+	if err != nil {
+		return "", r.pathError("open", guest, err)
+	}
+	return r.dir + resolved, nil
+}
+
+// resolveParent resolves the directory of guest and keeps its last name:
+// the file itself, when a link, is not followed.
+func (r *Root) resolveParent(guest string) (string, error) {
+	guest = path.Clean(absolute(guest))
+	dir, base := path.Split(guest)
+	if r.dir == "" {
+		return guest, nil
+	}
+	if base == "" {
+		return r.dir + "/", nil
+	}
+	resolved, err := r.Walk(dir, nil)
+	if err != nil {
+		return "", r.pathError("lstat", guest, err)
+	}
+	return strings.TrimSuffix(r.dir+resolved, "/") + "/" + base, nil
+}
+
+// Lstat describes the file guest names, not following it when it is a
+// link (the links before it are followed inside the root).
+func (r *Root) Lstat(guest string) (fs.FileInfo, error) {
+	host, err := r.resolveParent(guest)
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Lstat(host)
+	if err != nil {
+		return nil, r.pathError("lstat", guest, err)
+	}
+	return st, nil
+}
+
+// Stat describes the file guest names, links followed inside the root.
+func (r *Root) Stat(guest string) (fs.FileInfo, error) {
+	host, err := r.Resolve(guest)
+	if err != nil {
+		return nil, err
+	}
+	// Under a root the resolved path has no links left (unless the tree
+	// changes meanwhile): Lstat never follows one out of the root.
+	stat := os.Lstat
+	if r.dir == "" {
+		stat = os.Stat
+	}
+	st, err := stat(host)
+	if err != nil {
+		return nil, r.pathError("stat", guest, err)
+	}
+	return st, nil
+}
+
+// Exists reports whether guest names anything, a dangling link included.
+func (r *Root) Exists(guest string) bool {
+	_, err := r.Lstat(guest)
+	return err == nil
+}
+
+// ReadDir lists the directory guest names, links followed inside the root.
+func (r *Root) ReadDir(guest string) ([]fs.DirEntry, error) {
+	host, err := r.Resolve(guest)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(host)
+	if err != nil {
+		return nil, r.pathError("open", guest, err)
+	}
+	return ents, nil
+}
+
+// ReadFile reads the regular file guest names, of at most limit bytes,
+// links followed inside the root. A FIFO, a device, a directory or a file
+// larger than limit is refused with one line naming guest (and the file
+// its links led to); a missing file's error wraps fs.ErrNotExist.
+func (r *Root) ReadFile(guest string, limit int64) ([]byte, error) {
+	host, err := r.Resolve(guest)
+	if err != nil {
+		return nil, err
+	}
+	name := r.Name(guest)
+	if resolved, _ := r.Guest(host); r.dir != "" && resolved != path.Clean(absolute(guest)) {
+		name += " (a link to " + resolved + ")"
+	}
+	return regfile.ReadNamed(host, name, limit)
+}
+
+// pathError is err about guest, named as messages call it, one line.
+func (r *Root) pathError(op, guest string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return &fs.PathError{Op: op, Path: r.Name(guest), Err: err}
+}
+
+func absolute(p string) string {
+	if path.IsAbs(p) {
+		return p
+	}
+	return "/" + p
+}
