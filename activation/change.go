@@ -322,6 +322,13 @@ func (c *Change) AddScriptDir(key fetch.Key, dir string) {
 	c.rec.Installed = appendKeys(c.rec.Installed, key)
 }
 
+// AddSystemScriptDir puts a library directory the system itself provides
+// (JetPack's CUDA on a Jetson) on the activation script's LD_LIBRARY_PATH
+// for the target: no store entry is used, and undo leaves the directory.
+func (c *Change) AddSystemScriptDir(dir string) {
+	c.rec.ScriptDirs = appendUnique(c.rec.ScriptDirs, dir)
+}
+
 // Share makes the target a co-owner of what other targets' records placed
 // at paths (the files the target's objects load, as the loader finds
 // them), or put on the activation script's LD_LIBRARY_PATH (their

@@ -85,8 +85,8 @@ func (d *diag) checkDriver() Check {
 	switch {
 	case h.wsl:
 		return check(CheckDriver, OK, "WSL2: the Windows NVIDIA driver serves the GPU through /dev/dxg; its version is not visible from Linux", "")
-	case h.tegra != "":
-		return check(CheckDriver, OK, fmt.Sprintf("Jetson (%s): the integrated GPU's driver comes with JetPack", h.tegra), "")
+	case h.platform.IsJetson():
+		return check(CheckDriver, OK, fmt.Sprintf("%s: the integrated GPU's driver comes with %s", h.platform.Brief(), h.platform.JetPack()), "")
 	}
 	lc := d.model.libcuda
 	if lc.found() {

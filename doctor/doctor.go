@@ -15,6 +15,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/gpuarch"
+	"github.com/cudadeps/cudadeps/internal/rootfs"
 )
 
 // Status is the verdict of one check.
@@ -39,6 +40,7 @@ func (s Status) rank() int {
 
 // The checks, in the order they are reported.
 const (
+	CheckHost          = "host"            // the kind of host, with its evidence
 	CheckDriver        = "driver"          // kernel module version
 	CheckLibcuda       = "libcuda"         // the libcuda.so.1 the loader would load
 	CheckDevices       = "devices"         // /dev/nvidia*
@@ -63,8 +65,10 @@ type Check struct {
 
 // Report is the outcome of Run.
 type Report struct {
-	Checks  []Check `json:"checks"`
-	Summary Summary `json:"summary"`
+	// Host is the kind of host, the platform it takes and the evidence.
+	Host    *HostKind `json:"host"`
+	Checks  []Check   `json:"checks"`
+	Summary Summary   `json:"summary"`
 }
 
 // Summary counts the verdicts and repeats the facts the checks rest on.
@@ -96,7 +100,8 @@ type Summary struct {
 // probe, so that tests can build any machine in a directory.
 type System struct {
 	// Root stands for "/": /proc, /dev, /etc, /run, /.dockerenv and the
-	// loader's files are read under it. Empty means this host.
+	// loader's files are read under it, links resolved inside it as in a
+	// chroot. Empty means this host.
 	Root string
 	// LookupEnv reads the environment (os.LookupEnv when nil).
 	LookupEnv func(string) (string, bool)
@@ -105,6 +110,8 @@ type System struct {
 	Access func(path string, mode uint32) error
 	// Exec runs the probe's subprocess (RunCommand(nil) when nil).
 	Exec ExecFunc
+
+	root *rootfs.Root // Root, opened by Run
 }
 
 // Options configure Run.
@@ -153,34 +160,14 @@ const DefaultProbeTimeout = 60 * time.Second
 // probe only with Options.Probe. An error is returned only for a target
 // that cannot be examined; everything else is a finding.
 func Run(ctx context.Context, opts Options) (*Report, error) {
-	d := &diag{opts: opts, sys: opts.System, log: opts.Logger}
-	if d.log == nil {
-		d.log = slog.New(slog.DiscardHandler)
+	d, err := newDiag(opts)
+	if err != nil {
+		return nil, err
 	}
-	if d.sys.LookupEnv == nil {
-		d.sys.LookupEnv = os.LookupEnv
+	if err := d.loadTarget(ctx); err != nil {
+		return nil, err
 	}
-	if d.sys.Access == nil {
-		d.sys.Access = syscall.Access
-	}
-	if d.sys.Exec == nil {
-		d.sys.Exec = RunCommand(nil)
-	}
-	switch {
-	case len(opts.TargetFiles) > 0:
-		t, err := readTargetFiles(ctx, opts.TargetName, opts.TargetFiles, d.log)
-		if err != nil {
-			return nil, err
-		}
-		d.target = t
-	case opts.Target != "":
-		t, err := readTarget(ctx, opts.Target, d.log)
-		if err != nil {
-			return nil, err
-		}
-		d.target = t
-	}
-	d.host = gatherHost(d.sys)
+	d.host = gatherHost(d.sys, d.targetMachine())
 	d.model = buildModel(ctx, d)
 	if opts.Probe {
 		d.probe = d.runProbe(ctx)
@@ -188,6 +175,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	d.runCoverage(ctx)
 
 	checks := []Check{
+		d.checkHost(),
 		d.checkDriver(),
 		d.checkLibcuda(),
 		d.checkDevices(),
@@ -204,7 +192,47 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Probe {
 		checks = append(checks, d.checkProbe())
 	}
-	rep := &Report{Checks: checks, Summary: d.summary()}
+	return d.report(checks), nil
+}
+
+// newDiag fills the defaults of opts and opens the root.
+func newDiag(opts Options) (*diag, error) {
+	d := &diag{opts: opts, sys: opts.System, log: opts.Logger}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.sys.LookupEnv == nil {
+		d.sys.LookupEnv = os.LookupEnv
+	}
+	if d.sys.Access == nil {
+		d.sys.Access = syscall.Access
+	}
+	if d.sys.Exec == nil {
+		d.sys.Exec = RunCommand(nil)
+	}
+	r, err := rootfs.Open(d.sys.Root)
+	if err != nil {
+		return nil, fmt.Errorf("root %s: %w", d.sys.Root, err)
+	}
+	d.sys.root = r
+	return d, nil
+}
+
+// loadTarget reads the target's objects, when there is a target.
+func (d *diag) loadTarget(ctx context.Context) error {
+	var err error
+	switch {
+	case len(d.opts.TargetFiles) > 0:
+		d.target, err = readTargetFiles(ctx, d.opts.TargetName, d.opts.TargetFiles, d.log)
+	case d.opts.Target != "":
+		d.target, err = readTarget(ctx, d.opts.Target, d.log)
+	}
+	return err
+}
+
+// report counts the verdicts.
+func (d *diag) report(checks []Check) *Report {
+	rep := &Report{Host: d.hostKind(), Checks: checks, Summary: d.summary()}
 	for _, c := range checks {
 		switch c.Status {
 		case OK:
@@ -221,7 +249,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if rep.Summary.Status == "" {
 		rep.Summary.Status = OK
 	}
-	return rep, nil
+	return rep
 }
 
 // diag holds what one Run has learnt.

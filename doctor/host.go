@@ -3,10 +3,10 @@ package doctor
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -18,10 +18,12 @@ import (
 
 // hostFacts is what the files of the host say, before any loading.
 type hostFacts struct {
+	// platform is the kind of host, with its evidence; the NVIDIA kernel
+	// module's version is read there.
+	platform   *platform.Host
 	kernel     version // NVIDIA kernel module version
 	kernelOpen bool    // the open kernel module
 	kernelErr  string  // why the version is unknown
-	tegra      string  // L4T release of a Jetson ("R36 (release), REVISION: 4.3")
 	wsl        bool    // WSL2 GPU paravirtualization (/dev/dxg)
 	procGPUs   []string
 
@@ -34,45 +36,55 @@ type hostFacts struct {
 	container containerInfo
 }
 
-func (s System) path(p string) string { return platform.Under(s.Root, p) }
+func (s System) exists(p string) bool { return s.root.Exists(p) }
 
-func (s System) exists(p string) bool {
-	_, err := os.Lstat(s.path(p))
-	return err == nil
-}
+var gpuNodeRE = regexp.MustCompile(`^nvidia(\d+)$`)
 
-var (
-	kernelModuleRE = regexp.MustCompile(`Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)*)`)
-	gpuNodeRE      = regexp.MustCompile(`^nvidia(\d+)$`)
-)
-
-func gatherHost(sys System) *hostFacts {
-	h := &hostFacts{}
-	data, err := os.ReadFile(sys.path("/proc/driver/nvidia/version"))
-	switch {
-	case err == nil:
-		if m := kernelModuleRE.FindSubmatch(data); m != nil {
-			h.kernel, _ = parseVersion(string(m[1]))
-			h.kernelOpen = bytes.Contains(data, []byte("Open Kernel Module"))
-		} else {
-			h.kernelErr = "/proc/driver/nvidia/version names no kernel module version"
-		}
-	case os.IsNotExist(err):
-		h.kernelErr = "no /proc/driver/nvidia/version (the nvidia kernel module is not loaded, or this is not an NVIDIA dGPU host)"
-	default:
-		h.kernelErr = fmt.Sprintf("cannot read /proc/driver/nvidia/version: %v", errText(err))
-	}
-	h.tegra = platform.TegraRelease(sys.Root)
+// gatherHost reads the host's files: its kind (for the target's machine,
+// EM_NONE without a target), the driver's version, the device nodes and
+// the container it runs in. Every file is read through the root.
+func gatherHost(sys System, machine elf.Machine) *hostFacts {
+	h := &hostFacts{platform: platform.Detect(platform.Probe{Root: sys.root, Machine: machine})}
+	h.readKernel()
 	h.wsl = sys.exists("/dev/dxg")
-	if ents, err := os.ReadDir(sys.path("/proc/driver/nvidia/gpus")); err == nil {
+	if ents, err := sys.root.ReadDir("/proc/driver/nvidia/gpus"); err == nil {
 		for _, e := range ents {
 			h.procGPUs = append(h.procGPUs, e.Name())
 		}
 	}
+	h.readDevices(sys)
+	h.container = detectContainer(sys)
+	return h
+}
 
+// readKernel takes the kernel module's version from the platform's
+// evidence, or says why there is none.
+func (h *hostFacts) readKernel() {
+	if h.platform.Driver != "" {
+		h.kernel, _ = parseVersion(h.platform.Driver)
+		h.kernelOpen = h.platform.DriverOpen
+		return
+	}
+	for _, e := range h.platform.Evidence {
+		if e.Source != platform.DriverFile {
+			continue
+		}
+		switch {
+		case e.Found:
+			h.kernelErr = platform.DriverFile + " names no kernel module version"
+		case e.Says == "absent":
+			h.kernelErr = "no " + platform.DriverFile + " (the nvidia kernel module is not loaded, or this is not an NVIDIA dGPU host)"
+		default:
+			h.kernelErr = "cannot read " + platform.DriverFile + ": " + strings.TrimPrefix(e.Says, "unreadable: ")
+		}
+	}
+}
+
+// readDevices finds the device nodes and those the user may not open.
+func (h *hostFacts) readDevices(sys System) {
 	h.ctl = sys.exists("/dev/nvidiactl")
 	h.uvm = sys.exists("/dev/nvidia-uvm")
-	if ents, err := os.ReadDir(sys.path("/dev")); err == nil {
+	if ents, err := sys.root.ReadDir("/dev"); err == nil {
 		for _, e := range ents {
 			if m := gpuNodeRE.FindStringSubmatch(e.Name()); m != nil {
 				n, _ := strconv.Atoi(m[1])
@@ -98,17 +110,19 @@ func gatherHost(sys System) *hostFacts {
 		nodes = append(nodes, "/dev/nvidia-uvm")
 	}
 	for _, n := range nodes {
-		if err := sys.Access(sys.path(n), 4|2); err != nil {
+		host, err := sys.root.Resolve(n)
+		if err == nil {
+			err = sys.Access(host, 4|2)
+		}
+		if err != nil {
 			h.denied = append(h.denied, n+" ("+deviceOwner(sys, n)+")")
 		}
 	}
-	h.container = detectContainer(sys)
-	return h
 }
 
 // deviceOwner describes a device node's mode and group, for advice.
 func deviceOwner(sys System, n string) string {
-	st, err := os.Stat(sys.path(n))
+	st, err := sys.root.Stat(n)
 	if err != nil {
 		return errText(err)
 	}
@@ -125,7 +139,7 @@ func deviceOwner(sys System, n string) string {
 
 // groupName reads /etc/group of the root for a gid.
 func groupName(sys System, gid uint32) string {
-	data, err := os.ReadFile(sys.path("/etc/group"))
+	data, err := sys.root.ReadFile("/etc/group", 16<<20)
 	if err != nil {
 		return ""
 	}
@@ -171,7 +185,7 @@ func detectContainer(sys System) containerInfo {
 	if v := look("container"); v != "" {
 		return containerInfo{v, "$container=" + v}
 	}
-	if data, err := os.ReadFile(sys.path("/proc/1/cgroup")); err == nil {
+	if data, err := sys.root.ReadFile("/proc/1/cgroup", 1<<20); err == nil {
 		s := string(data)
 		for _, c := range []struct{ needle, kind string }{
 			{"kubepods", "kubernetes"}, {"libpod", "podman"}, {"docker", "docker"},

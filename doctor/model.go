@@ -4,7 +4,6 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/regfile"
 	"github.com/cudadeps/cudadeps/ldso"
 )
 
@@ -80,24 +80,35 @@ func (l *lib) shown() string {
 	return l.obj.Path + " → " + l.realGuest
 }
 
+// buildModel models the process that would run the target (or a plain
+// program) and finds the driver's libraries as its loader would.
 func buildModel(ctx context.Context, d *diag) *model {
 	m := &model{}
-	opts := ldso.Options{
+	l, err := ldso.New(ctx, ldso.Options{
 		Root:          d.sys.Root,
 		LDLibraryPath: d.opts.LDLibraryPath,
 		Preload:       d.opts.Preload,
 		PreloadSet:    d.opts.PreloadSet,
 		LookupEnv:     d.sys.LookupEnv,
-	}
-	l, err := ldso.New(ctx, opts)
+	})
 	if err != nil {
 		m.err = err.Error()
 		return m
 	}
 	m.loader = l
+	mainIsTarget := m.startProcess(ctx, d)
+	d.log.Debug("loader model", "program", m.from, "root", d.sys.Root)
+	m.loadTarget(ctx, d, mainIsTarget)
+	m.result = m.proc.Result()
+	m.findDriverLibraries()
+	return m
+}
 
-	// The main program: the target when it is a program, else the program
-	// that would load it (python3), else the first object of the target.
+// startProcess starts the process whose loader is modelled: the target
+// when it is a program, else the program that would load it (python3),
+// else the first object of the target that loads, else a plain program of
+// this machine. It returns the target object that is the main program.
+func (m *model) startProcess(ctx context.Context, d *diag) *targetObject {
 	var mains []string
 	var mainIsTarget *targetObject
 	if t := d.target; t != nil && len(t.objects) == 1 && isProgram(t.objects[0].info) {
@@ -106,61 +117,64 @@ func buildModel(ctx context.Context, d *diag) *model {
 	} else {
 		mains = d.programCandidates()
 	}
-	var p *ldso.Process
 	var tried []string
 	for _, cand := range mains {
-		p, err = l.Start(ctx, cand, ldso.AsExecuted)
+		p, err := m.loader.Start(ctx, cand, ldso.AsExecuted)
 		if err == nil {
-			m.from = cand
-			break
+			m.proc, m.from = p, cand
+			return mainIsTarget
 		}
 		tried = append(tried, err.Error())
 	}
-	if p == nil && d.target != nil {
+	if d.target != nil {
 		for _, o := range d.target.objects {
-			if p, err = l.Start(ctx, o.host, ldso.AsListed); err == nil {
-				m.from, mainIsTarget = o.host, o
-				break
+			p, err := m.loader.Start(ctx, o.host, ldso.AsListed)
+			if err == nil {
+				m.proc, m.from = p, o.host
+				return o
 			}
 			tried = append(tried, err.Error())
 		}
 	}
-	if p == nil {
-		// No program to stand for: a plain one of this machine, without
-		// search paths of its own.
-		d.log.Debug("modelling a plain program", "tried", tried)
-		p = l.StartEmpty(ctx, hostLike())
+	// No program to stand for: a plain one of this machine, without search
+	// paths of its own.
+	d.log.Debug("modelling a plain program", "tried", tried)
+	m.proc = m.loader.StartEmpty(ctx, hostLike())
+	return nil
+}
+
+// loadTarget dlopens the target's libraries into the process.
+func (m *model) loadTarget(ctx context.Context, d *diag, main *targetObject) {
+	if d.target == nil {
+		return
 	}
-	m.proc = p
-	d.log.Debug("loader model", "program", m.from, "root", d.sys.Root)
-	if d.target != nil {
-		for _, o := range d.target.objects {
-			if o == mainIsTarget || isProgram(o.info) {
-				continue // programs are not dlopen'ed
-			}
-			if _, err := p.Dlopen(ctx, o.host); err != nil {
-				d.log.Warn("the loader model cannot load a target object; its needs are left out", "object", o.rel, "err", err)
-			}
+	for _, o := range d.target.objects {
+		if o == main || isProgram(o.info) {
+			continue // programs are not dlopen'ed
+		}
+		if _, err := m.proc.Dlopen(ctx, o.host); err != nil {
+			d.log.Warn("the loader model cannot load a target object; its needs are left out", "object", o.rel, "err", err)
 		}
 	}
-	m.result = p.Result()
+}
 
-	// libcudart, the library that dlopens libcuda.so.1 on behalf of CUDA
-	// programs: its DT_RPATH chain is the one searched.
-	from := p.Main()
+// findDriverLibraries finds libcuda and NVML as libcudart, the library
+// that dlopens libcuda.so.1 on behalf of CUDA programs, would: its DT_RPATH
+// chain is the one searched.
+func (m *model) findDriverLibraries() {
+	from := m.proc.Main()
 	for _, o := range m.result.Objects {
 		if o.Found() && isCudart(o) {
 			lb := &lib{soname: cudartName(o), obj: o, loaded: true}
 			m.resolve(lb)
 			m.cudarts = append(m.cudarts, lb)
-			if from == p.Main() {
+			if from == m.proc.Main() {
 				from = o
 			}
 		}
 	}
 	m.libcuda = m.find("libcuda.so.1", from)
 	m.nvml = m.find("libnvidia-ml.so.1", from)
-	return m
 }
 
 // hostLike describes a program of the machine doctor runs on.
@@ -191,12 +205,12 @@ func (d *diag) programCandidates() []string {
 	if pathEnv, ok := d.sys.LookupEnv("PATH"); ok {
 		for _, dir := range filepath.SplitList(pathEnv) {
 			if dir != "" && filepath.IsAbs(dir) {
-				out = append(out, d.sys.path(filepath.Join(dir, "python3")))
+				out = append(out, d.sys.root.Path(filepath.Join(dir, "python3")))
 			}
 		}
 	}
 	for _, p := range []string{"/usr/bin/python3", "/bin/sh", "/usr/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env"} {
-		out = append(out, d.sys.path(p))
+		out = append(out, d.sys.root.Path(p))
 	}
 	return out
 }
@@ -387,7 +401,7 @@ func (d *diag) packageCUDA() (major, minor int, ok bool) {
 	if file == "" {
 		return 0, 0, false
 	}
-	data, err := os.ReadFile(file)
+	data, err := regfile.Read(file, 1<<20)
 	if err != nil {
 		return 0, 0, false
 	}

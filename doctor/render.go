@@ -19,6 +19,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		if c.Advice != "" && c.Status != OK {
 			fmt.Fprintf(&b, "%-4s  %-*s  → %s\n", "", width, "", c.Advice)
 		}
+		if c.ID == CheckHost {
+			r.Host.writeEvidence(&b, 4+2+width+2)
+		}
 	}
 	s := r.Summary
 	fmt.Fprintf(&b, "\n%s, %s, %d ok\n", plural(s.Fail, "failure"), plural(s.Warn, "warning"), s.OK)

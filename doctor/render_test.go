@@ -38,8 +38,19 @@ func TestWriteText(t *testing.T) {
 			}
 			i++
 		}
+		if c.ID != CheckHost {
+			continue
+		}
+		// The host's evidence, one indented line each, in order.
+		for _, e := range r.Host.Evidence {
+			f := strings.Fields(lines[i])
+			if lines[i][0] != ' ' || len(f) < 2 || f[0] != e.Source || !strings.HasSuffix(lines[i], "  "+e.Says) {
+				t.Fatalf("evidence line %q for %+v", lines[i], e)
+			}
+			i++
+		}
 	}
-	if lines[i] != "" || lines[i+1] != "2 failures, 1 warning, 6 ok" || len(lines) != i+2 {
+	if lines[i] != "" || lines[i+1] != "2 failures, 1 warning, 7 ok" || len(lines) != i+2 {
 		t.Errorf("closing lines %q", lines[i:])
 	}
 	if r.Summary.Fail != 2 || r.Summary.Warn != 1 || r.Summary.Status != Fail {
@@ -58,8 +69,19 @@ func TestReportJSON(t *testing.T) {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if keys := sortedKeys(doc); !slices.Equal(keys, []string{"checks", "summary"}) {
+	if keys := sortedKeys(doc); !slices.Equal(keys, []string{"checks", "host", "summary"}) {
 		t.Errorf("top-level keys %v", keys)
+	}
+	var host map[string]any
+	if err := json.Unmarshal(doc["host"], &host); err != nil {
+		t.Fatal(err)
+	}
+	// The test's host is a root whose only evidence is an x86_64 driver.
+	if host["kind"] != "x86_64" || host["machine"] != "x86_64" || host["platform"] != "linux-x86_64" || len(host["evidence"].([]any)) != len(r.Host.Evidence) {
+		t.Errorf("host %v", host)
+	}
+	if e := host["evidence"].([]any)[2].(map[string]any); e["source"] != "/proc/driver/nvidia/version" || e["found"] != true || !strings.Contains(e["says"].(string), "580.95.05") {
+		t.Errorf("host evidence %v", e)
 	}
 	var checks []map[string]any
 	if err := json.Unmarshal(doc["checks"], &checks); err != nil {
@@ -80,7 +102,7 @@ func TestReportJSON(t *testing.T) {
 	if err := json.Unmarshal(doc["summary"], &s); err != nil {
 		t.Fatal(err)
 	}
-	if s["status"] != "fail" || s["fail"] != 2.0 || s["warn"] != 1.0 || s["ok"] != 6.0 || s["driver"] != "580.95.05" || s["driver_cuda"] != "13.0" {
+	if s["status"] != "fail" || s["fail"] != 2.0 || s["warn"] != 1.0 || s["ok"] != 7.0 || s["driver"] != "580.95.05" || s["driver_cuda"] != "13.0" {
 		t.Errorf("summary %v", s)
 	}
 }

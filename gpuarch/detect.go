@@ -14,8 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/regfile"
-	"github.com/cudadeps/cudadeps/platform"
+	"github.com/cudadeps/cudadeps/internal/rootfs"
 )
 
 // Where a device's compute capability was read.
@@ -177,14 +176,20 @@ func containsString(list []string, s string) bool {
 }
 
 // readRoot reads a small file of the system under root. Every read of
-// another system's files goes through readRoot and listRoot.
+// another system's files goes through readRoot and listRoot, that is
+// through rootfs: links resolve inside the root, and only regular files are
+// read.
 func readRoot(root, p string, limit int64) ([]byte, error) {
-	return regfile.Read(platform.Under(root, p), limit)
+	return rootfs.ReadFile(root, p, limit)
 }
 
 // listRoot lists a directory of the system under root.
 func listRoot(root, p string) ([]os.DirEntry, error) {
-	return os.ReadDir(platform.Under(root, p))
+	r, err := rootfs.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	return r.ReadDir(p)
 }
 
 // maxPCIDevices bounds the devices looked at.

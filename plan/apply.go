@@ -64,7 +64,7 @@ func (p *Plan) Differences(ctx context.Context, t *resolver.Target, root string)
 		}
 	}
 	if p.Platform != "" && root == "" {
-		if want, err := platform.Host(p.CUDAMajor); err == nil && want != p.Platform {
+		if want, err := platform.HostPlatform(p.CUDAMajor); err == nil && want != p.Platform {
 			diff("platform: the plan's archives are for %s, this machine needs %s", p.Platform, want)
 		}
 	}

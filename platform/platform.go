@@ -1,12 +1,9 @@
-// Package platform names the Linux platforms NVIDIA publishes archives for and tells which one a machine needs.
+// Package platform names the Linux platforms NVIDIA publishes archives for, and tells what kind of host a system is, with the evidence, and which platform it needs.
 package platform
 
 import (
-	"bytes"
 	"debug/elf"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -42,33 +39,13 @@ func Rank(p string) int {
 	return len(All())
 }
 
-// For names the platform whose archives run on an ELF machine: x86_64 →
-// linux-x86_64; aarch64 → linux-sbsa, except a Jetson (Tegra) on CUDA 12 or
-// older → linux-aarch64. From CUDA 13 on, Jetson Thor uses linux-sbsa too.
-// A Tegra host with an unknown CUDA major (0) is ambiguous: an error.
-func For(machine elf.Machine, tegra bool, cudaMajor int) (string, error) {
-	switch machine {
-	case elf.EM_X86_64:
-		return LinuxX86_64, nil
-	case elf.EM_AARCH64:
-		if !tegra || cudaMajor >= 13 {
-			return LinuxSBSA, nil
-		}
-		if cudaMajor == 0 {
-			return "", fmt.Errorf("on a Jetson (Tegra) the platform depends on the CUDA major: %s up to CUDA 12, %s from CUDA 13 on; give the CUDA major (--cuda N) or the platform (--platform)", LinuxAarch64, LinuxSBSA)
-		}
-		return LinuxAarch64, nil
-	}
-	return "", fmt.Errorf("NVIDIA publishes no Linux archives for %s machines (only x86_64 and aarch64)", machine)
-}
-
-// Host is For this machine's architecture and Tegra-ness.
-func Host(cudaMajor int) (string, error) {
-	m := HostMachine()
-	if m == elf.EM_NONE {
+// HostPlatform is the platform of this host's archives for a CUDA major
+// (0: unknown), as Detect names the host.
+func HostPlatform(cudaMajor int) (string, error) {
+	if HostMachine() == elf.EM_NONE {
 		return "", fmt.Errorf("NVIDIA publishes no Linux archives for %s hosts; give --platform", runtime.GOARCH)
 	}
-	return For(m, IsTegra(""), cudaMajor)
+	return Detect(Probe{}).Platform(cudaMajor)
 }
 
 // HostMachine is this machine's ELF machine among those NVIDIA publishes
@@ -81,56 +58,6 @@ func HostMachine() elf.Machine {
 		return elf.EM_AARCH64
 	}
 	return elf.EM_NONE
-}
-
-// TegraReleaseFile is where a Jetson names its L4T release.
-const TegraReleaseFile = "/etc/nv_tegra_release"
-
-// IsTegra reports whether the system under root ("" for this host) is a
-// Jetson: it has /etc/nv_tegra_release, or its device tree is compatible
-// with "nvidia,tegra…".
-func IsTegra(root string) bool {
-	if _, err := os.Stat(Under(root, TegraReleaseFile)); err == nil {
-		return true
-	}
-	for _, p := range []string{"/proc/device-tree/compatible", "/sys/firmware/devicetree/base/compatible"} {
-		data, err := os.ReadFile(Under(root, p))
-		if err != nil {
-			continue
-		}
-		// The property is a list of NUL-terminated strings.
-		for _, s := range bytes.Split(data, []byte{0}) {
-			if bytes.HasPrefix(s, []byte("nvidia,tegra")) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// TegraRelease reads the L4T release line of a Jetson under root ("" for
-// this host), e.g. "R36 (release), REVISION: 4.3"; "L4T" when the file is
-// there but says nothing, "" when it is not a Jetson that has the file.
-func TegraRelease(root string) string {
-	rel, err := os.ReadFile(Under(root, TegraReleaseFile))
-	if err != nil {
-		return ""
-	}
-	line, _, _ := strings.Cut(string(rel), "\n")
-	if s := strings.TrimSpace(strings.TrimPrefix(line, "#")); s != "" {
-		return s
-	}
-	return "L4T"
-}
-
-// Under maps an absolute path of the system under root to this machine's
-// file system: the path itself when root is "" (this host), else the path
-// inside root.
-func Under(root, p string) string {
-	if root == "" || root == "/" {
-		return p
-	}
-	return filepath.Join(root, p)
 }
 
 // MachineName is an ELF machine as `uname -m` and wheel platform tags name

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func write(t *testing.T, root, p, data string) {
@@ -19,80 +21,7 @@ func write(t *testing.T, root, p, data string) {
 	}
 }
 
-func TestIsTegraAndRelease(t *testing.T) {
-	plain := t.TempDir()
-	if IsTegra(plain) || TegraRelease(plain) != "" {
-		t.Fatalf("an empty root is not a Jetson")
-	}
-
-	byFile := t.TempDir()
-	write(t, byFile, "etc/nv_tegra_release", "# R36 (release), REVISION: 4.3, GCID: 1\n")
-	if !IsTegra(byFile) {
-		t.Errorf("nv_tegra_release: want Tegra")
-	}
-	if got := TegraRelease(byFile); !strings.HasPrefix(got, "R36 (release)") {
-		t.Errorf("TegraRelease = %q", got)
-	}
-
-	empty := t.TempDir()
-	write(t, empty, "etc/nv_tegra_release", "\n")
-	if got := TegraRelease(empty); got != "L4T" {
-		t.Errorf("an empty release file: TegraRelease = %q, want L4T", got)
-	}
-
-	byTree := t.TempDir()
-	write(t, byTree, "proc/device-tree/compatible", "nvidia,p3737-0000\x00nvidia,tegra234\x00")
-	if !IsTegra(byTree) {
-		t.Errorf("device tree compatible with nvidia,tegra234: want Tegra")
-	}
-	other := t.TempDir()
-	write(t, other, "proc/device-tree/compatible", "raspberrypi,5-model-b\x00brcm,bcm2712\x00")
-	if IsTegra(other) {
-		t.Errorf("a Raspberry Pi device tree is not a Jetson")
-	}
-	thor := t.TempDir()
-	write(t, thor, "sys/firmware/devicetree/base/compatible", "nvidia,p3971\x00nvidia,tegra264\x00")
-	if !IsTegra(thor) {
-		t.Errorf("the firmware device tree of a Jetson Thor: want Tegra")
-	}
-	near := t.TempDir()
-	write(t, near, "proc/device-tree/compatible", "vendor,nvidia,tegra-like\x00")
-	if IsTegra(near) {
-		t.Errorf("a compatible string with nvidia,tegra inside, not as its prefix, is not a Jetson")
-	}
-}
-
-func TestFor(t *testing.T) {
-	for _, tc := range []struct {
-		m     elf.Machine
-		tegra bool
-		cuda  int
-		want  string
-	}{
-		{elf.EM_X86_64, false, 0, LinuxX86_64},
-		{elf.EM_X86_64, false, 13, LinuxX86_64},
-		{elf.EM_AARCH64, false, 0, LinuxSBSA},    // GH200, Grace
-		{elf.EM_AARCH64, false, 12, LinuxSBSA},   // GH200 on CUDA 12
-		{elf.EM_AARCH64, true, 12, LinuxAarch64}, // Jetson Orin, JetPack 6
-		{elf.EM_AARCH64, true, 11, LinuxAarch64}, // JetPack 5
-		{elf.EM_AARCH64, true, 13, LinuxSBSA},    // Jetson Thor, JetPack 7
-	} {
-		got, err := For(tc.m, tc.tegra, tc.cuda)
-		if err != nil || got != tc.want {
-			t.Errorf("For(%v, tegra=%v, %d) = %q, %v; want %q", tc.m, tc.tegra, tc.cuda, got, err, tc.want)
-		}
-	}
-	if _, err := For(elf.EM_AARCH64, true, 0); err == nil || !strings.Contains(err.Error(), "--cuda") {
-		t.Errorf("a Jetson without a CUDA major: err = %v, want advice naming --cuda", err)
-	}
-	for _, m := range []elf.Machine{elf.EM_PPC64, elf.EM_386} {
-		if _, err := For(m, false, 12); err == nil {
-			t.Errorf("%v: want an error", m)
-		}
-	}
-}
-
-func TestCheckAndUnder(t *testing.T) {
+func TestCheck(t *testing.T) {
 	for _, p := range All() {
 		if err := Check(p); err != nil {
 			t.Errorf("Check(%q) = %v", p, err)
@@ -101,12 +30,6 @@ func TestCheckAndUnder(t *testing.T) {
 	err := Check("bogus")
 	if err == nil || !strings.Contains(err.Error(), LinuxSBSA) {
 		t.Errorf("Check(bogus) = %v, want the list of platforms", err)
-	}
-	if got := Under("", "/etc/ld.so.cache"); got != "/etc/ld.so.cache" {
-		t.Errorf("Under host = %q", got)
-	}
-	if got := Under("/srv/arm64", "/etc/ld.so.cache"); got != "/srv/arm64/etc/ld.so.cache" {
-		t.Errorf("Under root = %q", got)
 	}
 }
 
@@ -125,4 +48,75 @@ func TestMachine(t *testing.T) {
 			t.Errorf("Machine(%q) = %v, want %v", p, got, want)
 		}
 	}
+}
+
+// TestHostileRoot: evidence files that are links out of the root (absolute
+// or by "..") resolve inside it, and a FIFO or device is refused, each named
+// in the evidence, in bounded time.
+func TestHostileRoot(t *testing.T) {
+	outside := t.TempDir()
+	write(t, outside, "nv_tegra_release", "# R36 (release), REVISION: 4.3\n")
+	for _, link := range []string{"/dev/zero", "../../../../../../../dev/zero", filepath.Join(outside, "nv_tegra_release"), "../../../../../../.." + outside + "/nv_tegra_release"} {
+		root := t.TempDir()
+		write(t, root, "proc/cpuinfo", "processor\t: 0\nCPU implementer\t: 0x41\nCPU part\t: 0xd4f\n")
+		if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(link, filepath.Join(root, "etc", "nv_tegra_release")); err != nil {
+			t.Fatal(err)
+		}
+		h := bounded(t, root)
+		if h.IsJetson() || h.L4T != "" {
+			t.Errorf("link %s: read a file outside the root: %s, L4T %q", link, h.Kind, h.L4T)
+		}
+	}
+	root := t.TempDir()
+	write(t, root, "dev/null", "")
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "etc", "nv_tegra_release"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "proc", "device-tree"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(root, "proc", "device-tree", "compatible")); err != nil {
+		t.Fatal(err)
+	}
+	h := bounded(t, root)
+	want := map[string]string{
+		TegraReleaseFile: root + "/etc/nv_tegra_release: not a regular file (a FIFO)",
+		firmwareCompat:   "",
+		CompatibleFile:   "absent",
+	}
+	if err := syscall.Mknod(filepath.Join(root, "dev", "zero"), syscall.S_IFCHR|0o644, 1<<8|5); err == nil {
+		h = bounded(t, root)
+		want[CompatibleFile] = root + "/proc/device-tree/compatible (a link to /dev/zero): not a regular file (a character device)"
+	} else {
+		t.Logf("the device case needs CAP_MKNOD: %v", err)
+	}
+	for _, e := range h.Evidence {
+		if w, ok := want[e.Source]; ok && w != "" && (!strings.Contains(e.Says, w) || e.Found || strings.Contains(e.Says, "\n")) {
+			t.Errorf("%s: %q, want one line with %q", e.Source, e.Says, w)
+		}
+	}
+	// A FIFO where the release file should be still says "not a Jetson".
+	if h.IsJetson() {
+		t.Errorf("a FIFO and a device as evidence: %s", h.Kind)
+	}
+}
+
+// bounded detects the host under root, failing after 10 s.
+func bounded(t *testing.T, root string) *Host {
+	t.Helper()
+	done := make(chan *Host, 1)
+	go func() { done <- detectIn(t, root, elf.EM_NONE) }()
+	select {
+	case h := <-done:
+		return h
+	case <-time.After(10 * time.Second):
+		t.Fatalf("detection under %s still running after 10s", root)
+	}
+	return nil
 }

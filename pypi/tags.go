@@ -21,6 +21,11 @@ type Host struct {
 	// Python is the interpreter's version ("3.12"); "" accepts only wheels
 	// for any Python 3 (py3-none), as NVIDIA's library wheels are.
 	Python string
+	// JetsonL4T names the host when it is a Jetson whose CUDA is NVIDIA's
+	// L4T build (CUDA 12 or older): NVIDIA's aarch64 wheels (nvidia-*) are
+	// SBSA builds that do not run there, under the very tags the host
+	// accepts ("Jetson Orin (Tegra234) with L4T R36.4.7").
+	JetsonL4T string
 }
 
 func (h Host) String() string {
@@ -34,6 +39,9 @@ func (h Host) String() string {
 	s := "linux " + h.Machine + ", " + libc
 	if h.Python != "" {
 		s += ", Python " + h.Python
+	}
+	if h.JetsonL4T != "" {
+		s += ", " + h.JetsonL4T
 	}
 	return s
 }
@@ -148,6 +156,21 @@ func platformRank(tag string, h Host) (int, string) {
 	return 0, "not for Linux"
 }
 
+// sbsaRefusal says why an NVIDIA wheel for aarch64 does not run on an L4T
+// Jetson, or "" when it may: PyPI's aarch64 nvidia-* wheels are built for
+// Arm servers (SBSA) and tagged manylinux_2_28_aarch64 like any other.
+func sbsaRefusal(w Wheel, h Host) string {
+	if h.JetsonL4T == "" || !strings.HasPrefix(Normalize(w.Name), "nvidia-") {
+		return ""
+	}
+	for _, p := range w.Platform {
+		if strings.HasSuffix(p, "_aarch64") {
+			return "an SBSA build, for Arm servers: it does not run on this " + h.JetsonL4T + ", whose CUDA libraries are JetPack's or NVIDIA's linux-aarch64 archives"
+		}
+	}
+	return ""
+}
+
 func splitVersion(v string) (int, int) {
 	a, b, _ := strings.Cut(v, ".")
 	b, _, _ = strings.Cut(b, ".")
@@ -202,6 +225,10 @@ func Choose(files []File, project, version string, h Host) (File, Wheel, error) 
 		}
 		if best == 0 {
 			why = append(why, fmt.Sprintf("%s (%s)", f.Filename, reason))
+			continue
+		}
+		if r := sbsaRefusal(w, h); r != "" {
+			why = append(why, fmt.Sprintf("%s (%s)", f.Filename, r))
 			continue
 		}
 		py := 0

@@ -139,6 +139,10 @@ type Plan struct {
 	CUDAMajor  int          `json:"cuda_major"`
 	Steps      []*Step      `json:"steps"`
 	Unresolved []Unresolved `json:"unresolved"`
+	// JetPack are the missing libraries a Jetson's JetPack provides: taken
+	// from there (the activation script adds their directory), never
+	// downloaded.
+	JetPack []JetPackLib `json:"jetpack,omitempty"`
 }
 
 // Bytes is the download size of the steps not yet in the store.

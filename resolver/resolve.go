@@ -3,12 +3,10 @@ package resolver
 import (
 	"cmp"
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/gpuarch"
+	"github.com/cudadeps/cudadeps/internal/rootfs"
 	"github.com/cudadeps/cudadeps/internal/shquote"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/platform"
@@ -77,13 +76,19 @@ type Outcome struct {
 	// DistributionsAfter as the last round found them.
 	Distributions      *declared.Closure `json:"distributions,omitempty"`
 	DistributionsAfter *declared.Closure `json:"distributions_after,omitempty"`
-	Platform           string            `json:"platform"`
-	CUDAMajor          int               `json:"cuda_major"`
-	DryRun             bool              `json:"dry_run"`
-	Rounds             []*Round          `json:"rounds"`
-	Unresolved         []Unresolved      `json:"unresolved"`
-	Activation         Activation        `json:"activation"`
-	Verify             *Verification     `json:"verify,omitempty"`
+	// Host is the kind of host the target is resolved for (this host, or
+	// the system under --root), with its evidence.
+	Host     *platform.Host `json:"host,omitempty"`
+	Platform string         `json:"platform"`
+	// PlatformOverride says what --platform overrode, when it differs from
+	// the platform the host's evidence names.
+	PlatformOverride string        `json:"platform_override,omitempty"`
+	CUDAMajor        int           `json:"cuda_major"`
+	DryRun           bool          `json:"dry_run"`
+	Rounds           []*Round      `json:"rounds"`
+	Unresolved       []Unresolved  `json:"unresolved"`
+	Activation       Activation    `json:"activation"`
+	Verify           *Verification `json:"verify,omitempty"`
 	// Optional are libraries only optional modules or optional run-time
 	// opens need: reported, never fetched, never a failure.
 	Optional []OptionalLib `json:"optional"`
@@ -210,6 +215,8 @@ type session struct {
 	// accepted are those taken in its place because no source has it.
 	exact    map[string]string
 	accepted map[string]bool
+	// root is the system the target runs on (--root, or this host).
+	root *rootfs.Root
 }
 
 func newSession(ctx context.Context, t *Target, opts Options) (*session, error) {
@@ -238,7 +245,11 @@ func newSession(ctx context.Context, t *Target, opts Options) (*session, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}, opens: opens, wheels: w, accepted: map[string]bool{}}
+	root, err := rootfs.Open(opts.Loader.Root)
+	if err != nil {
+		return nil, fmt.Errorf("root %s: %w", opts.Loader.Root, err)
+	}
+	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}, opens: opens, wheels: w, accepted: map[string]bool{}, root: root}
 	if !opts.DryRun {
 		if opts.Prefix == nil || opts.Client == nil {
 			return nil, errors.New("resolve needs a prefix and a download client")
@@ -288,6 +299,7 @@ func (s *session) round(n int) (bool, error) {
 		s.out.Stopped = stop
 		return true, err
 	}
+	s.useJetPack(plan)
 	log.Info("install", "archives", len(plan.Steps), "bytes", plan.Bytes())
 	entries, err := s.install(r, plan)
 	if err != nil {
@@ -329,7 +341,7 @@ func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
 	}
 	s.layout = newLayout(s.t, nil, "")
 	if n == 1 {
-		if err := s.out.choosePlatform(rep, s.layout, s.opts); err != nil {
+		if err := s.choosePlatform(rep); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -450,6 +462,8 @@ func (s *session) pinFor(o *OwnedLib) catalog.Pin {
 // already placed to no effect.
 func (s *session) plan(needs []*Need) *Plan {
 	restores, refused, needs := s.planRestores(needs, s.t.installSite())
+	// On a Jetson, what JetPack's CUDA provides is taken from there.
+	jetpack, needs := s.fromJetPack(needs)
 	var plan *Plan
 	if s.wheels != nil {
 		plan = s.planWithWheels(needs)
@@ -458,6 +472,8 @@ func (s *session) plan(needs []*Need) *Plan {
 	}
 	plan.Steps = append(restores, plan.Steps...)
 	plan.Unresolved = append(refused, plan.Unresolved...)
+	plan.JetPack = jetpack
+	s.refuseWrongPlatform(plan)
 	// A need that an earlier round placed and that is still missing will
 	// not be fixed by doing the same again (a run-time need placed in the
 	// package's directories gets one more try, by LD_LIBRARY_PATH).
@@ -492,7 +508,7 @@ func (s *session) plan(needs []*Need) *Plan {
 func (s *session) stopBefore(r *Round, n int) (StopReason, error) {
 	plan := r.Plan
 	switch {
-	case len(plan.Steps) == 0:
+	case len(plan.Steps) == 0 && len(plan.JetPack) == 0:
 		return StopNoArchive, nil
 	case s.opts.DryRun:
 		return StopDryRun, nil
@@ -766,66 +782,6 @@ func install(ctx context.Context, opts Options, plan *Plan, change *activation.C
 		out[s.Key()] = e
 	}
 	return out, installed, nil
-}
-
-// choosePlatform decides the platform and CUDA major from the scan: the ELF
-// machine of the objects, a Tegra host, the libcudart soname in the closure.
-func (o *Outcome) choosePlatform(rep *scan.Report, lay *Layout, opts Options) error {
-	// libcudart says the CUDA major; failing that, the libraries whose
-	// major follows CUDA's (libcublas.so.13). Misses count: a missing
-	// libcudart.so.13 still says 13.
-	major, hint := 0, 0
-	var machine elf.Machine
-	for _, r := range rep.Roots {
-		if r.Result == nil {
-			continue
-		}
-		if machine == elf.EM_NONE && r.Result.Main.Info != nil {
-			machine = r.Result.Main.Info.Machine
-		}
-		for _, obj := range r.Result.Objects {
-			names := append([]string{path.Base(obj.Name)}, obj.Names...)
-			if obj.Info != nil && obj.Info.Soname != "" {
-				names = append(names, obj.Info.Soname)
-			}
-			for _, n := range names {
-				n = path.Base(n)
-				if m, ok := catalog.CUDAMajorFromSoname(n); ok && major == 0 {
-					major = m
-				}
-				if m, ok := catalog.CUDAMajorHint(n); ok && m > hint {
-					hint = m
-				}
-			}
-		}
-	}
-	if major == 0 {
-		major = hint
-	}
-	if major == 0 {
-		// The wheels the package requires say it: nvidia-cudnn-cu13.
-		major = lay.CUDAMajor()
-	}
-	switch {
-	case major == 0:
-		major = opts.CUDAMajor
-	case opts.CUDAMajor != 0 && opts.CUDAMajor != major:
-		opts.Logger.Warn("--cuda differs from the libcudart the package links; using libcudart's", "cuda", opts.CUDAMajor, "libcudart", major)
-	}
-	o.CUDAMajor = major
-	if opts.Platform != "" {
-		o.Platform = opts.Platform
-		return nil
-	}
-	if machine == elf.EM_NONE {
-		return nil // nothing to scan, nothing to plan
-	}
-	p, err := platform.For(machine, platform.IsTegra(opts.Loader.Root), major)
-	if err != nil {
-		return fmt.Errorf("choose the NVIDIA platform: %w (use --platform)", err)
-	}
-	o.Platform = p
-	return nil
 }
 
 // runtimeNeeds turns sonames the import reported into needs. The object

@@ -385,6 +385,7 @@ func (s *session) wheelHost() pypi.Host {
 			h.Python = f[0] + "." + f[1]
 		}
 	}
+	h.JetsonL4T = jetsonL4T(s.out.Host, s.out.CUDAMajor)
 	return h
 }
 

@@ -47,7 +47,7 @@ archives for several CUDA majors fit and --cuda names none (it lists them).`,
 			soname := args[0]
 			q := catalog.Query{Platform: string(a.opts.platform), CUDAMajor: int(a.opts.cuda)}
 			if _, driver := c.Driver(soname); !driver && q.Platform == "" {
-				if q.Platform, err = platform.Host(q.CUDAMajor); err != nil {
+				if q.Platform, err = platform.HostPlatform(q.CUDAMajor); err != nil {
 					return usageError("%v", err)
 				}
 			}

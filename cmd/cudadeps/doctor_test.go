@@ -87,6 +87,10 @@ func TestDoctorHealthyJSON(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 	}
 	var rep struct {
+		Host struct {
+			Kind, Platform string
+			Evidence       []struct{ Source, Says string }
+		} `json:"host"`
 		Checks []struct {
 			ID, Status, Evidence, Advice string
 		} `json:"checks"`
@@ -104,8 +108,11 @@ func TestDoctorHealthyJSON(t *testing.T) {
 		rep.Summary.Libcuda != "/usr/lib64/libcuda.so.580.95.05" {
 		t.Errorf("summary %+v", rep.Summary)
 	}
-	if len(rep.Checks) != 9 || rep.Checks[0].ID != "driver" {
+	if len(rep.Checks) != 10 || rep.Checks[0].ID != "host" || rep.Checks[1].ID != "driver" {
 		t.Errorf("checks %+v", rep.Checks)
+	}
+	if rep.Host.Kind != "x86_64" || rep.Host.Platform != "linux-x86_64" || len(rep.Host.Evidence) == 0 || rep.Host.Evidence[0].Source != "/etc/nv_tegra_release" {
+		t.Errorf("host %+v", rep.Host)
 	}
 }
 
@@ -119,7 +126,7 @@ func TestDoctorFailureExitAndText(t *testing.T) {
 	if !strings.Contains(out, "FAIL  devices") || !strings.Contains(out, "no /dev/nvidia-uvm") || !strings.Contains(out, "→ sudo modprobe nvidia-uvm") {
 		t.Errorf("output:\n%s", out)
 	}
-	if !strings.HasSuffix(out, "1 failure, 0 warnings, 8 ok\n") {
+	if !strings.HasSuffix(out, "1 failure, 0 warnings, 9 ok\n") {
 		t.Errorf("closing line of\n%s", out)
 	}
 }

@@ -41,7 +41,7 @@ too), 130 when interrupted.`,
 			}
 			plat := string(a.opts.platform)
 			if plat == "" {
-				if plat, err = platform.Host(int(a.opts.cuda)); err != nil {
+				if plat, err = platform.HostPlatform(int(a.opts.cuda)); err != nil {
 					return usageError("%v (use --platform)", err)
 				}
 			}

@@ -66,8 +66,10 @@ func (r *Root) String() string {
 	return r.dir
 }
 
-// Name is how messages call a path of the root: the path on this machine.
-func (r *Root) Name(guest string) string {
+// Path is where guest lies on this machine, its links not resolved: how
+// messages name it, and what a reader that resolves links inside the root
+// itself (the loader model) is given.
+func (r *Root) Path(guest string) string {
 	if r.dir == "" {
 		return guest
 	}
@@ -252,7 +254,7 @@ func (r *Root) ReadFile(guest string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := r.Name(guest)
+	name := r.Path(guest)
 	if resolved, _ := r.Guest(host); r.dir != "" && resolved != path.Clean(absolute(guest)) {
 		name += " (a link to " + resolved + ")"
 	}
@@ -265,7 +267,7 @@ func (r *Root) pathError(op, guest string, err error) error {
 	if errors.As(err, &pe) {
 		err = pe.Err
 	}
-	return &fs.PathError{Op: op, Path: r.Name(guest), Err: err}
+	return &fs.PathError{Op: op, Path: r.Path(guest), Err: err}
 }
 
 func absolute(p string) string {
