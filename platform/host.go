@@ -59,9 +59,9 @@ type Host struct {
 	L4TMajor int    `json:"-"`
 	// Driver is the NVIDIA kernel module's version ("580.95.05"), when it
 	// is loaded; DriverOpen is set for the open kernel module.
-	Driver     string `json:"driver,omitempty"`
-	DriverOpen bool   `json:"driver_open,omitempty"`
-	Evidence []Evidence `json:"evidence"`
+	Driver     string     `json:"driver,omitempty"`
+	DriverOpen bool       `json:"driver_open,omitempty"`
+	Evidence   []Evidence `json:"evidence"`
 }
 
 // Probe says where Detect looks.
@@ -94,11 +94,11 @@ const (
 type facts struct {
 	l4t        string // "R36.4.3"
 	l4tMajor   int
-	tegraFile  bool   // nv_tegra_release exists
-	soc        string // "tegra234"
-	board      string // the first compatible string
-	driverArch string // "aarch64", "x86_64" from the driver's version line
-	product    string // DMI product name
+	tegraFile  bool     // nv_tegra_release exists
+	soc        string   // "tegra234"
+	board      string   // the first compatible string
+	driverArch string   // "aarch64", "x86_64" from the driver's version line
+	product    string   // DMI product name
 	cpuParts   []string // Arm's MIDR part numbers ("0xd4f")
 	armCPU     bool     // cpuinfo has Arm's fields, whoever made the core
 	cpuVendor  string   // x86 vendor_id
