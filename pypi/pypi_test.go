@@ -472,3 +472,28 @@ func TestInstallFromFileIndex(t *testing.T) {
 		t.Fatalf("library: %q, %v", got, err)
 	}
 }
+
+// TestChooseOnJetson: on an L4T CUDA 12 Jetson, NVIDIA's aarch64 wheels
+// are refused, each with the one-line reason, though their tags fit; other
+// projects' aarch64 wheels are not, and an SBSA host takes NVIDIA's.
+func TestChooseOnJetson(t *testing.T) {
+	files := []File{
+		{Filename: "nvidia_cusparselt_cu12-0.6.3-py3-none-manylinux2014_aarch64.whl"},
+		{Filename: "nvidia_cusparselt_cu12-0.6.3-py3-none-manylinux2014_x86_64.whl"},
+	}
+	orin := Host{Machine: "aarch64", Glibc: "2.35", JetsonL4T: "Jetson Orin (Tegra234) with L4T R36.4.7"}
+	_, _, err := Choose(files, "nvidia-cusparselt-cu12", "0.6.3", orin)
+	want := "nvidia_cusparselt_cu12-0.6.3-py3-none-manylinux2014_aarch64.whl (an SBSA build, for Arm servers: it does not run on this Jetson Orin (Tegra234) with L4T R36.4.7"
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Jetson: %v; want one line with %q", err, want)
+	}
+	orin.JetsonL4T = ""
+	if f, _, err := Choose(files, "nvidia-cusparselt-cu12", "0.6.3", orin); err != nil || !strings.HasSuffix(f.Filename, "aarch64.whl") {
+		t.Errorf("an SBSA host: %s, %v", f.Filename, err)
+	}
+	orin.JetsonL4T = "Jetson Orin (Tegra234) with L4T R36.4.7"
+	other := []File{{Filename: "numpy-2.3.0-cp312-cp312-manylinux_2_27_aarch64.whl"}}
+	if _, _, err := Choose(other, "numpy", "2.3.0", Host{Machine: "aarch64", Glibc: "2.35", Python: "3.12", JetsonL4T: orin.JetsonL4T}); err != nil {
+		t.Errorf("a project that is not NVIDIA's on a Jetson: %v", err)
+	}
+}

@@ -41,6 +41,9 @@ type Archive struct {
 	// Raw are more files under lib/, by name, written as given (libraries
 	// taken from an environment); their names are their sonames.
 	Raw map[string][]byte
+	// ListedAs is the platform the catalog layer lists the archive for,
+	// when not Platform: a layer that misnames an archive's platform.
+	ListedAs string
 }
 
 func (a Archive) name() string {
@@ -137,6 +140,9 @@ func Build(t testing.TB, dir string, archives []Archive) string {
 			all = append(all, a.Sonames()...)
 		}
 		fmt.Fprintf(&cat, "  %s:\n    product: %s\n    title: %s (test)\n    license: test\n    sonames: [%s]\n    releases:\n", c, as[0].Product, c, strings.Join(uniq(all), ", "))
+		// One release per version, with an archive per platform.
+		sort.SliceStable(as, func(i, j int) bool { return as[i].Version < as[j].Version })
+		lastVersion := ""
 		for _, a := range as {
 			data := a.build(t)
 			p := filepath.Join(dir, filepath.FromSlash(a.RelativePath()))
@@ -147,7 +153,15 @@ func Build(t testing.TB, dir string, archives []Archive) string {
 				t.Fatal(err)
 			}
 			sum := sha256.Sum256(data)
-			fmt.Fprintf(&cat, "      - version: %s\n        archives:\n          - platform: %s\n", a.Version, a.Platform)
+			listed := a.Platform
+			if a.ListedAs != "" {
+				listed = a.ListedAs
+			}
+			if a.Version != lastVersion {
+				fmt.Fprintf(&cat, "      - version: %s\n        archives:\n", a.Version)
+				lastVersion = a.Version
+			}
+			fmt.Fprintf(&cat, "          - platform: %s\n", listed)
 			if a.Variant != "" {
 				fmt.Fprintf(&cat, "            cuda_variant: %s\n", a.Variant)
 			}

@@ -1,0 +1,302 @@
+package resolver
+
+import (
+	"context"
+	"debug/elf"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/activation"
+	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/indextest"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/mirrortest"
+	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/platform"
+	"github.com/cudadeps/cudadeps/pypi"
+)
+
+// hostEvidence copies a real host's evidence files (platform's testdata,
+// with their SOURCES) into a sysroot, so that it is that host.
+func hostEvidence(t *testing.T, root, host string) {
+	t.Helper()
+	src := filepath.Join("..", "platform", "testdata", "hosts", host, "root")
+	if out, err := exec.Command("cp", "-a", src+"/.", root+"/").CombinedOutput(); err != nil {
+		t.Fatalf("cp %s: %v: %s", src, err, out)
+	}
+}
+
+func arm64(s elfwrite.Spec) elfwrite.Spec { s.Machine = elf.EM_AARCH64; return s }
+
+// jetPackCUDA lays out JetPack 6's CUDA 12.6 under root as JetPack does:
+// /usr/local/cuda an absolute link to cuda-12.6, lib64 a link to
+// targets/aarch64-linux/lib, which holds libcudart and libcublas.
+func jetPackCUDA(t *testing.T, root string) {
+	t.Helper()
+	lib := filepath.Join(root, "usr/local/cuda-12.6/targets/aarch64-linux/lib")
+	if err := os.MkdirAll(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for file, spec := range map[string]elfwrite.Spec{
+		"libcudart.so.12.6.68": {Soname: "libcudart.so.12", Needed: []string{"libc.so.6"}},
+		"libcublas.so.12.6.4.1": {Soname: "libcublas.so.12", Needed: []string{"libc.so.6"}},
+	} {
+		if err := elfwrite.Write(filepath.Join(lib, file), arm64(spec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		"usr/local/cuda-12.6/targets/aarch64-linux/lib/libcudart.so.12": "libcudart.so.12.6.68",
+		"usr/local/cuda-12.6/targets/aarch64-linux/lib/libcublas.so.12": "libcublas.so.12.6.4.1",
+		"usr/local/cuda-12.6/lib64":                                     "targets/aarch64-linux/lib",
+		"usr/local/cuda":                                                "/usr/local/cuda-12.6",
+	} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// torchForJetson is what NVIDIA's torch wheels for Jetson are: they
+// declare no nvidia-* wheel, link JetPack's CUDA 12 and need cuSPARSELt and
+// cuDSS, which JetPack lacks. With bundled, the CUDA runtime and cuBLAS lie
+// beside it (as in a wheel that carries them).
+func torchForJetson(t *testing.T, site string, bundled bool) {
+	t.Helper()
+	files := map[string][]byte{
+		"torch/__init__.py": []byte("\n"),
+		"torch/lib/libtorch_cuda.so": elfBytes(t, arm64(elfwrite.Spec{Soname: "libtorch_cuda.so",
+			Needed: []string{"libcudart.so.12", "libcublas.so.12", "libcusparseLt.so.0", "libcudss.so.0", "libc.so.6"},
+			RPath:  elfwrite.Str("$ORIGIN:$ORIGIN/../../nvidia/cusparselt/lib:$ORIGIN/../../nvidia/cudss/lib")})),
+	}
+	if bundled {
+		for _, n := range []string{"libcudart.so.12", "libcublas.so.12"} {
+			files["torch/lib/"+n] = elfBytes(t, arm64(elfwrite.Spec{Soname: n, Needed: []string{"libc.so.6"}}))
+		}
+	}
+	writeDist(t, site, "torch", "2.5.0a0+872d972e41.nv24.08", nil, files, map[string]fs.FileMode{"torch/lib/libtorch_cuda.so": 0o755})
+}
+
+// l4tArchives are NVIDIA's linux-aarch64 (L4T) CUDA 12 archives of what a
+// Jetson's torch needs, their linux-sbsa twins, and libcublas, which
+// JetPack already has.
+func l4tArchives() []mirrortest.Archive {
+	lib := func(soname string) map[string]elfwrite.Spec {
+		return map[string]elfwrite.Spec{soname: {Soname: soname, Needed: []string{"libc.so.6"}}}
+	}
+	var out []mirrortest.Archive
+	for _, p := range []string{platform.LinuxAarch64, platform.LinuxSBSA} {
+		out = append(out,
+			mirrortest.Archive{Component: "libcudss", Product: "cudss", Version: "0.8.0.10", Platform: p, Variant: "cuda12", Machine: elf.EM_AARCH64, Libs: lib("libcudss.so.0")},
+			mirrortest.Archive{Component: "libcusparse_lt", Product: "cusparselt", Version: "0.8.1.1", Platform: p, Variant: "cuda12", Machine: elf.EM_AARCH64, Libs: lib("libcusparseLt.so.0")},
+			mirrortest.Archive{Component: "libcublas", Product: "cuda", Version: "12.6.4.1", Platform: p, Machine: elf.EM_AARCH64, Libs: lib("libcublas.so.12")},
+			mirrortest.Archive{Component: "cuda_cudart", Product: "cuda", Version: "12.6.77", Platform: p, Machine: elf.EM_AARCH64, Libs: lib("libcudart.so.12")})
+	}
+	return out
+}
+
+type jetsonFixture struct {
+	sr     *lddtest.Sysroot
+	site   string
+	prefix *activation.Prefix
+	client *fetch.Client
+}
+
+func newJetson(t *testing.T, host string) *jetsonFixture {
+	t.Helper()
+	sr := lddtest.ArmSysroot(t)
+	hostEvidence(t, sr.Root, host)
+	f := &jetsonFixture{sr: sr, site: filepath.Join(sr.Root, "opt/venv/lib/python3.10/site-packages"), prefix: openPrefix(t, filepath.Join(sr.Root, "opt/cudadeps"))}
+	var err error
+	if f.client, err = fetch.NewClient(fetch.Options{CacheDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *jetsonFixture) resolve(t *testing.T, project string, cat *catalog.Catalog, mod func(*Options)) *Outcome {
+	t.Helper()
+	ctx := context.Background()
+	target, err := FindTarget(ctx, project, TargetOptions{SiteDir: f.site})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := ""
+	opts := Options{Loader: ldso.Options{Root: f.sr.Root, LDLibraryPath: &empty, PreloadSet: true},
+		Catalog: cat, Prefix: f.prefix, Client: f.client}
+	if mod != nil {
+		mod(&opts)
+	}
+	out, err := Resolve(ctx, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestJetsonOrin resolves a Jetson torch on an Orin (L4T R36.4.7 and the
+// tegra234 device tree, as on the real board): what JetPack's CUDA has
+// (libcudart, libcublas) is taken from /usr/local/cuda, not downloaded;
+// cuSPARSELt and cuDSS come from NVIDIA's linux-aarch64 archives, never
+// the linux-sbsa ones; and the arm64 ld.so then finds everything with the
+// activation script's LD_LIBRARY_PATH.
+func TestJetsonOrin(t *testing.T) {
+	f := newJetson(t, "jetson-orin-nano")
+	jetPackCUDA(t, f.sr.Root)
+	torchForJetson(t, f.site, false)
+	m, cat := serveCatalog(t, l4tArchives())
+	out := f.resolve(t, "torch", cat, nil)
+	if !out.OK || out.Host == nil || out.Host.Kind != platform.KindJetsonOrin || out.Platform != platform.LinuxAarch64 || out.CUDAMajor != 12 {
+		t.Fatalf("resolve: ok=%v host=%+v platform=%s cuda=%d stopped=%q unresolved=%+v", out.OK, out.Host, out.Platform, out.CUDAMajor, out.Stopped, out.Unresolved)
+	}
+	plan := out.Rounds[0].Plan
+	var jp []string
+	for _, j := range plan.JetPack {
+		jp = append(jp, j.String())
+	}
+	want := []string{
+		"libcublas.so.12: taken from JetPack 6 (L4T R36.4.7), /usr/local/cuda/lib64/libcublas.so.12",
+		"libcudart.so.12: taken from JetPack 6 (L4T R36.4.7), /usr/local/cuda/lib64/libcudart.so.12",
+	}
+	if !slices.Equal(jp, want) {
+		t.Errorf("JetPack's libraries: %q, want %q", jp, want)
+	}
+	var steps []string
+	for _, s := range plan.Steps {
+		steps = append(steps, s.Component+" "+s.Platform)
+	}
+	slices.Sort(steps)
+	if !slices.Equal(steps, []string{"libcudss linux-aarch64", "libcusparse_lt linux-aarch64"}) {
+		t.Errorf("downloads %v, want cuDSS and cuSPARSELt for linux-aarch64 only", steps)
+	}
+	for p, n := range m.Requests() {
+		if strings.Contains(p, "linux-sbsa") || strings.Contains(p, "libcublas") || strings.Contains(p, "cuda_cudart") {
+			t.Errorf("fetched %s (%d times)", p, n)
+		}
+	}
+	envDirs, err := f.prefix.EnvDirs()
+	if err != nil || !slices.Contains(envDirs, "/usr/local/cuda/lib64") {
+		t.Fatalf("activation script directories %v, %v; want JetPack's /usr/local/cuda/lib64", envDirs, err)
+	}
+	// The oracle: the arm64 ld.so, in the tree, with what env.sh sets.
+	guest := strings.TrimPrefix(filepath.Join(f.site, "torch/lib/libtorch_cuda.so"), f.sr.Root)
+	var guestDirs []string
+	for _, d := range envDirs {
+		guestDirs = append(guestDirs, strings.TrimPrefix(d, f.sr.Root))
+	}
+	res, err := f.sr.List(context.Background(), guest, []string{"LD_LIBRARY_PATH=" + strings.Join(guestDirs, ":")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range res.Lines {
+		if l.NotFound {
+			t.Errorf("after resolve, the arm64 ld.so does not find %s:\n%s", l.Name, res.Raw)
+		}
+	}
+}
+
+// TestWrongArmPlatformRefused: an archive built for the other aarch64
+// platform is refused with one line saying why, whether --platform asked
+// for it or a catalog layer lists it under the wrong platform; nothing is
+// downloaded.
+func TestWrongArmPlatformRefused(t *testing.T) {
+	t.Run("linux-sbsa on an Orin, by --platform", func(t *testing.T) {
+		f := newJetson(t, "jetson-orin-nano")
+		torchForJetson(t, f.site, true)
+		m, cat := serveCatalog(t, l4tArchives())
+		out := f.resolve(t, "torch", cat, func(o *Options) { o.Platform = platform.LinuxSBSA })
+		if out.PlatformOverride != "--platform linux-sbsa instead of linux-aarch64 (Jetson Orin (Tegra234))" {
+			t.Errorf("override: %q", out.PlatformOverride)
+		}
+		wantRefused(t, out, m, "libcudss.so.0", "libcudss 0.8.0.10 (libcudss-linux-sbsa-0.8.0.10_cuda12-archive.tar.xz) is a linux-sbsa build, for Arm servers (SBSA); this host is a Jetson Orin (Tegra234) with L4T R36.4.7, whose CUDA 12 libraries are NVIDIA's linux-aarch64 (L4T) builds", "drop --platform")
+	})
+	t.Run("linux-aarch64 listed as linux-sbsa, on a DGX Spark", func(t *testing.T) {
+		f := newJetson(t, "dgx-spark")
+		torchForJetson(t, f.site, true)
+		var mislabelled []mirrortest.Archive
+		for _, a := range l4tArchives() {
+			if a.Platform == platform.LinuxAarch64 {
+				a.ListedAs = platform.LinuxSBSA
+				mislabelled = append(mislabelled, a)
+			}
+		}
+		m, cat := serveCatalog(t, mislabelled)
+		out := f.resolve(t, "torch", cat, nil)
+		if out.Host.Kind != platform.KindDGXSpark || out.Platform != platform.LinuxSBSA {
+			t.Fatalf("host %s, platform %s", out.Host.Kind, out.Platform)
+		}
+		wantRefused(t, out, m, "libcusparseLt.so.0", "libcusparse_lt 0.8.1.1 (libcusparse_lt-linux-aarch64-0.8.1.1_cuda12-archive.tar.xz) is a linux-aarch64 build, for Jetson's L4T CUDA 12 (it needs the Tegra driver); this host is a GB10 (DGX Spark), which takes linux-sbsa builds", "linux-sbsa archive")
+	})
+}
+
+func wantRefused(t *testing.T, out *Outcome, m *mirrortest.Mirror, soname, reason, advice string) {
+	t.Helper()
+	if n := m.Total(); n != 0 {
+		t.Errorf("%d requests to the mirror, want none: %v", n, m.Requests())
+	}
+	if out.OK || len(out.Rounds[0].Plan.Steps) != 0 || out.Stopped != "no archive provides what is missing" {
+		t.Errorf("ok=%v steps=%d stopped=%q", out.OK, len(out.Rounds[0].Plan.Steps), out.Stopped)
+	}
+	for _, u := range out.Unresolved {
+		if u.Soname == soname {
+			if u.Reason != reason || !strings.Contains(u.Advice, advice) {
+				t.Errorf("%s: %q (advice %q)\nwant %q (advice with %q)", soname, u.Reason, u.Advice, reason, advice)
+			}
+			return
+		}
+	}
+	t.Errorf("%s not refused: %+v", soname, out.Unresolved)
+}
+
+// TestJetsonRefusesSBSAWheels: on an Orin, the pinned nvidia-* wheel the
+// index has for aarch64 is an SBSA build: refused with its reason (source
+// pypi), and NVIDIA's linux-aarch64 archive is taken instead (auto).
+func TestJetsonRefusesSBSAWheels(t *testing.T) {
+	f := newJetson(t, "jetson-orin-nano")
+	libs := map[string][]byte{"nvidia/cusparselt/lib/libcusparseLt.so.0": elfBytes(t, arm64(elfwrite.Spec{Soname: "libcusparseLt.so.0", Needed: []string{"libc.so.6"}}))}
+	writeDist(t, f.site, "nvidia-cusparselt-cu12", "0.8.1", nil, libs, nil)
+	writeDist(t, f.site, "gpupkg", "1.0", []string{"nvidia-cusparselt-cu12==0.8.1"}, map[string][]byte{
+		"gpupkg/__init__.py": []byte("\n"),
+		"gpupkg/lib/libgpupkg.so": elfBytes(t, arm64(elfwrite.Spec{Soname: "libgpupkg.so", Needed: []string{"libcudart.so.12", "libcusparseLt.so.0", "libc.so.6"},
+			RPath: elfwrite.Str("$ORIGIN/../../nvidia/cusparselt/lib")})),
+	}, map[string]fs.FileMode{"gpupkg/lib/libgpupkg.so": 0o755})
+	jetPackCUDA(t, f.sr.Root)
+	// The wheel's library is gone from the disk; RECORD still lists it.
+	if err := os.Remove(filepath.Join(f.site, "nvidia/cusparselt/lib/libcusparseLt.so.0")); err != nil {
+		t.Fatal(err)
+	}
+	ix := indextest.Serve(t, indextest.Wheel{Project: "nvidia-cusparselt-cu12", Version: "0.8.1", Tags: "py3-none-manylinux_2_28_aarch64", Files: libs})
+	index, err := pypi.NewClient(pypi.Options{Indexes: []string{ix.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cat := serveCatalog(t, l4tArchives())
+	out := f.resolve(t, "gpupkg", cat, func(o *Options) { o.DryRun, o.Index, o.Source = true, index, SourcePyPI })
+	found := false
+	for _, u := range out.Unresolved {
+		if u.Soname == "libcusparseLt.so.0" {
+			found = true
+			if !strings.Contains(u.Reason, "nvidia_cusparselt_cu12-0.8.1-py3-none-manylinux_2_28_aarch64.whl (an SBSA build, for Arm servers: it does not run on this Jetson Orin (Tegra234) with L4T R36.4.7") {
+				t.Errorf("reason %q", u.Reason)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("source pypi: the SBSA wheel was not refused: steps %+v unresolved %+v", out.Rounds[0].Plan.Steps, out.Unresolved)
+	}
+	out = f.resolve(t, "gpupkg", cat, func(o *Options) { o.DryRun, o.Index, o.Source = true, index, SourceAuto })
+	var steps []string
+	for _, s := range out.Rounds[0].Plan.Steps {
+		steps = append(steps, string(s.Source)+" "+s.Component+" "+s.Platform)
+	}
+	if !slices.Equal(steps, []string{"nvidia libcusparse_lt linux-aarch64"}) {
+		t.Errorf("source auto: steps %v, want NVIDIA's linux-aarch64 cuSPARSELt; unresolved %+v", steps, out.Unresolved)
+	}
+}
