@@ -45,7 +45,7 @@ func jetPackCUDA(t *testing.T, root string) {
 		t.Fatal(err)
 	}
 	for file, spec := range map[string]elfwrite.Spec{
-		"libcudart.so.12.6.68": {Soname: "libcudart.so.12", Needed: []string{"libc.so.6"}},
+		"libcudart.so.12.6.68":  {Soname: "libcudart.so.12", Needed: []string{"libc.so.6"}},
 		"libcublas.so.12.6.4.1": {Soname: "libcublas.so.12", Needed: []string{"libc.so.6"}},
 	} {
 		if err := elfwrite.Write(filepath.Join(lib, file), arm64(spec)); err != nil {
