@@ -9,12 +9,18 @@ import (
 )
 
 // Host is what a plan's archives need of the machine beyond the platform:
-// its machine and its C library.
+// its machine and its C library; and, for a plan a resolve made, the kind
+// of host it was made for, with the evidence.
 type Host struct {
 	// Machine is the machine as uname names it: x86_64, aarch64.
 	Machine string `json:"machine"`
 	// Glibc is the glibc version of the system ("2.41"), "" when unknown.
 	Glibc string `json:"glibc,omitempty"`
+	// Kind, Name, L4T and Evidence are platform.Host's.
+	Kind     platform.Kind       `json:"kind,omitempty"`
+	Name     string              `json:"name,omitempty"`
+	L4T      string              `json:"l4t,omitempty"`
+	Evidence []platform.Evidence `json:"evidence,omitempty"`
 }
 
 // HostOf describes the system under root ("" for this one) for archives of

@@ -260,9 +260,13 @@ type Document struct {
 }
 
 // NewDocument adds to out the description of the system under root (""
-// for this one) for its platform.
+// for this one) for its platform, with the kind of host the resolve found.
 func NewDocument(ctx context.Context, out *resolver.Outcome, root string) Document {
-	return Document{Outcome: out, Host: HostOf(ctx, root, out.Platform)}
+	h := HostOf(ctx, root, out.Platform)
+	if k := out.Host; k != nil {
+		h.Kind, h.Name, h.L4T, h.Evidence = k.Kind, k.Name, k.L4T, k.Evidence
+	}
+	return Document{Outcome: out, Host: h}
 }
 
 // FromOutcome is the plan of a resolve made in this process.

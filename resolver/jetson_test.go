@@ -300,3 +300,22 @@ func TestJetsonRefusesSBSAWheels(t *testing.T) {
 		t.Errorf("source auto: steps %v, want NVIDIA's linux-aarch64 cuSPARSELt; unresolved %+v", steps, out.Unresolved)
 	}
 }
+
+// TestEmbeddedCatalogServesJetson: the two libraries a Jetson's torch
+// misses come from NVIDIA's linux-aarch64 (L4T) CUDA 12 archives in the
+// embedded catalog (generated from the real cuSPARSELt and cuDSS manifests).
+func TestEmbeddedCatalogServesJetson(t *testing.T) {
+	cat, err := catalog.Load(context.Background(), catalog.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for soname, component := range map[string]string{"libcusparseLt.so.0": "libcusparse_lt", "libcudss.so.0": "libcudss"} {
+		m, err := cat.Which(soname, catalog.Query{Platform: platform.LinuxAarch64, CUDAMajor: 12})
+		if err != nil {
+			t.Fatalf("%s for linux-aarch64, CUDA 12: %v", soname, err)
+		}
+		if m.Component != component || m.Platform != platform.LinuxAarch64 || platform.ArchivePlatform(m.URL) != platform.LinuxAarch64 {
+			t.Errorf("%s: %s %s for %s (%s)", soname, m.Component, m.Version, m.Platform, m.URL)
+		}
+	}
+}

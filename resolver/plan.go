@@ -135,6 +135,9 @@ const (
 
 // Plan is what one round will do.
 type Plan struct {
+	// Host names the kind of host the plan is for and its evidence, in
+	// brief (platform.Host.Brief).
+	Host       string       `json:"host,omitempty"`
 	Platform   string       `json:"platform"`
 	CUDAMajor  int          `json:"cuda_major"`
 	Steps      []*Step      `json:"steps"`

@@ -77,8 +77,9 @@ type Outcome struct {
 	Distributions      *declared.Closure `json:"distributions,omitempty"`
 	DistributionsAfter *declared.Closure `json:"distributions_after,omitempty"`
 	// Host is the kind of host the target is resolved for (this host, or
-	// the system under --root), with its evidence.
-	Host     *platform.Host `json:"host,omitempty"`
+	// the system under --root), with its evidence. The plan document
+	// (plan.NewDocument) carries it in its "host".
+	Host     *platform.Host `json:"-"`
 	Platform string         `json:"platform"`
 	// PlatformOverride says what --platform overrode, when it differs from
 	// the platform the host's evidence names.
@@ -473,6 +474,9 @@ func (s *session) plan(needs []*Need) *Plan {
 	plan.Steps = append(restores, plan.Steps...)
 	plan.Unresolved = append(refused, plan.Unresolved...)
 	plan.JetPack = jetpack
+	if s.out.Host != nil {
+		plan.Host = s.out.Host.Brief()
+	}
 	s.refuseWrongPlatform(plan)
 	// A need that an earlier round placed and that is still missing will
 	// not be fixed by doing the same again (a run-time need placed in the

@@ -439,7 +439,14 @@ func renderPlan(w io.Writer, r *resolver.Round, prefix *activation.Prefix) {
 	if p.CUDAMajor != 0 {
 		fmt.Fprintf(w, ", CUDA %d", p.CUDAMajor)
 	}
-	fmt.Fprintln(w, "):")
+	if p.Host != "" {
+		fmt.Fprintf(w, ") for %s\n", p.Host)
+	} else {
+		fmt.Fprintln(w, "):")
+	}
+	for _, j := range p.JetPack {
+		fmt.Fprintf(w, "  %s\n", j)
+	}
 	downloads := 0
 	for _, s := range p.Steps {
 		if s.Source == resolver.SourcePyPI {

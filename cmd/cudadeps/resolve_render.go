@@ -22,6 +22,12 @@ func renderResolve(w io.Writer, o *resolver.Outcome, command func(...string) str
 		fmt.Fprintf(w, ", CUDA %d", o.CUDAMajor)
 	}
 	fmt.Fprintln(w)
+	if o.Host != nil {
+		fmt.Fprintf(w, "host: %s\n", o.Host.Brief())
+	}
+	if o.PlatformOverride != "" {
+		fmt.Fprintf(w, "platform: %s\n", o.PlatformOverride)
+	}
 	renderDistributions(w, o)
 	renderLayout(w, o)
 	for _, r := range o.Rounds {
@@ -87,6 +93,9 @@ func renderRound(w io.Writer, r *resolver.Round) {
 		fmt.Fprintf(w, "\nRound %d: %d librar%s missing\n", r.N, len(r.Missing), plural(len(r.Missing), "y", "ies"))
 	}
 	if r.Plan != nil {
+		for _, j := range r.Plan.JetPack {
+			fmt.Fprintf(w, "  %s\n", j)
+		}
 		for _, s := range r.Plan.Steps {
 			renderStep(w, r, s)
 		}

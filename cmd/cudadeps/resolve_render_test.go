@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/activation"
+	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
@@ -50,5 +52,41 @@ func TestRenderRoundLimit(t *testing.T) {
 	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") })
 	if want := "Not done (still missing libraries after 2 rounds)."; !strings.Contains(b.String(), want) {
 		t.Errorf("the report lacks %q:\n%s", want, b.String())
+	}
+}
+
+// TestRenderHostAndJetPack: the report names the host with its evidence,
+// what --platform overrode, and the libraries taken from JetPack with
+// their paths; the confirmation's plan header names the host too.
+func TestRenderHostAndJetPack(t *testing.T) {
+	h := &platform.Host{Kind: platform.KindJetsonOrin, Name: "Jetson Orin (Tegra234)", L4T: "R36.4.7",
+		Evidence: []platform.Evidence{{Source: platform.TegraReleaseFile, Says: "R36 (release), REVISION: 4.7", Found: true}, {Source: platform.CompatibleFile, Says: "nvidia,p3767-0005 nvidia,tegra234", Found: true}}}
+	plan := &resolver.Plan{Host: h.Brief(), Platform: platform.LinuxAarch64, CUDAMajor: 12,
+		JetPack: []resolver.JetPackLib{{Soname: "libcublas.so.12", Path: "/usr/local/cuda/lib64/libcublas.so.12", Dir: "/usr/local/cuda/lib64", JetPack: "JetPack 6 (L4T R36.4.7)"}}}
+	o := &resolver.Outcome{
+		Target: &resolver.Target{Kind: resolver.KindDir, Name: "app", Path: "/srv/app"}, Host: h, Platform: platform.LinuxAarch64, CUDAMajor: 12,
+		PlatformOverride: "--platform linux-aarch64 instead of linux-sbsa (Jetson Thor)",
+		Rounds:           []*resolver.Round{{N: 1, Missing: []*resolver.Need{{Soname: "libcublas.so.12"}}, Plan: plan}},
+		Stopped:          "dry run", DryRun: true,
+	}
+	var b bytes.Buffer
+	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") })
+	for _, want := range []string{
+		"host: Jetson Orin (Tegra234): /etc/nv_tegra_release L4T R36.4.7; /proc/device-tree/compatible nvidia,tegra234\n",
+		"platform: --platform linux-aarch64 instead of linux-sbsa (Jetson Thor)\n",
+		"  libcublas.so.12: taken from JetPack 6 (L4T R36.4.7), /usr/local/cuda/lib64/libcublas.so.12\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, b.String())
+		}
+	}
+	prefix, err := activation.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	renderPlan(&b, o.Rounds[0], prefix)
+	if want := "Plan (linux-aarch64, CUDA 12) for Jetson Orin (Tegra234): /etc/nv_tegra_release L4T R36.4.7;"; !strings.HasPrefix(b.String(), want) {
+		t.Errorf("plan header:\n%s\nwant it to start with %q", b.String(), want)
 	}
 }
