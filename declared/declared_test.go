@@ -36,7 +36,7 @@ func newFixture(t *testing.T) *fixture {
 // lists the sonames the package's objects need.
 func (f *fixture) compute(t *testing.T, target string, needs ...string) *Closure {
 	t.Helper()
-	env, err := pyenv.FromSiteDir(f.site)
+	env, err := pyenv.FromSiteDir(f.site, "")
 	if err != nil {
 		t.Fatal(err)
 	}

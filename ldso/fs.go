@@ -129,15 +129,14 @@ func (f *rootFS) resolve(guest string) (string, bool) {
 }
 
 // realPath resolves every symlink of a host path. Under a root, a path
-// inside the root is resolved inside it, as in a chroot.
+// inside the root is resolved inside it, as in a chroot (rootfs.Root.Local).
 func (f *rootFS) realPath(host string) (string, bool) {
 	if f.root != "" {
 		if guest := f.guestPath(host); guest != host {
-			resolved, err := f.r.Walk(guest, f.mayExist)
-			if err != nil {
-				return "", false
-			}
-			return strings.TrimSuffix(f.root+resolved, "/"), true
+			// Where nothing is there, a path that names nothing either:
+			// never the textual path, whose links the kernel would follow
+			// out of the root.
+			return f.r.Local(guest), true
 		}
 	}
 	real, err := filepath.EvalSymlinks(host)

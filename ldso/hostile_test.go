@@ -200,6 +200,36 @@ func TestHostileRootFiles(t *testing.T) {
 	})
 }
 
+// TestHostileRootProgram: a program of the root that is a link to a file
+// the root lacks (absolute, or by more ".." than the root is deep) is not
+// found, as in a chroot, even where this host has a file at that path.
+func TestHostileRootProgram(t *testing.T) {
+	outside := t.TempDir()
+	prog := filepath.Join(outside, "python3.11")
+	if err := elfwrite.Write(prog, elfwrite.Spec{Type: elf.ET_DYN, Flags1: elf.DF_1_PIE, Machine: elf.EM_AARCH64}); err != nil {
+		t.Fatal(err)
+	}
+	for _, link := range []string{prog, "../../../../../../../.." + prog} {
+		root := hostileRoot(t)
+		if err := os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(link, filepath.Join(root, "usr", "bin", "python3")); err != nil {
+			t.Fatal(err)
+		}
+		l, err := newInRoot(t, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Start(context.Background(), filepath.Join(root, "usr", "bin", "python3"), AsExecuted); err == nil {
+			t.Errorf("link %s: started this host's program through the root's link", link)
+		}
+		if in, err := l.Info(filepath.Join(root, "usr", "bin", "python3")); err == nil {
+			t.Errorf("link %s: read this host's program (%v) through the root's link", link, in.Machine)
+		}
+	}
+}
+
 func itoa(i int) string { return strconv.Itoa(i) }
 
 // hostileCache builds a new-format cache of n entries whose key and value

@@ -178,23 +178,20 @@ func (l *Loader) Preload() []string { return append([]string(nil), l.preload...)
 
 // HostPath maps a path the loader sees to this machine: under a root, a
 // path whose leading directories exist inside the root is the root's, with
-// its links resolved inside the root as in a chroot (what does not exist
-// yet is appended as written); any other (a tree scanned from outside the
-// root) is itself.
+// its links resolved inside the root as in a chroot (rootfs.Root.Local:
+// what is not there is appended as written, and never through a link out
+// of the root); any other (a tree scanned from outside the root) is itself.
 func (l *Loader) HostPath(guest string) string {
 	root := l.fs.root
 	if root == "" || !filepath.IsAbs(guest) || guest == root || strings.HasPrefix(guest, root+"/") {
 		return guest
 	}
 	clean := path.Clean(guest)
-	// Not from the listing cache: a placement asks about directories it
-	// has just created.
-	if resolved, err := l.fs.r.Walk(clean, nil); err == nil {
-		return root + resolved
-	}
 	for p := path.Dir(clean); p != "/" && p != "."; p = path.Dir(p) {
-		if resolved, err := l.fs.r.Walk(p, nil); err == nil {
-			return strings.TrimSuffix(root+resolved, "/") + strings.TrimPrefix(clean, p)
+		// Not from the listing cache: a placement asks about directories
+		// it has just created.
+		if _, err := l.fs.r.Walk(p, nil); err == nil {
+			return l.fs.r.Local(clean)
 		}
 	}
 	return guest

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Integrity is what a check of a distribution's files against its RECORD
@@ -69,7 +70,7 @@ func (d *Dist) Check(ctx context.Context, verifyHashes bool) (*Integrity, error)
 		}
 		p := d.path(e.Path)
 		res.Checked++
-		st, err := os.Stat(p)
+		st, err := d.files.stat(p)
 		if err != nil || !st.Mode().IsRegular() {
 			res.Missing = append(res.Missing, p)
 			continue
@@ -79,7 +80,7 @@ func (d *Dist) Check(ctx context.Context, verifyHashes bool) (*Integrity, error)
 			continue
 		}
 		if verifyHashes && e.HashAlgo == "sha256" {
-			ok, err := sameSHA256(ctx, p, e.Hash)
+			ok, err := d.sameSHA256(ctx, p, e.Hash)
 			if err != nil {
 				return nil, err
 			}
@@ -91,12 +92,22 @@ func (d *Dist) Check(ctx context.Context, verifyHashes bool) (*Integrity, error)
 	return res, nil
 }
 
-func sameSHA256(ctx context.Context, path string, want []byte) (bool, error) {
-	f, err := os.Open(path)
+// sameSHA256 hashes the regular file path names (links followed inside
+// the root), opened without blocking: it was a regular file when stat'ed,
+// and must still be one.
+func (d *Dist) sameSHA256(ctx context.Context, path string, want []byte) (bool, error) {
+	host, err := d.files.resolve(path)
+	if err != nil {
+		return false, fmt.Errorf("verify %s: %w", path, err)
+	}
+	f, err := os.OpenFile(host, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return false, fmt.Errorf("verify %s: %w", path, err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return false, fmt.Errorf("verify %s: not a regular file", path)
+	}
 	h := sha256.New()
 	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
 		return false, fmt.Errorf("verify %s: %w", path, err)

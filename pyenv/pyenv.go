@@ -10,7 +10,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cudadeps/cudadeps/internal/rootfs"
 	"github.com/cudadeps/cudadeps/pymeta"
 )
 
@@ -38,6 +41,8 @@ type Env struct {
 	// on sys.path (not in a virtual environment, nor with -s).
 	UserSite        string `json:"user_site,omitempty"`
 	UserSiteEnabled bool   `json:"user_site_enabled,omitempty"`
+
+	files files
 }
 
 // Markers are the PEP 508 marker variables of an environment.
@@ -156,20 +161,27 @@ func Discover(ctx context.Context, python string) (*Env, error) {
 
 // FromSiteDir describes an environment known only by a site-packages
 // directory (a foreign architecture's tree, an image being prepared): no
-// interpreter is run, and markers are unknown.
-func FromSiteDir(dir string) (*Env, error) {
+// interpreter is run, and markers are unknown. When root names the system
+// the directory belongs to (its "/", "" for this host), the environment's
+// files are read as that system sees them: links resolve inside root.
+func FromSiteDir(dir, root string) (*Env, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
-	st, err := os.Stat(abs)
+	r, err := rootfs.Open(root)
+	if err != nil {
+		return nil, fmt.Errorf("root %s: %w", root, err)
+	}
+	env := &Env{SiteDirs: []string{abs}, Markers: Markers{}, files: files{root: r}}
+	st, err := env.files.stat(abs)
 	if err != nil {
 		return nil, err
 	}
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s: not a directory", dir)
 	}
-	return &Env{SiteDirs: []string{abs}, Markers: Markers{}}, nil
+	return env, nil
 }
 
 func uniqueDirs(dirs []string) []string {
@@ -201,6 +213,8 @@ type Dist struct {
 	// Files.
 	Metadata *pymeta.Metadata     `json:"-"`
 	Record   []pymeta.RecordEntry `json:"-"`
+
+	files files
 }
 
 // Normalize is the PEP 503 normalised form of a project name.
@@ -211,7 +225,7 @@ func Normalize(name string) string { return pymeta.NormalizeName(name) }
 func (e *Env) distInfoDirs() []distInfo {
 	var out []distInfo
 	for _, site := range e.SiteDirs {
-		entries, err := os.ReadDir(site)
+		entries, err := e.files.readDir(site)
 		if err != nil {
 			continue
 		}
@@ -234,7 +248,7 @@ func (e *Env) Find(name string) (*Dist, error) {
 	want := Normalize(name)
 	for _, di := range e.distInfoDirs() {
 		if di.name == want {
-			return readDist(di.dir, di.site, e.Markers)
+			return e.readDist(di.dir, di.site)
 		}
 	}
 	return nil, fmt.Errorf("no installed distribution %q in %s", name, strings.Join(e.SiteDirs, ", "))
@@ -251,7 +265,7 @@ func (e *Env) Installed() (map[string]*Dist, []string) {
 		if out[di.name] != nil {
 			continue
 		}
-		d, err := readDist(di.dir, di.site, e.Markers)
+		d, err := e.readDist(di.dir, di.site)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
@@ -308,15 +322,14 @@ func (e *Env) Closure(dist *Dist) []*Dist {
 	return out
 }
 
-func readDist(infoDir, site string, markers Markers) (*Dist, error) {
-	d := &Dist{InfoDir: infoDir, SiteDir: site}
+func (e *Env) readDist(infoDir, site string) (*Dist, error) {
+	d := &Dist{InfoDir: infoDir, SiteDir: site, files: e.files}
 	metaPath := filepath.Join(infoDir, "METADATA")
-	f, err := os.Open(metaPath)
+	data, err := e.files.readFile(metaPath, maxMetadata)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", metaPath, err)
+		return nil, fmt.Errorf("read METADATA: %w", err)
 	}
-	meta, err := pymeta.ParseMetadata(f)
-	f.Close()
+	meta, err := pymeta.ParseMetadata(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", metaPath, err)
 	}
@@ -326,18 +339,20 @@ func readDist(infoDir, site string, markers Markers) (*Dist, error) {
 		// Without an interpreter the markers are unknown: a requirement
 		// counts unless what is known rules it out, better than inventing
 		// a missing library.
-		if ok, _ := req.Applies(markers, nil); ok && !seen[req.Name] {
+		if ok, _ := req.Applies(e.Markers, nil); ok && !seen[req.Name] {
 			seen[req.Name] = true
 			d.Requires = append(d.Requires, req.Name)
 		}
 	}
 	recPath := filepath.Join(infoDir, "RECORD")
-	rf, err := os.Open(recPath)
-	if err != nil {
+	data, err = e.files.readFile(recPath, maxRecord)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%s has no RECORD (installed by a tool that keeps no file list): %w", infoDir, err)
+	case err != nil:
+		return nil, fmt.Errorf("read RECORD: %w", err)
 	}
-	defer rf.Close()
-	d.Record, err = pymeta.ParseRecord(rf)
+	d.Record, err = pymeta.ParseRecord(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", recPath, err)
 	}

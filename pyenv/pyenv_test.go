@@ -85,7 +85,7 @@ func TestFindAndClosure(t *testing.T) {
 		t.Fatal("found a distribution that is not there")
 	}
 	// Without an interpreter, markers are unknown and count as met.
-	bare, _ := FromSiteDir(site)
+	bare, _ := FromSiteDir(site, "")
 	torch, _ := bare.Find("torch")
 	if strings.Join(torch.Requires, ",") != "nvidia-cublas,nvidia-nccl-cu13,typing-extensions" {
 		t.Fatalf("requires without markers = %v", torch.Requires)

@@ -64,6 +64,9 @@ type TargetOptions struct {
 	// directory without running an interpreter (a foreign architecture's
 	// tree, an image being prepared).
 	SiteDir string
+	// Root is the system SiteDir belongs to (--root; "" for this host):
+	// its files are read as that system sees them.
+	Root string
 }
 
 // FindTarget decides what arg names: a wheel file, a directory, an ELF file,
@@ -95,7 +98,7 @@ func FindTarget(ctx context.Context, arg string, opts TargetOptions) (*Target, e
 	var env *pyenv.Env
 	var err error
 	if opts.SiteDir != "" {
-		env, err = pyenv.FromSiteDir(opts.SiteDir)
+		env, err = pyenv.FromSiteDir(opts.SiteDir, opts.Root)
 	} else {
 		env, err = pyenv.Discover(ctx, opts.Python)
 	}

@@ -182,18 +182,18 @@ func interpreterFor(l *ldso.Loader, root *Root, opts Options) string {
 		}
 		prefix := filepath.Dir(filepath.Dir(dir))
 		for _, name := range []string{ver, "python3", "python"} {
-			if p := filepath.Join(prefix, "bin", name); isProgram(p) {
+			if p := filepath.Join(prefix, "bin", name); isProgram(l, p) {
 				return p
 			}
 		}
 	}
 	if l.Root() != "" {
-		if p := filepath.Join(l.Root(), "usr/bin/python3"); isProgram(p) {
+		if p := filepath.Join(l.Root(), "usr/bin/python3"); isProgram(l, p) {
 			return p
 		}
 		return ""
 	}
-	if p, err := exec.LookPath("python3"); err == nil && isProgram(p) {
+	if p, err := exec.LookPath("python3"); err == nil && isProgram(l, p) {
 		return p
 	}
 	return ""
@@ -204,8 +204,10 @@ func interpreterFor(l *ldso.Loader, root *Root, opts Options) string {
 var pythonDir = regexp.MustCompile(`^python[0-9]+\.[0-9]+t?$`)
 
 // isProgram reports an ELF program with dynamic linking (not a shell
-// wrapper such as pyenv's shims, nor a static build).
-func isProgram(p string) bool {
-	in, err := elfscan.ReadFile(p)
+// wrapper such as pyenv's shims, nor a static build). Under a root, the
+// links on its way resolve inside the root (a venv's bin/python3 is an
+// absolute link to the system's interpreter).
+func isProgram(l *ldso.Loader, p string) bool {
+	in, err := elfscan.ReadFile(l.OpenPath(p))
 	return err == nil && in.Dynamic
 }

@@ -75,7 +75,7 @@ func (a *app) runApply(cmd *cobra.Command, args []string, f resolveFlags) error 
 		return err
 	}
 	arg := applyTargetArg(p, args)
-	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir})
+	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root})
 	if err != nil {
 		return err
 	}

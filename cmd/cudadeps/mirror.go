@@ -85,7 +85,7 @@ func (a *app) runMirror(cmd *cobra.Command, dir string, f mirrorFlags) error {
 		if f.siteDir != "" && f.python != "" {
 			return usageError("--python and --site-packages exclude each other")
 		}
-		t, err := resolver.FindTarget(ctx, f.target, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir})
+		t, err := resolver.FindTarget(ctx, f.target, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root})
 		if err != nil {
 			return err
 		}

@@ -205,7 +205,7 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	if err := f.checkUsage(); err != nil {
 		return err
 	}
-	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir})
+	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root})
 	if err != nil {
 		return err
 	}

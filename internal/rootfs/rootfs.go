@@ -100,14 +100,41 @@ const maxSymlinks = 40
 // asked about each host path before it is looked at; false means it is
 // absent (a caller with cached directory listings saves the lstat).
 func (r *Root) Walk(guest string, mayExist func(host string) bool) (string, error) {
-	links := 0
-	return r.walk(guest, mayExist, &links)
+	w := walker{r: r, mayExist: mayExist}
+	return w.walk(guest)
 }
 
-// walk counts in links the links followed in the whole resolution, nested
-// ones included, as the kernel does, so that a hostile tree of links that
-// each name two others cannot make the work explode.
-func (r *Root) walk(guest string, mayExist func(string) bool, links *int) (string, error) {
+// Local is the file of this machine that opens what guest names in the
+// root, like `realpath -m` inside it: the links that exist are resolved
+// inside the root, and from the first name that is not there on, the rest
+// is appended as written; as that name is absent, opening the result fails
+// as in the root's system, and never follows a link out of the root. A loop
+// of links gives a path no system call accepts (it holds a NUL byte).
+func (r *Root) Local(guest string) string {
+	w := walker{r: r, lenient: true}
+	resolved, err := w.walk(absolute(guest))
+	if err != nil {
+		return r.dir + path.Clean("/"+guest) + "\x00(" + err.Error() + ")"
+	}
+	if r.dir == "" {
+		return resolved
+	}
+	return strings.TrimSuffix(r.dir+resolved, "/")
+}
+
+// walker resolves paths inside a root. It counts in links the links
+// followed in the whole resolution, nested ones included, as the kernel
+// does, so that a hostile tree of links that each name two others cannot
+// make the work explode. With lenient, a name that is not there ends the
+// resolution instead of failing it (Local).
+type walker struct {
+	r        *Root
+	mayExist func(string) bool
+	lenient  bool
+	links    int
+}
+
+func (w *walker) walk(guest string) (string, error) {
 	// Components are taken one by one, not cleaned first: ".." after a
 	// link goes to the parent of the link's target, as in the kernel; and
 	// ".." at "/" stays at "/", so nothing leads out of the root.
@@ -123,22 +150,28 @@ func (r *Root) walk(guest string, mayExist func(string) bool, links *int) (strin
 			continue
 		}
 		next := path.Join(cur, p)
-		host := r.dir + next
-		if mayExist != nil && !mayExist(host) {
-			return "", fs.ErrNotExist
+		host := w.r.dir + next
+		var st fs.FileInfo
+		err := fs.ErrNotExist
+		if w.mayExist == nil || w.mayExist(host) {
+			st, err = os.Lstat(host)
 		}
-		st, err := os.Lstat(host)
 		if err != nil {
+			if w.lenient && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+				// Appended as written, not cleaned: a ".." after the
+				// absent name must not cancel it.
+				return strings.TrimSuffix(cur, "/") + "/" + strings.Join(parts[i:], "/"), nil
+			}
 			return "", err
 		}
 		if st.Mode()&fs.ModeSymlink == 0 {
 			cur = next
 			continue
 		}
-		if *links >= maxSymlinks {
+		if w.links >= maxSymlinks {
 			return "", syscall.ELOOP
 		}
-		*links++
+		w.links++
 		target, err := os.Readlink(host)
 		if err != nil {
 			return "", err
@@ -146,7 +179,7 @@ func (r *Root) walk(guest string, mayExist func(string) bool, links *int) (strin
 		if !path.IsAbs(target) {
 			target = path.Join(cur, target)
 		}
-		resolved, err := r.walk(target, mayExist, links)
+		resolved, err := w.walk(target)
 		if err != nil {
 			return "", err
 		}
@@ -156,7 +189,7 @@ func (r *Root) walk(guest string, mayExist func(string) bool, links *int) (strin
 		for _, q := range parts[i+1:] {
 			resolved += "/" + q
 		}
-		return r.walk(resolved, mayExist, links)
+		return w.walk(resolved)
 	}
 	return cur, nil
 }

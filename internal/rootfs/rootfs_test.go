@@ -196,3 +196,40 @@ func TestOpenAndGuest(t *testing.T) {
 		}
 	}
 }
+
+// TestLocal opens what a path names in the root, like realpath -m inside
+// it: resolved where it exists, and where it does not, a path that names
+// nothing on this machine either, even when a dangling link in the root
+// points at a file this host has.
+func TestLocal(t *testing.T) {
+	outside := tree(t, map[string]string{"python3.11": "host program"})
+	root := tree(t, map[string]string{
+		"usr/bin/python3.12":   "root program",
+		"usr/bin/python3":      "->/usr/bin/python3.12",
+		"opt/venv/bin/python3": "->" + outside + "/python3.11",
+		"opt/venv/bin/dotdot":  "->../../../../../../../.." + outside + "/python3.11",
+		"etc/loop1":            "->loop2",
+		"etc/loop2":            "->loop1",
+	})
+	r, _ := Open(root)
+	for guest, want := range map[string]string{
+		"/usr/bin/python3":          root + "/usr/bin/python3.12",
+		"/opt/venv/bin/python3":     root + outside + "/python3.11",
+		"/opt/venv/bin/dotdot":      root + outside + "/python3.11",
+		"/opt/absent/../x":          root + "/opt/absent/../x",
+		"/usr/bin/python3.12/x/../": root + "/usr/bin/python3.12/x/..",
+	} {
+		got := r.Local(guest)
+		if got != want {
+			t.Errorf("Local(%s) = %q, want %q", guest, got, want)
+		}
+		if data, err := os.ReadFile(got); err == nil && string(data) == "host program" {
+			t.Errorf("Local(%s) opens this host's file", guest)
+		}
+	}
+	if got := r.Local("/etc/loop1"); !strings.Contains(got, "\x00") {
+		t.Errorf("Local of a loop = %q, want a path no call accepts", got)
+	} else if _, err := os.Stat(got); err == nil {
+		t.Errorf("Local of a loop can be opened")
+	}
+}

@@ -30,7 +30,7 @@ type Packed struct {
 // uninstalled).
 func Pack(t testing.TB, site string, names ...string) []Packed {
 	t.Helper()
-	env, err := pyenv.FromSiteDir(site)
+	env, err := pyenv.FromSiteDir(site, "")
 	if err != nil {
 		t.Fatal(err)
 	}
