@@ -140,40 +140,47 @@ func Build(t testing.TB, dir string, archives []Archive) string {
 			all = append(all, a.Sonames()...)
 		}
 		fmt.Fprintf(&cat, "  %s:\n    product: %s\n    title: %s (test)\n    license: test\n    sonames: [%s]\n    releases:\n", c, as[0].Product, c, strings.Join(uniq(all), ", "))
-		// One release per version, with an archive per platform.
-		sort.SliceStable(as, func(i, j int) bool { return as[i].Version < as[j].Version })
-		lastVersion := ""
-		for _, a := range as {
-			data := a.build(t)
-			p := filepath.Join(dir, filepath.FromSlash(a.RelativePath()))
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			sum := sha256.Sum256(data)
-			listed := a.Platform
-			if a.ListedAs != "" {
-				listed = a.ListedAs
-			}
-			if a.Version != lastVersion {
-				fmt.Fprintf(&cat, "      - version: %s\n        archives:\n", a.Version)
-				lastVersion = a.Version
-			}
-			fmt.Fprintf(&cat, "          - platform: %s\n", listed)
-			if a.Variant != "" {
-				fmt.Fprintf(&cat, "            cuda_variant: %s\n", a.Variant)
-			}
-			fmt.Fprintf(&cat, "            path: %s\n            sha256: %s\n            size: %d\n            sonames: [%s]\n",
-				a.RelativePath(), hex.EncodeToString(sum[:]), len(data), strings.Join(a.Sonames(), ", "))
-		}
+		writeReleases(t, dir, &cat, as)
 	}
 	catPath := filepath.Join(dir, "catalog.yaml")
 	if err := os.WriteFile(catPath, []byte(cat.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return catPath
+}
+
+// writeReleases writes one component's archives into dir and their
+// releases into the catalog layer: one release per version, with an
+// archive per platform.
+func writeReleases(t testing.TB, dir string, cat *strings.Builder, as []Archive) {
+	t.Helper()
+	sort.SliceStable(as, func(i, j int) bool { return as[i].Version < as[j].Version })
+	lastVersion := ""
+	for _, a := range as {
+		data := a.build(t)
+		p := filepath.Join(dir, filepath.FromSlash(a.RelativePath()))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(data)
+		listed := a.Platform
+		if a.ListedAs != "" {
+			listed = a.ListedAs
+		}
+		if a.Version != lastVersion {
+			fmt.Fprintf(cat, "      - version: %s\n        archives:\n", a.Version)
+			lastVersion = a.Version
+		}
+		fmt.Fprintf(cat, "          - platform: %s\n", listed)
+		if a.Variant != "" {
+			fmt.Fprintf(cat, "            cuda_variant: %s\n", a.Variant)
+		}
+		fmt.Fprintf(cat, "            path: %s\n            sha256: %s\n            size: %d\n            sonames: [%s]\n",
+			a.RelativePath(), hex.EncodeToString(sum[:]), len(data), strings.Join(a.Sonames(), ", "))
+	}
 }
 
 // Serve builds the archives and serves them from 127.0.0.1 until the test
