@@ -70,6 +70,9 @@ func (d *diag) inContainer() bool { return d.host.container.kind != "" }
 
 func (d *diag) checkDriver() Check {
 	h := d.host
+	if h.platform.IsJetson() {
+		return d.jetsonDriver()
+	}
 	if h.kernel.ok() {
 		kind := "kernel module"
 		if h.kernelOpen {
@@ -85,8 +88,6 @@ func (d *diag) checkDriver() Check {
 	switch {
 	case h.wsl:
 		return check(CheckDriver, OK, "WSL2: the Windows NVIDIA driver serves the GPU through /dev/dxg; its version is not visible from Linux", "")
-	case h.platform.IsJetson():
-		return check(CheckDriver, OK, fmt.Sprintf("%s: the integrated GPU's driver comes with %s", h.platform.Brief(), h.platform.JetPack()), "")
 	}
 	lc := d.model.libcuda
 	if lc.found() {

@@ -231,7 +231,7 @@ func TestDevices(t *testing.T) {
 		h.file("/dev/nvhost-ctrl-gpu", "")
 		r := h.report()
 		expect(t, r, CheckDevices, OK, []string{"/dev/nvhost-ctrl-gpu", "Jetson"})
-		expect(t, r, CheckDriver, OK, []string{"Jetson Orin: /etc/nv_tegra_release L4T R36.4.3", "comes with JetPack 6"})
+		expect(t, r, CheckDriver, OK, []string{"Jetson Orin with L4T R36.4.3: the integrated GPU's driver comes with JetPack 6"})
 		expect(t, r, CheckHost, OK, []string{"Jetson Orin", "(JetPack 6) → linux-aarch64 archives for JetPack's CUDA 12"})
 	})
 }

@@ -73,6 +73,21 @@ func (d *diag) checkHost() Check {
 	return check(CheckHost, OK, fmt.Sprintf("%s → %s archives for %s", ev, k.Platform, cuda), "")
 }
 
+// jetsonDriver is the driver check of a Jetson: JetPack's driver goes with
+// its L4T release, and the dGPU driver branches' CUDA table does not apply.
+func (d *diag) jetsonDriver() Check {
+	k := d.host.platform
+	ev := k.Name
+	if k.L4T != "" {
+		ev += " with L4T " + k.L4T
+	}
+	ev += ": the integrated GPU's driver comes with " + k.JetPack()
+	if d.host.kernel.ok() {
+		ev += fmt.Sprintf(" (kernel module %s)", d.host.kernel)
+	}
+	return check(CheckDriver, OK, ev, "")
+}
+
 // writeEvidence lists the host's evidence under its check, one line each.
 func (k *HostKind) writeEvidence(b *strings.Builder, indent int) {
 	if k == nil || k.Host == nil {
