@@ -445,7 +445,7 @@ func TestAbsentWithOlderCopiesVisible(t *testing.T) {
 // is not installed).
 func installedBy(t *testing.T, site, name string) string {
 	t.Helper()
-	env, err := pyenv.FromSiteDir(site)
+	env, err := pyenv.FromSiteDir(site, "")
 	if err != nil {
 		t.Fatal(err)
 	}
