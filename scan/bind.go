@@ -193,6 +193,9 @@ func interpreterFor(l *ldso.Loader, root *Root, opts Options) string {
 		}
 		return ""
 	}
+	if opts.DefaultPython != "" {
+		return opts.DefaultPython
+	}
 	if p, err := exec.LookPath("python3"); err == nil && isProgram(l, p) {
 		return p
 	}

@@ -40,6 +40,10 @@ type Options struct {
 	// Python is the interpreter extension modules are bound in (default:
 	// their environment's).
 	Python string
+	// DefaultPython is the interpreter that python3 on PATH runs (through
+	// a shim, maybe), taken last, when an extension module's own
+	// installation has none.
+	DefaultPython string
 }
 
 // Report is the outcome of a scan. Its JSON form is documented in the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/pyenv"
 	"github.com/cudadeps/cudadeps/runtimeopen"
 	"github.com/cudadeps/cudadeps/scan"
 )
@@ -62,7 +64,11 @@ errors.`,
   cudadeps scan ~/venv/lib/python3.12/site-packages/torch --sm thor`,
 		Args: argsAtLeast(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.runScan(cmd, args, scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, Python: python}, all, !noRuntime, &cov)
+			opts := scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols}
+			if err := scanInterpreters(cmd.Context(), python, a.opts.root, &opts); err != nil {
+				return err
+			}
+			return a.runScan(cmd, args, opts, all, !noRuntime, &cov)
 		},
 	}
 	a.opts.addLoaderFlags(cmd)
@@ -447,4 +453,24 @@ func renderUndefined(w io.Writer, rep *scan.Report) {
 	for _, u := range list {
 		fmt.Fprintf(w, "  %s\n", u.Message())
 	}
+}
+
+// scanInterpreters sets the interpreters extension modules are bound in:
+// --python, or python3 on PATH as the last resort, each the real program
+// behind a shim (pyenv, asdf and conda wrappers are shell scripts).
+func scanInterpreters(ctx context.Context, python, root string, opts *scan.Options) error {
+	if python != "" {
+		real, err := pyenv.Interpreter(ctx, python)
+		if err != nil {
+			return usageError("--python: %v", err)
+		}
+		opts.Python = real
+		return nil
+	}
+	if root == "" {
+		if real, err := pyenv.Interpreter(ctx, "python3"); err == nil {
+			opts.DefaultPython = real
+		}
+	}
+	return nil
 }

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/pyenv"
+)
+
+// scan --python given a shim (a shell script that runs the interpreter, as
+// pyenv's, asdf's and conda's are) binds extension modules in the process
+// of the interpreter it runs: the module's C API references bind; a
+// wrapper that runs no interpreter is refused in one line with exit 2.
+func TestScanPythonShim(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	lddtest.Need(t, err == nil, "python3 is not installed")
+	real, err := pyenv.Interpreter(t.Context(), py)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ext := filepath.Join(dir, "pkg", "_ext.cpython-311-x86_64-linux-gnu.so")
+	if err := os.MkdirAll(filepath.Dir(ext), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := elfwrite.WriteLinked(ext, elfwrite.Linked{Machine: elf.EM_X86_64, Soname: "_ext.so", Needed: []string{"libc.so.6"},
+		Defs: []elfwrite.Def{{Name: "PyInit__ext", Type: elf.STT_FUNC}}, Refs: []elfwrite.Ref{{Name: "PyObject_Call"}}}); err != nil {
+		t.Fatal(err)
+	}
+	shim := filepath.Join(dir, "python3")
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec "+real+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := cli(t, "scan", ext, "--python", shim, "--json")
+	if code != 0 || !strings.Contains(out, real) || strings.Contains(out, "PyObject_Call") {
+		t.Fatalf("scan through a shim: exit %d\n%s\n%s", code, out, stderr)
+	}
+	broken := filepath.Join(dir, "python-broken")
+	if err := os.WriteFile(broken, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = cli(t, "scan", ext, "--python", broken)
+	if code != exitUsage || !strings.Contains(stderr, "wrapper") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("scan through a broken shim: exit %d, %q", code, stderr)
+	}
+}
