@@ -16,6 +16,7 @@ import (
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
+	"github.com/cudadeps/cudadeps/pyenv"
 )
 
 // Status is the verdict of one check.
@@ -149,7 +150,11 @@ type Options struct {
 	Device      *gpuarch.Device
 	NVMLCommand []string
 	NVMLVia     string
-	Logger      *slog.Logger
+	// Env is the Python environment that holds the target, when it is an
+	// installed distribution: doctor then says whether a uv project's
+	// `uv sync` would remove what cudadeps installed.
+	Env    *pyenv.Env
+	Logger *slog.Logger
 }
 
 // DefaultProbeTimeout is used when Options.ProbeTimeout is zero.
@@ -189,6 +194,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		checks = append(checks, d.checkStaticRuntime())
 	}
 	checks = append(checks, d.checkShims())
+	if c := checkUV(opts.Env); c != nil {
+		checks = append(checks, *c)
+	}
 	if opts.Probe {
 		checks = append(checks, d.checkProbe())
 	}

@@ -197,7 +197,7 @@ func doctorTarget(ctx context.Context, arg, python string, opts *doctor.Options)
 	}
 	switch t.Kind {
 	case resolver.KindPython:
-		opts.TargetName, opts.TargetFiles = t.Dist.Name, t.Dist.Files
+		opts.TargetName, opts.TargetFiles, opts.Env = t.Dist.Name, t.Dist.Files, t.Python
 		// The interpreter is the program that will load the package: its
 		// loader view is the one that matters.
 		opts.From = t.Python.Executable
