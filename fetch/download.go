@@ -384,6 +384,9 @@ func (c *Client) download(ctx context.Context, req Request, cached string, consu
 		return resumed, terr
 	case ctx.Err() != nil:
 		return resumed, fmt.Errorf("download %s: %w", req.label(), ctx.Err())
+	case errors.Is(err, errDecoderStopped):
+		// Interrupted, not refused: keep what arrived for the next run.
+		return resumed, err
 	default:
 		// The consumer refused the bytes before they could be verified:
 		// do not resume from them.

@@ -371,6 +371,10 @@ func runXZ(ctx context.Context, xzPath string, in io.Reader, inCloser io.Closer,
 	}
 	stderr := &headBuffer{max: 2048}
 	cmd.Stderr = stderr
+	// A process group of its own: Ctrl-C at a terminal signals the whole
+	// foreground group, and xz dying of it before we notice the signal
+	// would read as a broken archive. Cancelling ctx stops it instead.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", xzPath, err)
 	}
@@ -388,15 +392,20 @@ func runXZ(ctx context.Context, xzPath string, in io.Reader, inCloser io.Closer,
 		// Let xz finish: the tar end marker may precede padding.
 		err = readTrailer(out)
 	}
-	if err != nil {
+	killed := err != nil
+	if killed {
 		_ = cmd.Process.Kill()
 		_ = inCloser.Close() // unblocks the feeder if it waits for input
 	}
 	ferr := <-fed
 	werr := cmd.Wait()
-	switch {
+	switch sig := signalOf(cmd.ProcessState); {
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case sig != 0 && !(killed && sig == syscall.SIGKILL):
+		// Stopped by a signal we did not send (SIGTERM to the group, a
+		// hangup): that says nothing about the archive.
+		return fmt.Errorf("xz: %w (%v)", errDecoderStopped, sig)
 	case werr != nil && stderr.Len() > 0:
 		return fmt.Errorf("xz: %s", strings.TrimSpace(stderr.String()))
 	case err != nil:
@@ -407,6 +416,18 @@ func runXZ(ctx context.Context, xzPath string, in io.Reader, inCloser io.Closer,
 		return fmt.Errorf("xz input: %w", ferr)
 	}
 	return nil
+}
+
+// errDecoderStopped marks a decompressor stopped from outside, by a signal
+// we did not send: the bytes it read were not refused.
+var errDecoderStopped = errors.New("stopped by a signal")
+
+// signalOf is the signal that ended a process, 0 when it exited.
+func signalOf(ps *os.ProcessState) syscall.Signal {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal()
+	}
+	return 0
 }
 
 // headBuffer keeps the first max bytes written to it.

@@ -81,6 +81,7 @@ func TestCLIInterruptedDownload(t *testing.T) {
 		line := strings.Join([]string{shellQuote(binary(t)), "resolve", shellQuote(dir), "--yes", "--catalog", shellQuote(cat), "--mirror", url, "--prefix", shellQuote(t.TempDir()), "--ld-library-path", "''"}, " ")
 		cmd := exec.Command(script, "-qec", line, "/dev/null")
 		cmd.Env = userEnv(t)
+		cache := envValue(cmd.Env, "XDG_CACHE_HOME")
 		in, typing := io.Pipe()
 		cmd.Stdin = in
 		var screen strings.Builder
@@ -103,6 +104,11 @@ func TestCLIInterruptedDownload(t *testing.T) {
 		}
 		if strings.Contains(s, "100%") || !strings.Contains(s, "failed") || !strings.Contains(s, "interrupted; rerun resumes") {
 			t.Errorf("the bar must stay where the bytes stopped and the failure be named:\n%q", s)
+		}
+		// Ctrl-C reaches the terminal's whole foreground group; the partial
+		// file must survive it whichever process hears it first.
+		if parts, _ := filepath.Glob(filepath.Join(cache, "cudadeps", "archives", "*.part")); len(parts) != 1 {
+			t.Errorf("partial downloads after Ctrl-C: %v, want one, for the rerun to resume", parts)
 		}
 	})
 }
@@ -270,4 +276,14 @@ func TestCLIReportsRecovery(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(prefix, "activations")); len(entries) != 0 {
 		t.Errorf("records or journals left: %v", entries)
 	}
+}
+
+// envValue is the value of key in env, "" when unset.
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return ""
 }

@@ -1,0 +1,90 @@
+package fetch
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// fakeXZ writes a shell script that stands in for xz: script is its body,
+// after a line that records its process group in dir/pgid.
+func fakeXZ(t *testing.T, script string) (path, pgidFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	path = filepath.Join(dir, "xz")
+	pgidFile = filepath.Join(dir, "pgid")
+	body := "#!/bin/sh\ncut -d' ' -f5 /proc/$$/stat > '" + pgidFile + "'\n" + script
+	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path, pgidFile
+}
+
+// A decompressor that dies of a signal (Ctrl-C reaches every process of the
+// terminal's foreground group) has not refused the bytes: the partial
+// download survives, so that a rerun resumes it, whatever came first, the
+// child's death or our own cancellation.
+func TestInstallKeepsPartialWhenDecoderIsSignalled(t *testing.T) {
+	data := xzBytes(t, tarBytes(t, redistMembers(300_000)))
+	srv := newServer(t, data, stallAfter(len(data)/2))
+	xzPath, _ := fakeXZ(t, "head -c 1000 >/dev/null\nkill -INT $$\nsleep 5\n")
+	c := testClient(t, func(o *Options) { o.XZ = xzPath })
+	s := openStore(t, t.TempDir())
+	_, err := s.Install(context.Background(), c, []Item{{Key: testKey(), Request: request(srv.url("a.tar.xz"), data)}})
+	if err == nil {
+		t.Fatal("installed through a decompressor that died")
+	}
+	t.Log(err)
+	part := c.cachePath(sha(data)) + ".part"
+	fi, serr := os.Stat(part)
+	if serr != nil || fi.Size() == 0 {
+		t.Fatalf("the partial download is gone after the decompressor was interrupted: %v", serr)
+	}
+	if !strings.Contains(err.Error(), "signal") {
+		t.Errorf("the error should say the decompressor was stopped by a signal: %v", err)
+	}
+}
+
+// The decompressor runs in a process group of its own: Ctrl-C at a terminal
+// reaches only cudadeps, which stops the child itself, so the child's death
+// can never be taken for a verdict on the archive.
+func TestDecoderHasItsOwnProcessGroup(t *testing.T) {
+	data := xzBytes(t, tarBytes(t, redistMembers(10_000)))
+	xzPath, pgidFile := fakeXZ(t, "exec xz \"$@\"\n")
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc: the process group cannot be read")
+	}
+	decs := decoders(t)
+	if decs["system"].xz == "" {
+		return // decoders has reported the skip
+	}
+	c := testClient(t, func(o *Options) { o.XZ = xzPath })
+	if err := c.Unpack(context.Background(), request(fileURL(t, data, "a.tar.xz"), data), filepath.Join(t.TempDir(), "out")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(pgidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == syscall.Getpgrp() {
+		t.Errorf("the decompressor runs in cudadeps' process group %d; a terminal's Ctrl-C would reach it", got)
+	}
+}
+
+// fileURL writes data to a file named name and returns its file:// URL.
+func fileURL(t *testing.T, data []byte, name string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "file://" + p
+}
