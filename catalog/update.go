@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 )
 
 // UserLayerDir is where `catalog update` keeps the user catalog layer:
@@ -75,7 +77,9 @@ func Update(ctx context.Context, opts UpdateOptions) (*UpdateResult, error) {
 	}
 	client := opts.Client
 	if client == nil {
-		client = &http.Client{Timeout: 60 * time.Second}
+		// A mirror may be a directory (file:///DIR), as for every other
+		// command; its listing links the manifests as a web server's does.
+		client = &http.Client{Timeout: 60 * time.Second, Transport: urlpolicy.Transport(), CheckRedirect: urlpolicy.CheckRedirect(true)}
 	}
 	base, err := Load(ctx, LoadOptions{})
 	if err != nil {

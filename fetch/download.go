@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 )
 
 // VerifyError says that an archive's bytes are not the ones asked for.
@@ -195,7 +197,7 @@ func (c *Client) produce(ctx context.Context, req Request, consume consumer, tr 
 		tr.start(false)
 		return p, c.fromFile(ctx, req, p, consume, tr)
 	}
-	if err := c.checkScheme(u); err != nil {
+	if err := urlpolicy.Check(u, c.allowHTTP, urlpolicy.Configured); err != nil {
 		return "", err
 	}
 	cached := c.cachePath(req.SHA256)
@@ -674,18 +676,11 @@ func (c *Client) transfer(ctx context.Context, req Request, f *os.File, meta str
 	return nil
 }
 
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
-	}
-	return s
-}
-
 // fetchFrom makes one request for the bytes from off on and writes what the
 // body delivers to f. It returns how many bytes it wrote and the response's
 // validator. Errors wrapped in permanentError end the download.
 func (c *Client) fetchFrom(ctx context.Context, req Request, f *os.File, off int64, val validator, g *growth) (int64, validator, error) {
-	where := redactURL(req.URL)
+	where := urlpolicy.Redact(req.URL)
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hreq, err := retryablehttp.NewRequestWithContext(rctx, http.MethodGet, req.URL, nil)

@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 )
 
 // Request names one archive to bring in.
@@ -245,10 +247,7 @@ func (c *Client) newHTTPClient(headerTimeout time.Duration) *retryablehttp.Clien
 	rc.HTTPClient = &http.Client{
 		Transport: transport,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 10 {
-				return &policyError{errors.New("stopped after 10 redirects")}
-			}
-			if err := c.checkScheme(req.URL); err != nil {
+			if err := urlpolicy.CheckRedirect(c.allowHTTP)(req, via); err != nil {
 				return &policyError{err}
 			}
 			return nil
@@ -338,30 +337,6 @@ type policyError struct{ err error }
 
 func (e *policyError) Error() string { return e.err.Error() }
 func (e *policyError) Unwrap() error { return e.err }
-
-// checkScheme enforces the transport policy: https anywhere, plain http to
-// loopback (a local mirror or test server) or when explicitly allowed.
-func (c *Client) checkScheme(u *url.URL) error {
-	switch u.Scheme {
-	case "https":
-		return nil
-	case "http":
-		if c.allowHTTP || isLoopback(u.Hostname()) {
-			return nil
-		}
-		return fmt.Errorf("%s: plain http is refused for hosts other than loopback (use https, or pass --allow-http)", u.Redacted())
-	default:
-		return fmt.Errorf("%s: unsupported URL scheme %q (want https, http or file)", u.Redacted(), u.Scheme)
-	}
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
 
 // backoff is the wait before retry attempt+1: the server's Retry-After when
 // it sent one with 429 or 5xx, else exponential from lo to hi with jitter so

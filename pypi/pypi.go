@@ -16,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -25,6 +24,7 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 )
 
 // File is one file of a project on an index.
@@ -86,7 +86,7 @@ func NewClient(opts Options) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("index %s: %w", ix, err)
 		}
-		if err := c.checkScheme(u); err != nil {
+		if err := urlpolicy.Check(u, c.allowHTTP, urlpolicy.Configured); err != nil {
 			return nil, err
 		}
 		if !strings.HasSuffix(u.Path, "/") {
@@ -99,45 +99,11 @@ func NewClient(opts Options) (*Client, error) {
 		timeout = 60 * time.Second
 	}
 	c.http = &http.Client{
-		Timeout:   timeout,
-		Transport: transport(),
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 10 {
-				return errors.New("stopped after 10 redirects")
-			}
-			return c.checkScheme(req.URL)
-		},
+		Timeout:       timeout,
+		Transport:     urlpolicy.Transport(),
+		CheckRedirect: urlpolicy.CheckRedirect(c.allowHTTP),
 	}
 	return c, nil
-}
-
-// transport fetches https and http, and file:// URLs from the local file
-// system: an index written to a shared directory (cudadeps mirror's
-// simple/) is read in place, a directory's index.html as its page.
-func transport() *http.Transport {
-	t := &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: (&net.Dialer{Timeout: 30 * time.Second}).DialContext}
-	t.RegisterProtocol("file", http.NewFileTransport(http.Dir("/")))
-	return t
-}
-
-// checkScheme holds indexes and files to the fetch package's rule: https,
-// or plain http to loopback or when allowed; file:// for a local index.
-func (c *Client) checkScheme(u *url.URL) error {
-	switch u.Scheme {
-	case "https", "file":
-		return nil
-	case "http":
-		if c.allowHTTP || u.Hostname() == "localhost" || isLoopback(u.Hostname()) {
-			return nil
-		}
-		return fmt.Errorf("%s: plain http is refused for hosts other than loopback (use https, or allow http explicitly)", u.Redacted())
-	}
-	return fmt.Errorf("%s: unsupported URL scheme %q (want https, http or file)", u.Redacted(), u.Scheme)
-}
-
-func isLoopback(host string) bool {
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 var nameRuns = regexp.MustCompile(`[-_.]+`)
@@ -344,7 +310,7 @@ func (c *Client) size(ctx context.Context, fileURL string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := c.checkScheme(u); err != nil {
+	if err := urlpolicy.Check(u, c.allowHTTP, urlpolicy.Configured); err != nil {
 		return 0, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodHead, fileURL, nil)

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/internal/filehash"
+	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/pyenv"
 	"github.com/cudadeps/cudadeps/pymeta"
@@ -322,7 +322,7 @@ func (s *session) wheelStep(f pypi.File, wh pypi.Wheel) (*Step, error) {
 		return nil, err
 	}
 	return &Step{Source: SourcePyPI, Component: pypi.Normalize(wh.Name), Version: wh.Version, Platform: s.out.Platform,
-		URL: redactURL(f.URL), SHA256: f.SHA256, Size: f.Size, Filename: f.Filename, Index: redactURL(f.Index),
+		URL: urlpolicy.Redact(f.URL), SHA256: f.SHA256, Size: f.Size, Filename: f.Filename, Index: urlpolicy.Redact(f.Index),
 		Provides: []string{}, Sonames: []string{}, fetchURL: f.URL}, nil
 }
 
@@ -351,15 +351,6 @@ func orNone(list []string) string {
 		list = append(slices.Clone(list[:12]), fmt.Sprintf("and %d more", len(list)-12))
 	}
 	return strings.Join(list, ", ")
-}
-
-// redactURL hides a URL's password (an index URL may carry a token).
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
 }
 
 // wheelHost is what wheel tags are matched against: the machine of the

@@ -614,3 +614,36 @@ func TestCatalogUpdateFromAMirror(t *testing.T) {
 		t.Fatalf("GET %s: %s (%v), sha256 %x, want %s", which.URL, resp.Status, err, sum, which.SHA256)
 	}
 }
+
+// TestCatalogUpdateFromAFileMirror: a mirror on a shared file system
+// (file:///DIR) serves catalog update as it serves every other --mirror:
+// its directories are listed, its manifests read in place.
+func TestCatalogUpdateFromAFileMirror(t *testing.T) {
+	nv := nvidiaStandIn(t)
+	env := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog, "CUDADEPS_MIRROR="+nv.URL)
+	mdir := filepath.Join(t.TempDir(), "mirror")
+	if r := runBinary(t, env, "", "mirror", mdir, "--target", appTree(t), "--ld-library-path", "", "--quiet"); r.code != exitOK {
+		t.Fatalf("mirror: exit %d\n%s", r.code, r.stderr)
+	}
+	url := "file://" + mdir + "/"
+	node := nodeEnv(t)
+	r := runBinary(t, node, "", "catalog", "update", "--mirror", url, "--json", "--quiet")
+	if r.code != exitOK {
+		t.Fatalf("catalog update --mirror %s: exit %d\n%s%s", url, r.code, r.stdout, r.stderr)
+	}
+	var res struct {
+		Manifests []string `json:"manifests"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || strings.Join(res.Manifests, " ") != "cudss/redistrib_0.9.9.9.json cutensor/redistrib_9.9.9.9.json" {
+		t.Fatalf("catalog update read %v (%v)\n%s", res.Manifests, err, r.stdout)
+	}
+	r = runBinary(t, node, "", "catalog", "which", "libcudss.so.0", "--platform", "linux-x86_64", "--cuda", "13", "--mirror", url, "--json")
+	if r.code != exitOK || !strings.Contains(r.stdout, `"version": "0.9.9.9"`) || !strings.Contains(r.stdout, `"url": "`+url+"libcudss/linux-x86_64/") {
+		t.Fatalf("which after the update: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// A product the mirror lacks is passed over, as over http.
+	r = runBinary(t, node, "", "catalog", "update", "--mirror", url, "--product", "cudss", "--product", "nccl", "--quiet")
+	if r.code != exitOK {
+		t.Fatalf("catalog update with a product the mirror lacks: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
