@@ -89,6 +89,13 @@ func runBinary(t *testing.T, env []string, stdin string, args ...string) cliResu
 // input; stdout and stderr come back mixed, as on a screen.
 func runTerminal(t *testing.T, env []string, input string, args ...string) (int, string) {
 	t.Helper()
+	return runTerminalWith(t, env, input, "", args...)
+}
+
+// runTerminalWith is runTerminal with redirect, shell words such as
+// "2> FILE", after the command line.
+func runTerminalWith(t *testing.T, env []string, input, redirect string, args ...string) (int, string) {
+	t.Helper()
 	script, err := exec.LookPath("script")
 	if err != nil {
 		needScript(t)
@@ -96,6 +103,9 @@ func runTerminal(t *testing.T, env []string, input string, args ...string) (int,
 	words := []string{shellQuote(binary(t))}
 	for _, a := range args {
 		words = append(words, shellQuote(a))
+	}
+	if redirect != "" {
+		words = append(words, redirect)
 	}
 	cmd := exec.Command(script, "-qec", strings.Join(words, " "), "/dev/null")
 	cmd.Env = env
@@ -172,5 +182,32 @@ func TestCLIResolveAsksAfterThePlan(t *testing.T) {
 	// Answered y on a terminal: done.
 	if code, screen := runTerminal(t, env, "y\n", append([]string{"resolve", dir}, common...)...); code != exitOK || !placed(dir) {
 		t.Errorf("answered y: exit %d\n%s", code, screen)
+	}
+}
+
+// At a terminal with stderr sent to a file (resolve ... 2> log), the user
+// can still answer: the plan and the question go to the terminal, and the
+// log keeps the plan. With stdin not a terminal, nobody can answer.
+func TestCLIResolveAsksWithStderrToAFile(t *testing.T) {
+	dir, m := missingCudss(t)
+	env := userEnv(t)
+	prefix := filepath.Join(t.TempDir(), "prefix")
+	common := []string{"resolve", dir, "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--ld-library-path", ""}
+	log := filepath.Join(t.TempDir(), "log")
+
+	code, screen := runTerminalWith(t, env, "n\n", "< /dev/null 2> "+shellQuote(log), common...)
+	stderr, _ := os.ReadFile(log)
+	if code != exitUsage || !strings.Contains(string(stderr), "stdin is not a terminal") || placed(dir) {
+		t.Errorf("stdin not a terminal: exit %d\nscreen:\n%s\nlog:\n%s", code, screen, stderr)
+	}
+
+	code, screen = runTerminalWith(t, env, "y\n", "2> "+shellQuote(log), common...)
+	stderr, _ = os.ReadFile(log)
+	q := strings.Index(screen, "[y/N]")
+	if code != exitOK || !placed(dir) || q < 0 || !strings.Contains(screen[:q], "Total: 1 archive(s)") {
+		t.Fatalf("stderr to a file, answered y at the terminal: exit %d, placed=%v\nscreen:\n%s\nlog:\n%s", code, placed(dir), screen, stderr)
+	}
+	if !strings.Contains(string(stderr), "Total: 1 archive(s)") || strings.Contains(string(stderr), "[y/N]") {
+		t.Errorf("the log should keep the plan, not the question:\n%s", stderr)
 	}
 }

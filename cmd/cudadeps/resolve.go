@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -376,14 +377,30 @@ func logRounds(a *app, o *resolver.Outcome) {
 	a.logger.Debug("resolve done", "ok", o.OK, "stopped", o.Stopped)
 }
 
-// interactive reports whether the user can be asked a question.
-func (a *app) interactive() bool {
+// terminal is where a question can be put: stdin must be a terminal (the
+// answer comes from there), and the question is written where the user
+// sees it: stderr when it is a terminal, else the controlling terminal
+// (resolve ... 2> log), else stdout when it is one. close releases it.
+func (a *app) terminal() (w io.Writer, close func(), err error) {
 	in, ok := a.stdin.(*os.File)
-	if !ok {
-		return false
+	if !ok || !term.IsTerminal(int(in.Fd())) {
+		return nil, nil, errors.New("stdin is not a terminal")
 	}
-	errf, ok := a.stderr.(*os.File)
-	return ok && term.IsTerminal(int(in.Fd())) && term.IsTerminal(int(errf.Fd()))
+	if isTerminal(a.stderr) {
+		return a.stderr, func() {}, nil
+	}
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		return tty, func() { tty.Close() }, nil
+	}
+	if isTerminal(a.stdout) {
+		return a.stdout, func() {}, nil
+	}
+	return nil, nil, errors.New("no terminal to show the question on (stderr and stdout are not terminals, and /dev/tty cannot be opened)")
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // confirmPlan shows each round's plan on stderr, then asks; with --yes it
@@ -398,18 +415,26 @@ func (a *app) confirmPlan(prefix *activation.Prefix, yes bool) func(*resolver.Ro
 		if yes {
 			return true, nil
 		}
-		return a.ask(planQuestion(p, prefix.Dir()), "rerun with --yes to proceed, or --dry-run to only see the plan")
+		show := func(w io.Writer) { renderPlan(w, r, prefix) }
+		return a.ask(planQuestion(p, prefix.Dir()), "rerun with --yes to proceed, or --dry-run to only see the plan", show)
 	}
 }
 
-// ask puts a yes/no question on stderr and reads the answer (no unless
-// y or yes). When stdin is not a terminal nobody can answer: that is a
-// usage error whose hint says what to do instead.
-func (a *app) ask(question, hint string) (bool, error) {
-	if !a.interactive() {
-		return false, usageError("not asking %q: stdin is not a terminal; %s", question, hint)
+// ask puts a yes/no question on the terminal and reads the answer (no
+// unless y or yes). show, when set, writes what the question is about; it
+// is written there too when the question does not go to stderr, which
+// already has it. When nobody can answer, that is a usage error whose hint
+// says what to do instead.
+func (a *app) ask(question, hint string, show func(io.Writer)) (bool, error) {
+	w, closeTerm, err := a.terminal()
+	if err != nil {
+		return false, usageError("not asking %q: %v; %s", question, err, hint)
 	}
-	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	defer closeTerm()
+	if w != a.stderr && show != nil {
+		show(w)
+	}
+	fmt.Fprintf(w, "%s [y/N] ", question)
 	line, err := bufio.NewReader(a.stdin).ReadString('\n')
 	if err != nil && err != io.EOF {
 		return false, err

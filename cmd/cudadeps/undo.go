@@ -73,7 +73,7 @@ func (a *app) confirmUndoAll(prefix *activation.Prefix) error {
 		names[i] = r.Name
 	}
 	question := fmt.Sprintf("Undo every recorded target (%s) under %s?", strings.Join(names, ", "), prefix.Dir())
-	ok, err := a.ask(question, "name the targets, or rerun with --yes")
+	ok, err := a.ask(question, "name the targets, or rerun with --yes", nil)
 	if err == nil && !ok {
 		err = &codeError{code: exitError, err: fmt.Errorf("not confirmed: nothing undone")}
 	}
