@@ -13,6 +13,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
+	"github.com/cudadeps/cudadeps/internal/shellquote"
 )
 
 // These tests run the built binary as a user would: a separate process,
@@ -100,9 +101,9 @@ func runTerminalWith(t *testing.T, env []string, input, redirect string, args ..
 	if err != nil {
 		needScript(t)
 	}
-	words := []string{shellQuote(binary(t))}
+	words := []string{shellquote.Word(binary(t))}
 	for _, a := range args {
-		words = append(words, shellQuote(a))
+		words = append(words, shellquote.Word(a))
 	}
 	if redirect != "" {
 		words = append(words, redirect)
@@ -195,13 +196,13 @@ func TestCLIResolveAsksWithStderrToAFile(t *testing.T) {
 	common := []string{"resolve", dir, "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--ld-library-path", ""}
 	log := filepath.Join(t.TempDir(), "log")
 
-	code, screen := runTerminalWith(t, env, "n\n", "< /dev/null 2> "+shellQuote(log), common...)
+	code, screen := runTerminalWith(t, env, "n\n", "< /dev/null 2> "+shellquote.Word(log), common...)
 	stderr, _ := os.ReadFile(log)
 	if code != exitUsage || !strings.Contains(string(stderr), "stdin is not a terminal") || placed(dir) {
 		t.Errorf("stdin not a terminal: exit %d\nscreen:\n%s\nlog:\n%s", code, screen, stderr)
 	}
 
-	code, screen = runTerminalWith(t, env, "y\n", "2> "+shellQuote(log), common...)
+	code, screen = runTerminalWith(t, env, "y\n", "2> "+shellquote.Word(log), common...)
 	stderr, _ = os.ReadFile(log)
 	q := strings.Index(screen, "[y/N]")
 	if code != exitOK || !placed(dir) || q < 0 || !strings.Contains(screen[:q], "Total: 1 archive(s)") {

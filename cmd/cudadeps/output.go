@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/term"
+
+	"github.com/cudadeps/cudadeps/internal/shellquote"
 )
 
 // JSON schemas: every top-level JSON object names its own, so that a
@@ -143,26 +145,16 @@ func (p painter) bad(s string) string {
 	return "\x1b[1;31m" + s + "\x1b[0m"
 }
 
-// shellQuote writes s so that a POSIX shell reads it back as one word.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_-", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // commandLine is a cudadeps command a user can paste: each argument quoted
 // for the shell, and --prefix added when the store is not the default one.
 func (a *app) commandLine(args ...string) string {
 	words := []string{"cudadeps"}
 	for _, s := range args {
-		words = append(words, shellQuote(s))
+		words = append(words, shellquote.Word(s))
 	}
 	if a.opts.prefix != "" {
 		if p, err := a.prefix(); err == nil {
-			words = append(words, "--prefix", shellQuote(p))
+			words = append(words, "--prefix", shellquote.Word(p))
 		}
 	}
 	return strings.Join(words, " ")

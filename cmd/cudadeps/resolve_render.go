@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/internal/humansize"
+	"github.com/cudadeps/cudadeps/internal/shellquote"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
@@ -275,7 +276,7 @@ func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) 
 		fmt.Fprintf(w, "Not done (%s).\n", o.Stopped)
 	}
 	if o.Activation.Script != "" {
-		fmt.Fprintf(w, "Some objects search no directory you may write: run '. %s' in shells that use them.\n", shellQuote(o.Activation.Script))
+		fmt.Fprintf(w, "Some objects search no directory you may write: run '. %s' in shells that use them.\n", shellquote.Word(o.Activation.Script))
 	}
 	if len(o.Activation.InPlace) > 0 && !o.DryRun {
 		fmt.Fprintf(w, "Libraries were linked into: %s\nUndo with: %s\n", strings.Join(o.Activation.InPlace, ", "), command("undo", t.Name))
