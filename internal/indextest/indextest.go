@@ -2,96 +2,25 @@
 package indextest
 
 import (
-	"archive/zip"
 	"bytes"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"html"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cudadeps/cudadeps/internal/wheelwrite"
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // Wheel is one wheel file: a project at a version with its tags and files.
-type Wheel struct {
-	Project string // as written: nvidia-cudnn-cu13
-	Version string
-	// Tags are the python, ABI and platform tags: py3-none-manylinux_2_27_x86_64.
-	Tags string
-	// Files are the members by path (relative to site-packages); the
-	// dist-info's METADATA, WHEEL and RECORD are added.
-	Files map[string][]byte
-	// Metadata are more METADATA header lines ("Requires-Dist: x==1\n").
-	Metadata string
-}
-
-// metadata is the wheel's METADATA.
-func (w Wheel) metadata() []byte {
-	return []byte("Metadata-Version: 2.1\nName: " + w.Project + "\nVersion: " + w.Version + "\n" + w.Metadata)
-}
-
-// Filename is the wheel's file name (PEP 427).
-func (w Wheel) Filename() string {
-	return fmt.Sprintf("%s-%s-%s.whl", distName(w.Project), w.Version, w.Tags)
-}
-
-var nameRuns = regexp.MustCompile(`[-_.]+`)
-
-func distName(project string) string { return nameRuns.ReplaceAllString(project, "_") }
-
-func normalize(project string) string {
-	return strings.ToLower(nameRuns.ReplaceAllString(project, "-"))
-}
-
-// Build writes the wheel: its files, then the dist-info, RECORD last.
-func (w Wheel) Build(t testing.TB) []byte {
-	t.Helper()
-	info := distName(w.Project) + "-" + w.Version + ".dist-info/"
-	files := map[string][]byte{}
-	for p, b := range w.Files {
-		files[p] = b
-	}
-	files[info+"METADATA"] = w.metadata()
-	files[info+"WHEEL"] = []byte("Wheel-Version: 1.0\nGenerator: indextest\nRoot-Is-Purelib: false\nTag: " + w.Tags + "\n")
-	var names []string
-	for p := range files {
-		names = append(names, p)
-	}
-	sort.Strings(names)
-	var buf, record bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, p := range names {
-		fw, err := zw.CreateHeader(&zip.FileHeader{Name: p, Method: zip.Deflate})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := fw.Write(files[p]); err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(files[p])
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", p, base64.RawURLEncoding.EncodeToString(sum[:]), len(files[p]))
-	}
-	fmt.Fprintf(&record, "%sRECORD,,\n", info)
-	fw, err := zw.Create(info + "RECORD")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fw.Write(record.Bytes()); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
+type Wheel = wheelwrite.Wheel
 
 // Index serves wheels on 127.0.0.1: URL/PROJECT/ lists a project's files,
 // URL/../files/NAME serves one.
@@ -119,12 +48,15 @@ func Serve(t testing.TB, wheels ...Wheel) *Index {
 	ix := &Index{files: map[string][]byte{}, byProj: map[string][]string{}, hashes: map[string]string{}, hits: map[string]int{}}
 	for _, w := range wheels {
 		name := w.Filename()
-		data := w.Build(t)
+		data, err := w.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
 		ix.files[name] = data
-		ix.files[name+".metadata"] = w.metadata()
+		ix.files[name+".metadata"] = w.MetadataFile()
 		sum := sha256.Sum256(data)
 		ix.hashes[name] = hex.EncodeToString(sum[:])
-		p := normalize(w.Project)
+		p := pymeta.NormalizeName(w.Project)
 		ix.byProj[p] = append(ix.byProj[p], name)
 	}
 	ix.server = httptest.NewServer(http.HandlerFunc(ix.serve))
