@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 	"github.com/cudadeps/cudadeps/pymeta"
 )
 
@@ -123,7 +124,7 @@ func (c *Client) get(ctx context.Context, fileURL string, limit int64) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkScheme(u); err != nil {
+	if err := urlpolicy.Check(u, c.allowHTTP, urlpolicy.Configured); err != nil {
 		return nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fileURL, nil)
