@@ -46,7 +46,7 @@ func (w Wheel) DistInfo() string { return w.distName() + "-" + w.Version + ".dis
 var modified = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Build returns the wheel's bytes: its files sorted by path, then the
-// dist-info, RECORD last.
+// dist-info's METADATA, WHEEL and RECORD.
 func (w Wheel) Build() ([]byte, error) {
 	if w.Project == "" || w.Version == "" || w.Tags == "" {
 		return nil, fmt.Errorf("wheel %q %q %q: project, version and tags are required", w.Project, w.Version, w.Tags)
@@ -59,13 +59,15 @@ func (w Wheel) Build() ([]byte, error) {
 		}
 		files[p] = b
 	}
-	files[info+"METADATA"] = w.MetadataFile()
-	files[info+"WHEEL"] = []byte("Wheel-Version: 1.0\nGenerator: cudadeps wheelwrite\nRoot-Is-Purelib: false\nTag: " + w.Tags + "\n")
-	names := make([]string, 0, len(files))
+	names := make([]string, 0, len(files)+2)
 	for p := range files {
 		names = append(names, p)
 	}
 	sort.Strings(names)
+	// The dist-info last (PEP 427 recommends it), RECORD at the very end.
+	files[info+"METADATA"] = w.MetadataFile()
+	files[info+"WHEEL"] = []byte("Wheel-Version: 1.0\nGenerator: cudadeps wheelwrite\nRoot-Is-Purelib: false\nTag: " + w.Tags + "\n")
+	names = append(names, info+"METADATA", info+"WHEEL")
 	var buf, record bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	for _, p := range names {
