@@ -4,7 +4,7 @@ package shellquote
 import "strings"
 
 // Word is s as one shell word: unchanged when every character is one a
-// shell takes literally, else in single quotes (a quote inside as '\'').
+// shell takes literally, else in single quotes (a quote inside as '\”).
 func Word(s string) string {
 	if s != "" && strings.IndexFunc(s, unsafe) < 0 {
 		return s
