@@ -4,7 +4,8 @@ package shellquote
 import "strings"
 
 // Word is s as one shell word: unchanged when every character is one a
-// shell takes literally, else in single quotes (a quote inside as '\”).
+// shell takes literally, else in single quotes, each quote inside closed,
+// escaped with a backslash and reopened.
 func Word(s string) string {
 	if s != "" && strings.IndexFunc(s, unsafe) < 0 {
 		return s
