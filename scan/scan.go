@@ -128,10 +128,12 @@ type VersionError struct {
 	Message string `json:"message"`
 }
 
-// Skipped is an ELF file that is not a loadable dynamic object.
+// Skipped is a file named as a target that is not a loadable dynamic
+// object: an ELF file that is not one, or (NotELF) no ELF file at all.
 type Skipped struct {
 	Path   string `json:"path"`
 	Reason string `json:"reason"`
+	NotELF bool   `json:"not_elf,omitempty"`
 }
 
 // FileError is a file that could not be read as ELF.
@@ -217,7 +219,7 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 	if errors.Is(err, elfscan.ErrNotELF) {
 		// A file named on the command line that the loader would never
 		// load (a linker script such as libc.so) is noted, not fatal.
-		rep.Skipped = append(rep.Skipped, Skipped{Path: target, Reason: notELF(target)})
+		rep.Skipped = append(rep.Skipped, Skipped{Path: target, Reason: notELF(target), NotELF: true})
 		return nil, nil
 	}
 	if err != nil {

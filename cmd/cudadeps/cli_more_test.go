@@ -279,6 +279,30 @@ func TestCLIReportsRecovery(t *testing.T) {
 	}
 }
 
+// A file named like a library that is not ELF at all is said to be not
+// ELF; it is not counted among ELF files skipped as static or unloadable.
+func TestCLITextFileNamedSoIsNotCountedAsELF(t *testing.T) {
+	env := userEnv(t)
+	text := filepath.Join(t.TempDir(), "notes.so")
+	if err := os.WriteFile(text, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runBinary(t, env, "", "scan", text, "--ld-library-path", "")
+	if strings.Contains(r.stdout, "ELF file(s) skipped") || !strings.Contains(r.stdout, "1 file skipped: not ELF") {
+		t.Errorf("scan of a text file named .so: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var rep struct {
+		Skipped []struct {
+			Path   string `json:"path"`
+			NotELF bool   `json:"not_elf"`
+		} `json:"skipped"`
+	}
+	r = runBinary(t, env, "", "scan", text, "--ld-library-path", "", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Skipped) != 1 || !rep.Skipped[0].NotELF {
+		t.Errorf("--json: %v\n%s", err, r.stdout)
+	}
+}
+
 // envValue is the value of key in env, "" when unset.
 func envValue(env []string, key string) string {
 	for _, kv := range env {

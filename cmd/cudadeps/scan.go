@@ -225,8 +225,17 @@ func renderScan(w io.Writer, rep *scan.Report, all bool, paint painter) {
 	if len(rep.Missing) > 0 {
 		fmt.Fprintf(w, " (%d missing librar%s)", len(rep.Missing), plural(len(rep.Missing), "y", "ies"))
 	}
-	if len(rep.Skipped) > 0 {
-		fmt.Fprintf(w, "; %d ELF file(s) skipped (static or not loadable)", len(rep.Skipped))
+	notELF := 0
+	for _, s := range rep.Skipped {
+		if s.NotELF {
+			notELF++
+		}
+	}
+	if n := len(rep.Skipped) - notELF; n > 0 {
+		fmt.Fprintf(w, "; %d ELF file(s) skipped (static or not loadable)", n)
+	}
+	if notELF > 0 {
+		fmt.Fprintf(w, "; %d file%s skipped: not ELF", notELF, plural(notELF, "", "s"))
 	}
 	fmt.Fprintln(w, ".")
 	if okCount > 0 && !single && !all {
