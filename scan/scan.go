@@ -20,6 +20,7 @@ import (
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/runtimeopen"
 )
 
@@ -173,6 +174,9 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 			rep.Errors = append(rep.Errors, FileError{Path: roots[i], Error: res.err.Error()})
 			continue
 		}
+		if w := foreignToRoot(l, res.root.Result); w != "" {
+			res.root.Warnings = append(res.root.Warnings, w)
+		}
 		rep.Roots = append(rep.Roots, res.root)
 	}
 	if err := ctx.Err(); err != nil {
@@ -185,6 +189,21 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 	}
 	rep.aggregate()
 	return rep, nil
+}
+
+// foreignToRoot warns, under a root, about an object whose machine the
+// root has no loader for (an x86_64 file scanned against an aarch64
+// sysroot): its closure is then a model of no system the object runs on.
+func foreignToRoot(l *ldso.Loader, r *ldso.Result) string {
+	root := l.Root()
+	if root == "" || root == "/" || r.Arch == nil || r.Arch.Interp == "" || r.Main == nil || r.Main.Info == nil {
+		return ""
+	}
+	if _, err := os.Lstat(filepath.Join(root, r.Arch.Interp)); err == nil {
+		return ""
+	}
+	m := platform.MachineName(r.Main.Info.Machine)
+	return fmt.Sprintf("%s is an %s object, and --root %s has no %s loader (%s): it is not a system this object runs on", r.Main.Path, m, root, m, r.Arch.Interp)
 }
 
 // collect lists the loadable ELF objects of one target.

@@ -303,6 +303,40 @@ func TestCLITextFileNamedSoIsNotCountedAsELF(t *testing.T) {
 	}
 }
 
+// A file outside --root DIR is scanned from this machine against DIR's
+// loader model; when DIR has no loader for the file's machine (an x86_64
+// library against an aarch64 sysroot) the result describes no system the
+// file runs on, and the scan says so. A file of DIR's machine gets no word.
+func TestCLIRootMachineMismatch(t *testing.T) {
+	env := userEnv(t)
+	root := t.TempDir()
+	for p, spec := range map[string]elfwrite.Spec{
+		"lib/ld-linux-aarch64.so.1":       {Machine: elf.EM_AARCH64, Soname: "ld-linux-aarch64.so.1"},
+		"lib/aarch64-linux-gnu/libc.so.6": {Machine: elf.EM_AARCH64, Soname: "libc.so.6"},
+	} {
+		if err := elfwrite.Write(filepath.Join(root, p), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	x86 := filepath.Join(dir, "libx86.so")
+	arm := filepath.Join(dir, "libarm.so")
+	if err := elfwrite.Write(x86, elfwrite.Spec{Soname: "libx86.so", Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := elfwrite.Write(arm, elfwrite.Spec{Machine: elf.EM_AARCH64, Soname: "libarm.so", Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	r := runBinary(t, env, "", "scan", x86, "--root", root, "--ld-library-path", "")
+	if out := r.stdout + r.stderr; !strings.Contains(out, "warning: "+x86+" is an x86_64 object") || !strings.Contains(out, "no x86_64 loader") {
+		t.Errorf("an x86_64 file against an aarch64 root: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runBinary(t, env, "", "scan", arm, "--root", root, "--ld-library-path", "")
+	if strings.Contains(r.stdout+r.stderr, "loader") || r.code != exitOK {
+		t.Errorf("an aarch64 file against an aarch64 root: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 // envValue is the value of key in env, "" when unset.
 func envValue(env []string, key string) string {
 	for _, kv := range env {
