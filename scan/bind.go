@@ -22,6 +22,9 @@ type UndefinedSymbol struct {
 	Object  string `json:"object"`
 	Symbol  string `json:"symbol"`
 	Version string `json:"version"` // empty for an unversioned reference
+	// File is the soname the version is needed from ("" when unversioned):
+	// the library that should have defined the symbol.
+	File string `json:"file,omitempty"`
 }
 
 // Message is the loader's words for the miss.
@@ -106,7 +109,7 @@ func setUndefined(root *Root, misses []bind.Undefined) {
 	root.UndefinedSymbols = []UndefinedSymbol{}
 	seen := map[UndefinedSymbol]bool{}
 	for _, u := range misses {
-		x := UndefinedSymbol{Object: u.Object.Path, Symbol: u.Symbol, Version: u.Version}
+		x := UndefinedSymbol{Object: u.Object.Path, Symbol: u.Symbol, Version: u.Version, File: u.File}
 		if !seen[x] {
 			seen[x] = true
 			root.UndefinedSymbols = append(root.UndefinedSymbols, x)

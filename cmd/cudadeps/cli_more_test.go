@@ -3,6 +3,7 @@ package main
 import (
 	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -334,6 +335,59 @@ func TestCLIRootMachineMismatch(t *testing.T) {
 	r = runBinary(t, env, "", "scan", arm, "--root", root, "--ld-library-path", "")
 	if strings.Contains(r.stdout+r.stderr, "loader") || r.code != exitOK {
 		t.Errorf("an aarch64 file against an aarch64 root: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// One missing library does not flood the report with every symbol its
+// users take from it: those symbols are grouped under the missing library
+// (versioned ones by the file their version names, unversioned ones of an
+// object that needs a missing library by that object), a few named, the
+// count given; --json keeps every one, with the file its version is
+// needed from. A symbol of an object that lacks no library is listed as
+// ld.so lists it.
+func TestCLIUndefinedSymbolsGroupedUnderMissingLibrary(t *testing.T) {
+	env := userEnv(t)
+	dir := t.TempDir()
+	var refs []elfwrite.Ref
+	for i := 0; i < 130; i++ {
+		refs = append(refs, elfwrite.Ref{Name: fmt.Sprintf("cublasLtFn%03d", i), Version: "libcublasLt.so.13"})
+	}
+	for i := 0; i < 40; i++ {
+		refs = append(refs, elfwrite.Ref{Name: fmt.Sprintf("cudssFn%02d", i)})
+	}
+	lib := filepath.Join(dir, "libapp.so")
+	if err := elfwrite.WriteLinked(lib, elfwrite.Linked{Soname: "libapp.so", Needed: []string{"libcublasLt.so.13", "libcudss.so.0", "libc.so.6"},
+		VersionNeeds: []elfwrite.VersionNeed{{File: "libcublasLt.so.13", Versions: []string{"libcublasLt.so.13"}}}, Refs: refs}); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "libother.so")
+	if err := elfwrite.WriteLinked(other, elfwrite.Linked{Soname: "libother.so", Needed: []string{"libc.so.6"}, Refs: []elfwrite.Ref{{Name: "plainMissing"}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := runBinary(t, env, "", "scan", dir, "--ld-library-path", "")
+	if n := strings.Count(r.stdout, "undefined symbol: cublasLtFn") + strings.Count(r.stdout, "undefined symbol: cudssFn"); n > 0 {
+		t.Errorf("%d lines for the symbols of missing libraries:\n%s", n, r.stdout)
+	}
+	for _, want := range []string{
+		"130 undefined symbols needed from libcublasLt.so.13, which is missing: cublasLtFn000, cublasLtFn001, cublasLtFn002 and 127 more",
+		"40 undefined symbols of " + lib + ", which needs libcublasLt.so.13, libcudss.so.0 (missing): cudssFn00, cudssFn01, cudssFn02 and 37 more",
+		other + ": undefined symbol: plainMissing",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the report should say %q:\n%s", want, r.stdout)
+		}
+	}
+	var rep struct {
+		Roots []struct {
+			UndefinedSymbols []struct {
+				Symbol string `json:"symbol"`
+				File   string `json:"file"`
+			} `json:"undefined_symbols"`
+		} `json:"roots"`
+	}
+	r = runBinary(t, env, "", "scan", lib, "--ld-library-path", "", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Roots) != 1 || len(rep.Roots[0].UndefinedSymbols) != 170 || rep.Roots[0].UndefinedSymbols[0].File != "libcublasLt.so.13" {
+		t.Errorf("--json should keep every symbol with its file (%v):\n%.2000s", err, r.stdout)
 	}
 }
 

@@ -442,9 +442,61 @@ func renderRuntimeOpens(w io.Writer, root *scan.Root, all bool) {
 	}
 }
 
-// renderUndefined lists the symbols that would not bind, once each, as
-// ld.so prints them.
+// renderUndefined lists the references that would not bind, in ld.so's
+// words; those a missing library explains are counted under it instead,
+// a few of them named: one absent library would otherwise stand for
+// hundreds of lines (--json keeps every one).
 func renderUndefined(w io.Writer, rep *scan.Report) {
+	list := uniqueUndefined(rep)
+	if len(list) == 0 {
+		return
+	}
+	missing := map[string]bool{}   // sonames missing at load time
+	lacks := map[string][]string{} // object → the missing sonames it needs
+	for _, m := range rep.Missing {
+		if m.RunTime {
+			continue
+		}
+		missing[m.Soname] = true
+		for _, by := range m.NeededBy {
+			if !slices.Contains(lacks[by], m.Soname) {
+				lacks[by] = append(lacks[by], m.Soname)
+			}
+		}
+	}
+	type group struct {
+		head  string
+		names []string
+	}
+	var groups []*group
+	byHead := map[string]*group{}
+	fmt.Fprintln(w, "Undefined symbols:")
+	for _, u := range list {
+		var head string
+		switch {
+		case missing[u.File]:
+			head = "needed from " + u.File + ", which is missing"
+		case u.File == "" && len(lacks[u.Object]) > 0:
+			head = "of " + u.Object + ", which needs " + strings.Join(lacks[u.Object], ", ") + " (missing)"
+		default:
+			fmt.Fprintf(w, "  %s\n", u.Message())
+			continue
+		}
+		g := byHead[head]
+		if g == nil {
+			g = &group{head: head}
+			byHead[head] = g
+			groups = append(groups, g)
+		}
+		g.names = append(g.names, u.Symbol)
+	}
+	for _, g := range groups {
+		fmt.Fprintf(w, "  %d undefined symbol%s %s: %s\n", len(g.names), plural(len(g.names), "", "s"), g.head, firstFew(g.names, 3))
+	}
+}
+
+// uniqueUndefined is every root's undefined symbols, each once, in order.
+func uniqueUndefined(rep *scan.Report) []scan.UndefinedSymbol {
 	seen := map[scan.UndefinedSymbol]bool{}
 	var list []scan.UndefinedSymbol
 	for _, root := range rep.Roots {
@@ -455,13 +507,15 @@ func renderUndefined(w io.Writer, rep *scan.Report) {
 			}
 		}
 	}
-	if len(list) == 0 {
-		return
+	return list
+}
+
+// firstFew names the first n of names and counts the rest.
+func firstFew(names []string, n int) string {
+	if len(names) <= n+1 {
+		return strings.Join(names, ", ")
 	}
-	fmt.Fprintln(w, "Undefined symbols:")
-	for _, u := range list {
-		fmt.Fprintf(w, "  %s\n", u.Message())
-	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 // scanInterpreters sets the interpreters extension modules are bound in:
