@@ -107,7 +107,7 @@ func (a *app) runApply(cmd *cobra.Command, args []string, f resolveFlags) error 
 			return err
 		}
 	} else {
-		renderResolve(a.stdout, out, a.commandLine)
+		renderResolve(a.stdout, out, a.commandLine, nil)
 		if len(res.Unused) > 0 {
 			fmt.Fprintf(a.stdout, "Not needed here: %s\n", strings.Join(res.Unused, ", "))
 		}

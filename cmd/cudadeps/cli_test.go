@@ -186,6 +186,30 @@ func TestCLIResolveAsksAfterThePlan(t *testing.T) {
 	}
 }
 
+// On an interactive resolve the plan is on the screen before the question:
+// the report after it does not print it again (each archive's URL once),
+// it says the plan was followed. With stdout sent to a file the report
+// stands on its own and has the plan.
+func TestCLIResolvePlanShownOnce(t *testing.T) {
+	dir, m := missingCudss(t)
+	env := userEnv(t)
+	common := []string{"resolve", dir, "--catalog", m.Catalog, "--mirror", m.URL, "--ld-library-path", ""}
+	url := m.URL + "libcudss/"
+
+	code, screen := runTerminal(t, env, "y\n", append(common, "--prefix", filepath.Join(t.TempDir(), "prefix"))...)
+	if code != exitOK || strings.Count(screen, url) != 1 || !strings.Contains(screen, "as planned above") {
+		t.Errorf("interactive: exit %d, the archive's URL %d times (want once, in the plan)\n%s", code, strings.Count(screen, url), screen)
+	}
+
+	dir2, m2 := missingCudss(t)
+	report := filepath.Join(t.TempDir(), "report")
+	code, screen = runTerminalWith(t, env, "y\n", "> "+shellquote.Word(report), "resolve", dir2, "--catalog", m2.Catalog, "--mirror", m2.URL, "--ld-library-path", "", "--prefix", filepath.Join(t.TempDir(), "prefix"))
+	out, _ := os.ReadFile(report)
+	if code != exitOK || !strings.Contains(string(out), m2.URL+"libcudss/") {
+		t.Errorf("stdout to a file: exit %d; the report should name the archive's URL\nreport:\n%s\nscreen:\n%s", code, out, screen)
+	}
+}
+
 // At a terminal with stderr sent to a file (resolve ... 2> log), the user
 // can still answer: the plan and the question go to the terminal, and the
 // log keeps the plan. With stdin not a terminal, nobody can answer.

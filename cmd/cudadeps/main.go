@@ -135,6 +135,10 @@ type app struct {
 	// settings are the defaults from the environment and the config file
 	// (nil for commands that use none).
 	settings *config.Settings
+	// planShown are the rounds whose plan was printed on the screen that
+	// stdout also shows (before the question): the report need not repeat
+	// them.
+	planShown map[int]bool
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {

@@ -351,7 +351,7 @@ func (a *app) printResolve(ctx context.Context, out *resolver.Outcome) error {
 		// 'cudadeps apply' can check another machine against.
 		return writeJSON(a.stdout, schemaResolve, plan.NewDocument(ctx, out, a.opts.root))
 	}
-	renderResolve(a.stdout, out, a.commandLine)
+	renderResolve(a.stdout, out, a.commandLine, a.planShown)
 	if out.Coverage != nil {
 		fmt.Fprintln(a.stdout)
 		renderCoverage(a.stdout, out.Coverage, out.Coverage.Device, newPainter(a.stdout))
@@ -416,7 +416,14 @@ func (a *app) confirmPlan(prefix *activation.Prefix, yes bool) func(*resolver.Ro
 			return true, nil
 		}
 		show := func(w io.Writer) { renderPlan(w, r, prefix) }
-		return a.ask(planQuestion(p, prefix.Dir()), "rerun with --yes to proceed, or --dry-run to only see the plan", show)
+		ok, err := a.ask(planQuestion(p, prefix.Dir()), "rerun with --yes to proceed, or --dry-run to only see the plan", show)
+		if ok && isTerminal(a.stdout) {
+			if a.planShown == nil {
+				a.planShown = map[int]bool{}
+			}
+			a.planShown[r.N] = true
+		}
+		return ok, err
 	}
 }
 

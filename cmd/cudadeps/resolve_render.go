@@ -12,8 +12,10 @@ import (
 
 // renderResolve prints the short human report: what was missing, what was
 // installed where, how it was activated, what remains and what to do.
-// command writes a cudadeps command line that can be pasted.
-func renderResolve(w io.Writer, o *resolver.Outcome, command func(...string) string) {
+// command writes a cudadeps command line that can be pasted. The rounds in
+// planShown had their plan printed on this screen already: they are
+// summed up, not listed again.
+func renderResolve(w io.Writer, o *resolver.Outcome, command func(...string) string, planShown map[int]bool) {
 	t := o.Target
 	fmt.Fprintf(w, "%s: %s", t.Kind, t.Describe())
 	if o.Platform != "" {
@@ -32,7 +34,7 @@ func renderResolve(w io.Writer, o *resolver.Outcome, command func(...string) str
 	renderDistributions(w, o)
 	renderLayout(w, o)
 	for _, r := range o.Rounds {
-		renderRound(w, r)
+		renderRound(w, r, planShown[r.N])
 	}
 	for _, v := range o.VersionErrors {
 		if !v.Weak {
@@ -86,19 +88,26 @@ func renderOptional(w io.Writer, opt []resolver.OptionalLib) {
 	}
 }
 
-func renderRound(w io.Writer, r *resolver.Round) {
+// renderRound prints what one round found missing and did about it; with
+// planShown, its steps are those of the plan shown above, not repeated.
+func renderRound(w io.Writer, r *resolver.Round, planShown bool) {
 	if len(r.Missing) == 0 && r.Verify == nil {
 		return
 	}
 	if len(r.Missing) > 0 {
 		fmt.Fprintf(w, "\nRound %d: %d librar%s missing\n", r.N, len(r.Missing), plural(len(r.Missing), "y", "ies"))
 	}
+	if r.Plan != nil && planShown && len(r.Plan.Steps) > 0 {
+		fmt.Fprintf(w, "  %d archive(s) as planned above\n", len(r.Plan.Steps))
+	}
 	if r.Plan != nil {
 		for _, j := range r.Plan.JetPack {
 			fmt.Fprintf(w, "  %s\n", j)
 		}
 		for _, s := range r.Plan.Steps {
-			renderStep(w, r, s)
+			if !planShown {
+				renderStep(w, r, s)
+			}
 		}
 		for _, u := range r.Plan.Unresolved {
 			fmt.Fprintf(w, "  %s: %s\n", u.Soname, u.Reason)

@@ -25,7 +25,7 @@ func TestRenderStillShadowed(t *testing.T) {
 		},
 	}
 	var b bytes.Buffer
-	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") })
+	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") }, nil)
 	out := b.String()
 	for _, want := range []string{"Still found first", "libcusparse.so.12: the loader takes /opt/cuda/lib/libcusparse.so.12 (12.5.0)", "put the owned copy's directory first", "Not done (nothing missing)"} {
 		if !strings.Contains(out, want) {
@@ -49,7 +49,7 @@ func TestRenderRoundLimit(t *testing.T) {
 		Stopped: resolver.StopRoundLimit,
 	}
 	var b bytes.Buffer
-	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") })
+	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") }, nil)
 	if want := "Not done (still missing libraries after 2 rounds)."; !strings.Contains(b.String(), want) {
 		t.Errorf("the report lacks %q:\n%s", want, b.String())
 	}
