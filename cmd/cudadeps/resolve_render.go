@@ -33,8 +33,9 @@ func renderResolve(w io.Writer, o *resolver.Outcome, command func(...string) str
 	}
 	renderDistributions(w, o)
 	renderLayout(w, o)
+	explained := map[string]int{} // soname → the round that said why it is unresolved
 	for _, r := range o.Rounds {
-		renderRound(w, r, planShown[r.N])
+		renderRound(w, r, planShown[r.N], explained)
 	}
 	for _, v := range o.VersionErrors {
 		if !v.Weak {
@@ -90,7 +91,9 @@ func renderOptional(w io.Writer, opt []resolver.OptionalLib) {
 
 // renderRound prints what one round found missing and did about it; with
 // planShown, its steps are those of the plan shown above, not repeated.
-func renderRound(w io.Writer, r *resolver.Round, planShown bool) {
+// What no archive provides is explained once, in the first round it comes
+// up (explained records where); a later round only names it.
+func renderRound(w io.Writer, r *resolver.Round, planShown bool, explained map[string]int) {
 	if len(r.Missing) == 0 && r.Verify == nil {
 		return
 	}
@@ -109,12 +112,7 @@ func renderRound(w io.Writer, r *resolver.Round, planShown bool) {
 				renderStep(w, r, s)
 			}
 		}
-		for _, u := range r.Plan.Unresolved {
-			fmt.Fprintf(w, "  %s: %s\n", u.Soname, u.Reason)
-			if u.Advice != "" {
-				fmt.Fprintf(w, "      %s\n", u.Advice)
-			}
-		}
+		renderUnresolved(w, r.N, r.Plan.Unresolved, explained)
 		if n := r.Plan.Bytes(); n > 0 {
 			fmt.Fprintf(w, "  total download: %s\n", humansize.Bytes(n))
 		}
@@ -124,6 +122,40 @@ func renderRound(w io.Writer, r *resolver.Round, planShown bool) {
 	}
 	if v := r.Verify; v != nil {
 		renderVerify(w, v)
+	}
+}
+
+// renderUnresolved explains what a round's plan could not provide, each
+// soname once per report: the reason, then the advice where it says more
+// than the reason (advice often restates it).
+func renderUnresolved(w io.Writer, round int, list []resolver.Unresolved, explained map[string]int) {
+	var again []string
+	where := ""
+	for _, u := range list {
+		if n, ok := explained[u.Soname]; ok {
+			again = append(again, u.Soname)
+			if w := fmt.Sprintf("see round %d", n); where == "" || where == w {
+				where = w
+			} else {
+				where = "see above"
+			}
+			continue
+		}
+		explained[u.Soname] = round
+		advice := u.Advice
+		if rest, ok := strings.CutPrefix(advice, u.Soname+" "); ok && !strings.HasPrefix(advice, u.Reason) {
+			// The advice restates the reason in its own words: it alone.
+			fmt.Fprintf(w, "  %s: %s\n", u.Soname, rest)
+			continue
+		}
+		fmt.Fprintf(w, "  %s: %s\n", u.Soname, u.Reason)
+		advice = strings.TrimLeft(strings.TrimPrefix(advice, u.Reason), ":;, ")
+		if advice != "" {
+			fmt.Fprintf(w, "      %s\n", advice)
+		}
+	}
+	if len(again) > 0 {
+		fmt.Fprintf(w, "  %s: still missing (%s)\n", strings.Join(again, ", "), where)
 	}
 }
 
@@ -267,9 +299,15 @@ func placementLines(r *resolver.Round, s *resolver.Step, script string) []string
 
 func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) string) {
 	t := o.Target
+	script := o.Activation.Script
 	switch {
 	case o.OK && len(o.Rounds) == 1 && len(o.Rounds[0].Missing) == 0:
 		fmt.Fprintln(w, "Nothing is missing: the loader finds everything.")
+	case o.OK && script != "":
+		// Until the script is sourced, the objects it serves find nothing new.
+		fmt.Fprintf(w, "Done once the activation script is sourced: run '. %s' in each shell that uses %s\n", shellquote.Word(script), t.Name)
+		fmt.Fprintln(w, "(it sets LD_LIBRARY_PATH for objects that search no directory you may write); the loader then finds everything.")
+		script = ""
 	case o.OK:
 		fmt.Fprintln(w, "Done: the loader now finds everything.")
 	case t.Kind == resolver.KindWheel:
@@ -284,11 +322,17 @@ func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) 
 	default:
 		fmt.Fprintf(w, "Not done (%s).\n", o.Stopped)
 	}
-	if o.Activation.Script != "" {
-		fmt.Fprintf(w, "Some objects search no directory you may write: run '. %s' in shells that use them.\n", shellquote.Word(o.Activation.Script))
+	if script != "" {
+		fmt.Fprintf(w, "Some objects search no directory you may write: run '. %s' in shells that use them.\n", shellquote.Word(script))
 	}
-	if len(o.Activation.InPlace) > 0 && !o.DryRun {
-		fmt.Fprintf(w, "Libraries were linked into: %s\nUndo with: %s\n", strings.Join(o.Activation.InPlace, ", "), command("undo", t.Name))
+	if o.DryRun {
+		return
+	}
+	if len(o.Activation.InPlace) > 0 {
+		fmt.Fprintf(w, "Libraries were linked into: %s\n", strings.Join(o.Activation.InPlace, ", "))
+	}
+	if len(o.Activation.InPlace) > 0 || o.Activation.Script != "" {
+		fmt.Fprintf(w, "Undo with: %s\n", command("undo", t.Name))
 	}
 }
 

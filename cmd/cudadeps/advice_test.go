@@ -1,0 +1,56 @@
+package main
+
+import (
+	"debug/elf"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/mirrortest"
+)
+
+// A library nothing provides is explained once: its reason and advice do
+// not repeat each other, and a later round does not say it all again.
+func TestCLIAdviceSaidOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := elfwrite.Write(filepath.Join(dir, "app/lib/libapp.so"), elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libcudss.so.0", "libcuda.so.1", "libnosuch.so.7", "libc.so.6"}, RunPath: elfwrite.Str("$ORIGIN")}); err != nil {
+		t.Fatal(err)
+	}
+	m := mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
+		Libs: map[string]elfwrite.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}}, Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}}})
+	r := runBinary(t, userEnv(t), "", "resolve", dir, "--yes", "--quiet", "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", t.TempDir(), "--ld-library-path", "", "--cuda", "13")
+	if r.code != exitMissing || !strings.Contains(r.stdout, "Round 2") {
+		t.Fatalf("exit %d, want 3 after two rounds\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, said := range []string{"comes with the NVIDIA driver", "no catalog knows libnosuch.so.7", "install the library that provides it"} {
+		if n := strings.Count(r.stdout, said); n != 1 {
+			t.Errorf("%q said %d times, want once:\n%s", said, n, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "libcuda.so.1, libnosuch.so.7: still missing (see round 1)") {
+		t.Errorf("round 2 should name what is still missing and point back:\n%s", r.stdout)
+	}
+}
+
+// When the libraries reach the loader only through the activation script
+// (the object searches no directory one may write), resolve does not say
+// the loader finds everything before the script is sourced: it says what to
+// source, and how to undo.
+func TestCLIDoneSaysWhatToSource(t *testing.T) {
+	dir := t.TempDir()
+	if err := elfwrite.Write(filepath.Join(dir, "libapp.so"), elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libcudss.so.0", "libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	m := mirrortest.Serve(t, []mirrortest.Archive{{Component: "libcudss", Product: "cudss", Version: "0.9.9.9", Platform: "linux-x86_64", Variant: "cuda13", Machine: elf.EM_X86_64,
+		Libs: map[string]elfwrite.Spec{"libcudss.so.0.9.9": {Soname: "libcudss.so.0", Needed: []string{"libc.so.6"}}}, Links: map[string]string{"libcudss.so.0": "libcudss.so.0.9.9"}}})
+	prefix := t.TempDir()
+	r := runBinary(t, userEnv(t), "", "resolve", dir, "--yes", "--quiet", "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--ld-library-path", "", "--cuda", "13")
+	script := filepath.Join(prefix, "env.sh")
+	if r.code != exitOK || strings.Contains(r.stdout, "the loader now finds everything.") {
+		t.Errorf("exit %d; before the script is sourced the loader finds nothing new:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "run '. "+script+"'") || !strings.Contains(r.stdout, "Undo with: cudadeps undo "+dir) {
+		t.Errorf("the report should say what to source and how to undo:\n%s", r.stdout)
+	}
+}
