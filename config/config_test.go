@@ -86,7 +86,10 @@ func TestBadFiles(t *testing.T) {
 	for _, c := range []struct{ text, want string }{
 		{"mirrors = \"x\"\n", `:1: unknown key "mirrors" (known: catalog, mirror, prefix)`},
 		{"# ok\n[cudadeps]\n", ":2: tables"},
-		{"mirror = https://x/\n", `:1: mirror: "https://x/" is not a quoted string`},
+		{"mirror = https://x/\n", `:1: mirror: https://x/ is not quoted: write "https://x/"`},
+		{"mirror = ,\n", ":1: mirror: no value"},
+		{"catalog = [a.yaml, \"b\"]\n", `:1: catalog: a.yaml is not quoted: write "a.yaml"`},
+		{"mirror = file:///srv/m # the mirror\n", `:1: mirror: file:///srv/m is not quoted: write "file:///srv/m"`},
 		{"prefix = \"/a\"\nprefix = \"/b\"\n", ":2: prefix is set again (first on line 1)"},
 		{"mirror = [\"a\"]\n", ":1: mirror takes one string, not a list"},
 		{"catalog = [\"a\" \"b\"]\n", ":1: catalog: a list is"},

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -148,7 +149,15 @@ func (p *valueParser) str() (string, error) {
 		return v, nil
 	case '"':
 	default:
-		return "", fmt.Errorf("%q is not a quoted string", p.s)
+		// The bare word as written, up to a comment or the next item.
+		word := p.s
+		if i := strings.IndexAny(word, "#,]"); i >= 0 {
+			word = word[:i]
+		}
+		if word = strings.TrimSpace(word); word == "" {
+			return "", errors.New("no value: write a quoted string")
+		}
+		return "", fmt.Errorf("%s is not quoted: write %s", word, strconv.Quote(word))
 	}
 	var b strings.Builder
 	for i := 1; i < len(p.s); i++ {
