@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cudadeps/cudadeps"
 	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/internal/regfile"
 	"github.com/cudadeps/cudadeps/platform"
 )
 
@@ -157,7 +157,7 @@ func Load(ctx context.Context, opts LoadOptions) (*Catalog, error) {
 	if opts.UserLayer != "" {
 		if _, err := os.Stat(opts.UserLayer); err == nil {
 			extra = append([]string{opts.UserLayer}, extra...)
-		} else if !errors.Is(err, fs.ErrNotExist) {
+		} else if !regfile.Absent(err) {
 			return nil, fmt.Errorf("user catalog layer: %w", err)
 		}
 	}

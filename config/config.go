@@ -13,7 +13,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,7 +126,7 @@ func findFile(getenv func(string) string) (string, error) {
 		p := filepath.Join(dir, FileName)
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
-		} else if !errors.Is(err, fs.ErrNotExist) {
+		} else if !regfile.Absent(err) {
 			return "", fmt.Errorf("config file %s: %w", p, err)
 		}
 	}

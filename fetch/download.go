@@ -21,6 +21,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/cudadeps/cudadeps/internal/regfile"
 	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 )
 
@@ -250,7 +251,7 @@ func (e *refusedError) Unwrap() error { return e.err }
 // fromCache uses a cached archive when there is one. ok reports that it was
 // used; a damaged one is deleted so that the caller downloads it again.
 func (c *Client) fromCache(ctx context.Context, req Request, cached string, consume consumer, tr *tracker) (ok bool, err error) {
-	if _, err := os.Lstat(cached); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(cached); regfile.Absent(err) {
 		return false, nil
 	}
 	tr.start(false)

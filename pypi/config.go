@@ -3,9 +3,7 @@ package pypi
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,7 +100,7 @@ func PipIndexes(cfg PipConfig) (Indexes, error) {
 	noIndex := false
 	for _, f := range files {
 		values, err := readPipConf(f)
-		if errors.Is(err, fs.ErrNotExist) {
+		if regfile.Absent(err) {
 			continue
 		}
 		if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"debug/elf"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,5 +53,39 @@ func TestCLIDoneSaysWhatToSource(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "run '. "+script+"'") || !strings.Contains(r.stdout, "Undo with: cudadeps undo "+dir) {
 		t.Errorf("the report should say what to source and how to undo:\n%s", r.stdout)
+	}
+}
+
+// A HOME nobody can write under (here a file, which even root cannot make
+// directories in) leaves the default store and cache unusable: the error
+// says so and names --prefix (and --cache), instead of a bare mkdir error.
+// Reading what is optional there (the config file, the user catalog layer,
+// pip's configuration) treats it as absent.
+func TestCLIUnwritableHomeSuggestsPrefix(t *testing.T) {
+	dir, m := missingCudss(t)
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.WriteFile(home, []byte("not a directory\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range userEnv(t) {
+		if !strings.HasPrefix(kv, "XDG_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "PIP_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "HOME="+home)
+	for _, args := range [][]string{
+		{"fetch", "libcudss", "--platform", "linux-x86_64", "--cuda", "13"},
+		{"resolve", dir, "--yes", "--ld-library-path", ""},
+	} {
+		r := runBinary(t, env, "", append(args, "--catalog", m.Catalog, "--mirror", m.URL)...)
+		if r.code != exitError || !strings.Contains(r.stderr, "--prefix") || strings.Contains(r.stderr, "config file") || strings.Contains(r.stderr, "pip configuration") {
+			t.Errorf("%s with HOME a file: exit %d; want a hint naming --prefix\n%s%s", args[0], r.code, r.stdout, r.stderr)
+		}
+	}
+	// With --prefix and --cache elsewhere, the same command works.
+	r := runBinary(t, env, "", "resolve", dir, "--yes", "--ld-library-path", "", "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", t.TempDir(), "--cache", t.TempDir())
+	if r.code != exitOK {
+		t.Errorf("resolve with --prefix and --cache: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -75,6 +75,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return ce.code
 	}
 	fmt.Fprintf(stderr, "cudadeps: %v\n", err)
+	if hint := app.unwritableHint(err); hint != "" {
+		fmt.Fprintf(stderr, "cudadeps: %s\n", hint)
+	}
 	if isUsageError(err) {
 		return exitUsage
 	}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -507,4 +509,24 @@ func variantNote(v string) string {
 		return ""
 	}
 	return " (" + v + ")"
+}
+
+// unwritableHint says what to do when err is a failure to create or write
+// where the store or the download cache lies by default (a read-only or
+// odd HOME): name other directories. "" for any other error.
+func (a *app) unwritableHint(err error) string {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || !(errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EROFS)) {
+		return ""
+	}
+	within := func(dir string) bool {
+		return dir != "" && (pe.Path == dir || strings.HasPrefix(dir, pe.Path+"/") || strings.HasPrefix(pe.Path, dir+"/"))
+	}
+	if store, serr := fetch.DefaultStoreDir(); serr == nil && a.opts.prefix == "" && within(store) {
+		return fmt.Sprintf("the store defaults to %s ($XDG_DATA_HOME or ~/.local/share), which cannot be written: pass --prefix DIR or set CUDADEPS_PREFIX", store)
+	}
+	if cache, cerr := fetch.DefaultCacheDir(); cerr == nil && within(cache) {
+		return fmt.Sprintf("the download cache defaults to %s ($XDG_CACHE_HOME or ~/.cache), which cannot be written: pass --cache DIR or set XDG_CACHE_HOME", cache)
+	}
+	return ""
 }

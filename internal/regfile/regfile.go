@@ -57,6 +57,13 @@ func ReadNamed(path, name string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
+// Absent reports whether err says that an optional file is not there:
+// missing, or a path through something that is not a directory (a HOME
+// that is a file has no ~/.config/cudadeps/config.toml either).
+func Absent(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
 // Kind names the type of a file that is not a regular one.
 func Kind(m fs.FileMode) string {
 	switch {

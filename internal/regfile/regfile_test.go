@@ -78,3 +78,19 @@ func TestRead(t *testing.T) {
 		}
 	}
 }
+
+// TestAbsent: a missing file and a path through a regular file are both
+// absent; a permission error or a directory is not.
+func TestAbsent(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, missing := Read(filepath.Join(dir, "none"), 10)
+	_, through := Read(filepath.Join(file, "x"), 10)
+	_, isDir := Read(dir, 10)
+	if !Absent(missing) || !Absent(through) || Absent(isDir) || Absent(nil) {
+		t.Errorf("Absent: missing %v, through a file %v, a directory %v", Absent(missing), Absent(through), Absent(isDir))
+	}
+}
