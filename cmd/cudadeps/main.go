@@ -183,6 +183,7 @@ loader find it.
 	})
 	a.opts.register(root)
 	root.AddCommand(a.commands()...)
+	setUpCompletion(root)
 	usageArgs(root)
 	return root
 }
