@@ -106,6 +106,17 @@ func (c *Client) Unpack(ctx context.Context, req Request, destDir string) error 
 // Zip needs the whole file; the pure-Go xz decoder only reads verified bytes.
 func (c *Client) fetchInto(ctx context.Context, req Request, dir string, tr *tracker) (extracted, error) {
 	res, err := c.fetchIntoOnce(ctx, req, dir, tr)
+	var fault *archiveFault
+	if errors.As(err, &fault) {
+		// Verified bytes that extraction refuses would only be refused
+		// again: the cache does not keep them (a file:// archive is the
+		// user's own and stays).
+		if cached := c.cachePath(req.SHA256); c.localPath(req) == cached {
+			if rerr := os.Remove(cached); rerr == nil {
+				c.log.Info("refused archive removed from the download cache", "name", req.label(), "path", cached)
+			}
+		}
+	}
 	var se *SpaceError
 	if errors.As(err, &se) && se.Dir == dir {
 		// The archive is kept in the cache, and what it needs is known now

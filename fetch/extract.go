@@ -220,11 +220,11 @@ func extractFile(ctx context.Context, path, dir string, lim Limits, dec decoder,
 	if sniff(head[:n]) == formatZip {
 		zr, err := zip.NewReader(f, fi.Size())
 		if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
-			return extracted{}, fmt.Errorf("extract %s: %w", clip(label), err)
+			return extracted{}, extractError(ctx, label, err)
 		}
 		t := newTree(dir, lim, false, fi.Size())
 		if err := t.unzip(ctx, zr); err != nil {
-			return extracted{}, fmt.Errorf("extract %s: %w", clip(label), err)
+			return extracted{}, extractError(ctx, label, err)
 		}
 		return t.result(), nil
 	}
@@ -278,9 +278,30 @@ func extractStream(ctx context.Context, r io.ReadCloser, dir string, lim Limits,
 		err = errors.New("not a .tar.xz, .tar.gz, .tar.zst, .tar, .whl or .zip archive")
 	}
 	if err != nil {
-		return extracted{}, fmt.Errorf("extract %s: %w", clip(label), err)
+		return extracted{}, extractError(ctx, label, err)
 	}
 	return t.result(), nil
+}
+
+// archiveFault is an extraction that failed because of the archive itself:
+// an entry refused, a format broken. Another try with the same bytes
+// fails the same way.
+type archiveFault struct{ err error }
+
+func (e *archiveFault) Error() string { return e.err.Error() }
+func (e *archiveFault) Unwrap() error { return e.err }
+
+// extractError names the archive in err, and marks it as the archive's
+// fault unless it came from elsewhere: the context, a full file system,
+// the source of the bytes, a decompressor stopped by a signal.
+func extractError(ctx context.Context, label string, err error) error {
+	err = fmt.Errorf("extract %s: %w", clip(label), err)
+	var space *SpaceError
+	var source *sourceError
+	if ctx.Err() != nil || isNoSpace(err) || errors.As(err, &space) || errors.As(err, &source) || errors.Is(err, errDecoderStopped) {
+		return err
+	}
+	return &archiveFault{err}
 }
 
 // zstdMaxWindow is the largest window a .zst stream may ask for: what the

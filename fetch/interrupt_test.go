@@ -88,3 +88,32 @@ func fileURL(t *testing.T, data []byte, name string) string {
 	}
 	return "file://" + p
 }
+
+// An archive whose bytes are the ones asked for but whose entries are
+// refused (a path that climbs out) is not kept in the download cache: the
+// next run would only refuse it again. A file:// archive is the user's and
+// stays where it is; a partial download of an interrupted run stays too.
+func TestRefusedArchiveLeavesTheCache(t *testing.T) {
+	hostile := tarBytes(t, []member{dir("top/"), file("top/../../escape", "x")})
+	for name, data := range map[string][]byte{"a.tar.gz": gzBytes(t, hostile), "a.tar": hostile, "a.whl": zipBytes(t, []member{file("../escape", "x")})} {
+		t.Run(name, func(t *testing.T) {
+			srv := newServer(t, data)
+			c := testClient(t, nil)
+			s := openStore(t, t.TempDir())
+			_, err := s.Install(context.Background(), c, []Item{{Key: testKey(), Request: request(srv.url(name), data)}})
+			if err == nil || !strings.Contains(err.Error(), `".." in path`) {
+				t.Fatalf("install of a hostile archive: %v", err)
+			}
+			if got := walk(t, c.cacheDir); len(got) != 0 {
+				t.Errorf("the download cache keeps %q after the archive was refused", got)
+			}
+			local := writeFile(t, t.TempDir(), name, data)
+			if _, err := s.Install(context.Background(), c, []Item{{Key: testKey(), Request: request("file://"+local, data)}}); err == nil {
+				t.Fatal("installed a hostile archive from a file")
+			}
+			if _, err := os.Stat(local); err != nil {
+				t.Errorf("the user's own archive was removed: %v", err)
+			}
+		})
+	}
+}
