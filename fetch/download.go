@@ -79,6 +79,23 @@ func (c *Client) Download(ctx context.Context, req Request) (string, error) {
 	return p, err
 }
 
+// NeedsDownload reports whether bringing the archive in would fetch bytes:
+// not for a file:// URL (read in place), nor when the download cache
+// holds a file of its size under its sha256, complete or a finished
+// partial download (it is verified when used, and fetched again only if
+// damaged).
+func (c *Client) NeedsDownload(req Request) bool {
+	if p := c.localPath(req); p != c.cachePath(req.SHA256) {
+		return false
+	}
+	for _, p := range []string{c.cachePath(req.SHA256), c.cachePath(req.SHA256) + ".part"} {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.Size() == req.Size {
+			return false
+		}
+	}
+	return true
+}
+
 // Unpack downloads the archive (through the cache), verifies it and
 // extracts it into destDir as Extract does, decompressing while the bytes
 // arrive where the format allows. This is what a caller needs to read an

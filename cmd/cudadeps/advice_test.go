@@ -89,3 +89,26 @@ func TestCLIUnwritableHomeSuggestsPrefix(t *testing.T) {
 		t.Errorf("resolve with --prefix and --cache: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// An archive already in the download cache is not counted as a download:
+// the plan says it comes from the cache, the question counts only what
+// will be fetched, and nothing is.
+func TestCLIPlanCountsCachedArchivesAsCached(t *testing.T) {
+	env := userEnv(t) // one download cache for both runs
+	dir, m := missingCudss(t)
+	if r := runBinary(t, env, "", "resolve", dir, "--yes", "--quiet", "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", t.TempDir(), "--ld-library-path", ""); r.code != exitOK {
+		t.Fatalf("first resolve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	dir2, m2 := missingCudss(t) // the same archive, another store
+	prefix := t.TempDir()
+	r := runBinary(t, env, "", "resolve", dir2, "--catalog", m2.Catalog, "--mirror", m2.URL, "--prefix", prefix, "--ld-library-path", "")
+	if !strings.Contains(r.stderr, "in the download cache") || !strings.Contains(r.stderr, "Total: 0 archive(s) to download") {
+		t.Errorf("the plan should count the cached archive as cached:\n%s", r.stderr)
+	}
+	if r.code != exitUsage || !strings.Contains(r.stderr, `"Place the libraries`) {
+		t.Errorf("the question should not speak of a download: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := runBinary(t, env, "", "resolve", dir2, "--yes", "--catalog", m2.Catalog, "--mirror", m2.URL, "--prefix", prefix, "--ld-library-path", ""); r.code != exitOK || m2.Total() != 0 {
+		t.Errorf("resolve from the cache: exit %d, %d requests to the mirror\n%s%s", r.code, m2.Total(), r.stdout, r.stderr)
+	}
+}

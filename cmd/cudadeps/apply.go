@@ -91,7 +91,7 @@ func (a *app) runApply(cmd *cobra.Command, args []string, f resolveFlags) error 
 		return err
 	}
 	opts := resolver.Options{Loader: a.loaderOptions(cmd), Catalog: cat, Prefix: prefix, Client: client,
-		Copy: f.copy, Verify: !f.noVerify, MaxRounds: f.maxRounds, Logger: a.logger, Confirm: a.confirmPlan(prefix, true)}
+		Copy: f.copy, Verify: !f.noVerify, MaxRounds: f.maxRounds, Logger: a.logger, Confirm: a.confirmPlan(prefix, client, true)}
 	res, err := p.Apply(ctx, target, plan.ApplyOptions{Resolve: opts, Root: a.opts.root, AllowHTTP: f.allowHTTP})
 	var refused *plan.RefusedError
 	if errors.As(err, &refused) {

@@ -248,7 +248,7 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		if err := a.recoverPrefix(ctx, prefix); err != nil {
 			return err
 		}
-		opts.Confirm = a.confirmPlan(prefix, f.yes)
+		opts.Confirm = a.confirmPlan(prefix, opts.Client, f.yes)
 	}
 	var dev *gpuarch.Device
 	if f.cov.wanted() {
@@ -407,18 +407,18 @@ func isTerminal(w io.Writer) bool {
 
 // confirmPlan shows each round's plan on stderr, then asks; with --yes it
 // only shows it. Where nobody can answer it refuses, as apt-get does.
-func (a *app) confirmPlan(prefix *activation.Prefix, yes bool) func(*resolver.Round) (bool, error) {
+func (a *app) confirmPlan(prefix *activation.Prefix, client *fetch.Client, yes bool) func(*resolver.Round) (bool, error) {
 	return func(r *resolver.Round) (bool, error) {
 		p := r.Plan
 		a.logger.Debug("plan", "archives", len(p.Steps), "download", humansize.Bytes(p.Bytes()))
 		if !a.opts.quiet || !yes {
-			renderPlan(a.stderr, r, prefix)
+			renderPlan(a.stderr, r, prefix, client)
 		}
 		if yes {
 			return true, nil
 		}
-		show := func(w io.Writer) { renderPlan(w, r, prefix) }
-		ok, err := a.ask(planQuestion(p, prefix.Dir()), "rerun with --yes to proceed, or --dry-run to only see the plan", show)
+		show := func(w io.Writer) { renderPlan(w, r, prefix, client) }
+		ok, err := a.ask(planQuestion(p, prefix.Dir(), client), "rerun with --yes to proceed, or --dry-run to only see the plan", show)
 		if ok && isTerminal(a.stdout) {
 			if a.planShown == nil {
 				a.planShown = map[int]bool{}
@@ -452,22 +452,37 @@ func (a *app) ask(question, hint string, show func(io.Writer)) (bool, error) {
 	return ans == "y" || ans == "yes", nil
 }
 
-func planQuestion(p *resolver.Plan, storeDir string) string {
-	n := 0
-	for _, s := range p.Steps {
-		if !s.Installed {
-			n++
-		}
-	}
+func planQuestion(p *resolver.Plan, storeDir string, client *fetch.Client) string {
+	n, bytes := downloads(p, client)
 	if n == 0 {
 		return "Place the libraries of the store for the loader?"
 	}
-	return fmt.Sprintf("Download %d archive(s), %s, into %s, and place their libraries for the loader?", n, humansize.Bytes(p.Bytes()), storeDir)
+	return fmt.Sprintf("Download %d archive(s), %s, into %s, and place their libraries for the loader?", n, humansize.Bytes(bytes), storeDir)
+}
+
+// needsDownload reports whether step s of a plan will fetch bytes: not
+// when the store has it, nor when the download cache does.
+func needsDownload(s *resolver.Step, client *fetch.Client) bool {
+	if client == nil {
+		return !s.Installed // no cache to look in
+	}
+	return !s.Installed && client.NeedsDownload(fetch.Request{URL: s.URL, SHA256: s.SHA256, Size: s.Size})
+}
+
+// downloads counts the archives of a plan that will be fetched, and their bytes.
+func downloads(p *resolver.Plan, client *fetch.Client) (n int, bytes int64) {
+	for _, s := range p.Steps {
+		if needsDownload(s, client) {
+			n++
+			bytes += s.Size
+		}
+	}
+	return n, bytes
 }
 
 // renderPlan prints what a round will fetch, from where, into which store
 // entry, and where each library will be placed for the loader.
-func renderPlan(w io.Writer, r *resolver.Round, prefix *activation.Prefix) {
+func renderPlan(w io.Writer, r *resolver.Round, prefix *activation.Prefix, client *fetch.Client) {
 	p := r.Plan
 	fmt.Fprintf(w, "Plan (%s", p.Platform)
 	if p.CUDAMajor != 0 {
@@ -481,17 +496,18 @@ func renderPlan(w io.Writer, r *resolver.Round, prefix *activation.Prefix) {
 	for _, j := range p.JetPack {
 		fmt.Fprintf(w, "  %s\n", j)
 	}
-	downloads := 0
 	for _, s := range p.Steps {
 		if s.Source == resolver.SourcePyPI {
 			fmt.Fprintf(w, "  %s %s (wheel %s, from %s) for %s\n", s.Project, s.Version, s.Filename, s.Index, strings.Join(s.Provides, ", "))
 		} else {
 			fmt.Fprintf(w, "  %s %s%s for %s\n", s.Component, s.Version, variantNote(s.CUDAVariant), strings.Join(s.Provides, ", "))
 		}
-		if s.Installed {
+		switch {
+		case s.Installed:
 			fmt.Fprintf(w, "      already in the store\n")
-		} else {
-			downloads++
+		case !needsDownload(s, client):
+			fmt.Fprintf(w, "      %s  in the download cache (from %s)\n", humansize.Bytes(s.Size), s.URL)
+		default:
 			fmt.Fprintf(w, "      %s  %s\n", humansize.Bytes(s.Size), s.URL)
 		}
 		if dir, err := prefix.Store().EntryDir(s.Key()); err == nil {
@@ -501,7 +517,8 @@ func renderPlan(w io.Writer, r *resolver.Round, prefix *activation.Prefix) {
 			fmt.Fprintf(w, "      %s\n", line)
 		}
 	}
-	fmt.Fprintf(w, "Total: %d archive(s) to download, %s.\n", downloads, humansize.Bytes(p.Bytes()))
+	n, bytes := downloads(p, client)
+	fmt.Fprintf(w, "Total: %d archive(s) to download, %s.\n", n, humansize.Bytes(bytes))
 }
 
 func variantNote(v string) string {
@@ -522,7 +539,7 @@ func (a *app) unwritableHint(err error) string {
 	within := func(dir string) bool {
 		return dir != "" && (pe.Path == dir || strings.HasPrefix(dir, pe.Path+"/") || strings.HasPrefix(pe.Path, dir+"/"))
 	}
-	if store, serr := fetch.DefaultStoreDir(); serr == nil && a.opts.prefix == "" && within(store) {
+	if store, serr := activation.DefaultDir(); serr == nil && a.opts.prefix == "" && within(store) {
 		return fmt.Sprintf("the store defaults to %s ($XDG_DATA_HOME or ~/.local/share), which cannot be written: pass --prefix DIR or set CUDADEPS_PREFIX", store)
 	}
 	if cache, cerr := fetch.DefaultCacheDir(); cerr == nil && within(cache) {

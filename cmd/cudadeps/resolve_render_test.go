@@ -70,7 +70,7 @@ func TestRenderHostAndJetPack(t *testing.T) {
 		Stopped:          "dry run", DryRun: true,
 	}
 	var b bytes.Buffer
-	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") })
+	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") }, nil)
 	for _, want := range []string{
 		"host: Jetson Orin (Tegra234): /etc/nv_tegra_release L4T R36.4.7; /proc/device-tree/compatible nvidia,tegra234\n",
 		"platform: --platform linux-aarch64 instead of linux-sbsa (Jetson Thor)\n",
@@ -85,7 +85,7 @@ func TestRenderHostAndJetPack(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Reset()
-	renderPlan(&b, o.Rounds[0], prefix)
+	renderPlan(&b, o.Rounds[0], prefix, nil)
 	if want := "Plan (linux-aarch64, CUDA 12) for Jetson Orin (Tegra234): /etc/nv_tegra_release L4T R36.4.7;"; !strings.HasPrefix(b.String(), want) {
 		t.Errorf("plan header:\n%s\nwant it to start with %q", b.String(), want)
 	}
