@@ -245,7 +245,6 @@ func (c *Client) produce(ctx context.Context, req Request, consume consumer, tr 
 	if ok, err := c.fromCache(ctx, req, cached, consume, tr); ok || err != nil {
 		return cached, err
 	}
-	tr.start(true)
 	for attempt := 0; ; attempt++ {
 		resumed, err := c.download(ctx, req, cached, consume, tr)
 		var ve *VerifyError
@@ -374,6 +373,8 @@ func (c *Client) download(ctx context.Context, req Request, cached string, consu
 	if have > 0 {
 		c.log.Info("resuming a partial download", "name", req.label(), "have", have, "size", req.Size)
 	}
+	tr.resume(have)
+	tr.start(true)
 	g := newGrowth(have)
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()

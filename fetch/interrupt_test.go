@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -115,5 +116,40 @@ func TestRefusedArchiveLeavesTheCache(t *testing.T) {
 				t.Errorf("the user's own archive was removed: %v", err)
 			}
 		})
+	}
+}
+
+// A partial download that is complete (the run before was stopped after
+// its last byte) is used without a request, and the progress says so:
+// no speed for bytes that were never fetched. A partial one that is
+// resumed reports the speed of what this run fetched.
+func TestProgressOfAPartialDownload(t *testing.T) {
+	data := payload(11, 400_000)
+	for _, c := range []struct {
+		have     int
+		want     string
+		requests int
+	}{
+		{len(data), "done, 390.6 KiB from a complete partial download", 0},
+		{100_000, "resumed at 97.7 KiB", 1},
+	} {
+		srv := newServer(t, data)
+		var out bytes.Buffer
+		cl := testClient(t, func(o *Options) { o.Progress = &out })
+		part := cl.cachePath(sha(data)) + ".part"
+		if err := os.MkdirAll(filepath.Dir(part), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(part, data[:c.have], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := cl.Download(context.Background(), request(srv.url("a.tar.xz"), data))
+		checkDownloaded(t, cl, p, err, data)
+		if !strings.Contains(out.String(), c.want) || len(srv.requests()) != c.requests {
+			t.Errorf("%d bytes on disk: %d requests, progress:\n%s\nwant %q", c.have, len(srv.requests()), out.String(), c.want)
+		}
+		if c.have == len(data) && strings.Contains(out.String(), "/s)") {
+			t.Errorf("a speed for bytes never fetched:\n%s", out.String())
+		}
 	}
 }

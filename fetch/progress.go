@@ -105,6 +105,14 @@ type tracker struct {
 	began   time.Time
 	n       int64 // bytes reported
 	tenth   int64 // last 10 % step printed
+	kept    int64 // bytes a partial download already held: not fetched now
+}
+
+// resume says that the download starts from a partial file of kept bytes.
+func (t *tracker) resume(kept int64) {
+	if t != nil {
+		t.kept = kept
+	}
 }
 
 // start is called when bytes begin to flow; network tells a download from a
@@ -117,11 +125,16 @@ func (t *tracker) start(network bool) {
 	if t.p.bar != nil {
 		return
 	}
-	verb := "reading"
-	if network {
-		verb = "downloading"
+	switch {
+	case !network:
+		t.p.printf("%s: reading %s\n", t.name, humansize.Bytes(t.size))
+	case t.kept >= t.size:
+		t.p.printf("%s: checking a complete partial download of %s\n", t.name, humansize.Bytes(t.size))
+	case t.kept > 0:
+		t.p.printf("%s: downloading %s, resumed at %s\n", t.name, humansize.Bytes(t.size), humansize.Bytes(t.kept))
+	default:
+		t.p.printf("%s: downloading %s\n", t.name, humansize.Bytes(t.size))
 	}
-	t.p.printf("%s: %s %s\n", t.name, verb, humansize.Bytes(t.size))
 }
 
 // set reports that n bytes of the current attempt are through (an attempt
@@ -166,7 +179,13 @@ func (t *tracker) done(err error) {
 	if !t.started {
 		return
 	}
+	fetched := t.size - t.kept
+	if fetched <= 0 {
+		t.p.printf("%s: done, %s from a complete partial download\n", t.name, humansize.Bytes(t.size))
+		return
+	}
+	// The speed is that of the bytes this run fetched.
 	el := time.Since(t.began)
-	rate := float64(t.size) / max(el.Seconds(), 1e-3)
-	t.p.printf("%s: done, %s in %s (%s/s)\n", t.name, humansize.Bytes(t.size), el.Round(10*time.Millisecond), humansize.Bytes(int64(rate)))
+	rate := float64(fetched) / max(el.Seconds(), 1e-3)
+	t.p.printf("%s: done, %s in %s (%s/s)\n", t.name, humansize.Bytes(fetched), el.Round(10*time.Millisecond), humansize.Bytes(int64(rate)))
 }
