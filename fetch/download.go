@@ -405,9 +405,15 @@ func (c *Client) download(ctx context.Context, req Request, cached string, consu
 		removeFiles(part, meta)
 		return resumed, fmt.Errorf("%w (download deleted)", err)
 	case terr != nil && isNoSpace(terr):
-		// What cannot be completed only keeps the file system full.
+		// What cannot be completed only keeps the file system full. The
+		// room it held is free once it is gone (it is still open here):
+		// count it as free.
+		var held int64
+		if fi, err := f.Stat(); err == nil {
+			held = blockSize(fi.Size())
+		}
 		removeFiles(part, meta)
-		return resumed, c.cacheError(req, part, have, terr)
+		return resumed, c.cacheError(req, part, held, terr)
 	case terr != nil:
 		// The network failed: keep what arrived for the next run.
 		if fi, err := f.Stat(); err == nil && fi.Size() == 0 {
@@ -428,14 +434,17 @@ func (c *Client) download(ctx context.Context, req Request, cached string, consu
 }
 
 // cacheError explains a write to the cache that failed; a full file system
-// says how much the archive needs.
-func (c *Client) cacheError(req Request, part string, have int64, err error) error {
+// says how much the archive needs, and how much is free once the bytes
+// freed (our own deleted partial file) are counted.
+func (c *Client) cacheError(req Request, part string, freed int64, err error) error {
 	if !isNoSpace(err) {
 		return fmt.Errorf("download cache: %w", err)
 	}
 	free, ferr := freeSpace(filepath.Dir(part))
 	if ferr != nil {
 		free = -1
+	} else {
+		free += freed
 	}
 	return &SpaceError{Dir: c.cacheDir, What: "the download of " + req.label() + " needs", Need: req.Size, Free: free}
 }
