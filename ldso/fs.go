@@ -128,6 +128,26 @@ func (f *rootFS) resolve(guest string) (string, bool) {
 	return "", false
 }
 
+// brokenLink describes a path that is a symbolic link resolving to no
+// file: a loop, or a link to nothing; "" for anything else.
+func (f *rootFS) brokenLink(guest string) string {
+	host := guest
+	if f.root != "" && path.IsAbs(guest) {
+		host = filepath.Join(f.root, guest)
+	}
+	if st, err := os.Lstat(host); err != nil || st.Mode()&fs.ModeSymlink == 0 {
+		return ""
+	}
+	if f.root != "" {
+		// Absolute targets resolve inside the root; the host cannot tell.
+		return "a symbolic link that resolves to no file in the root (a loop, or a link to nothing)"
+	}
+	if _, err := os.Stat(host); errors.Is(err, syscall.ELOOP) {
+		return "a symbolic link loop (too many levels of symbolic links)"
+	}
+	return "a symbolic link to nothing"
+}
+
 // realPath resolves every symlink of a host path. Under a root, a path
 // inside the root is resolved inside it, as in a chroot (rootfs.Root.Local).
 func (f *rootFS) realPath(host string) (string, bool) {

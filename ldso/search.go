@@ -228,7 +228,9 @@ func rtldStrerror(e syscall.Errno) string {
 func (l *Loader) verify(guest string, want expect) verdict {
 	host, ok := l.fs.resolve(guest)
 	if !ok {
-		return verdict{outcome: VerdictAbsent}
+		// The loader's open fails and it goes on; a link that resolves
+		// to nothing is named as such, for the one who must fix it.
+		return verdict{outcome: VerdictAbsent, detail: l.fs.brokenLink(guest)}
 	}
 	fi := l.open(host)
 	v := verdict{fi: fi, host: host}

@@ -112,3 +112,38 @@ func TestCLIPlanCountsCachedArchivesAsCached(t *testing.T) {
 		t.Errorf("resolve from the cache: exit %d, %d requests to the mirror\n%s%s", r.code, m2.Total(), r.stdout, r.stderr)
 	}
 }
+
+// why tells a symbolic link loop, and a link to nothing, from a missing
+// file: the loader skips all three (its open fails), but the fix differs.
+func TestCLIWhyNamesSymlinkLoops(t *testing.T) {
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "app", "libapp.so")
+	if err := elfwrite.Write(lib, elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libloop.so.1", "libc.so.6"}, RunPath: elfwrite.Str("$ORIGIN:$ORIGIN/../dangling")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("libloop.so.1", filepath.Join(dir, "app", "libloop.so.1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "dangling"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("gone.so", filepath.Join(dir, "dangling", "libloop.so.1")); err != nil {
+		t.Fatal(err)
+	}
+	r := runBinary(t, userEnv(t), "", "why", "libloop.so.1", "--from", lib, "--ld-library-path", "")
+	for _, line := range strings.Split(r.stdout, "\n") {
+		switch {
+		case strings.Contains(line, filepath.Join(dir, "app", "libloop.so.1")):
+			if !strings.Contains(line, "symbolic link loop") || strings.Contains(line, "no such file") {
+				t.Errorf("the loop is not named: %q", line)
+			}
+		case strings.Contains(line, "dangling/libloop.so.1"):
+			if !strings.Contains(line, "symbolic link to nothing") {
+				t.Errorf("the dangling link is not named: %q", line)
+			}
+		}
+	}
+	if r.code != exitMissing || !strings.Contains(r.stdout, "symbolic link loop") || !strings.Contains(r.stdout, "symbolic link to nothing") {
+		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

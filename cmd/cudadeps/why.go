@@ -138,6 +138,13 @@ func renderWhy(w io.Writer, s *ldso.Search, verbose bool) {
 			fmt.Fprintf(w, "      %-60s no such directory%s\n", st.Dir, entryNote(st))
 		case ldso.VerdictSkipped:
 			fmt.Fprintf(w, "      %s: %s\n", st.Path, st.Detail)
+		case ldso.VerdictAbsent:
+			// A detail says what is there instead of a file.
+			what := st.Detail
+			if what == "" {
+				what = outcomeText(st.Verdict)
+			}
+			fmt.Fprintf(w, "      %-60s %s%s\n", st.Path, what, entryNote(st))
 		default:
 			fmt.Fprintf(w, "      %-60s %s%s%s\n", st.Path, outcomeText(st.Verdict), detail(st.Detail), entryNote(st))
 		}
