@@ -50,9 +50,9 @@ func TestExtensionModulesBindInTheirInterpreter(t *testing.T) {
 		}
 		want := map[string]string{
 			// In the interpreter's process, the helper's reference binds too.
-			filepath.Base(ext): fmt.Sprintf("bound_in=%q ok=false [{%s PyNew_InAFutureVersion }]", python, ext),
+			filepath.Base(ext): fmt.Sprintf("bound_in=%q ok=false [{%s PyNew_InAFutureVersion  }]", python, ext),
 			// Loaded alone, as ld.so --list loads it.
-			filepath.Base(helper): fmt.Sprintf("bound_in=\"\" ok=false [{%s PyLong_FromLong }]", helper),
+			filepath.Base(helper): fmt.Sprintf("bound_in=\"\" ok=false [{%s PyLong_FromLong  }]", helper),
 		}
 		if !symbols {
 			want = map[string]string{filepath.Base(ext): `bound_in="" ok=true []`, filepath.Base(helper): `bound_in="" ok=true []`}
