@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/platform"
 )
 
@@ -68,8 +69,8 @@ func ParseManifest(data []byte, name string) (*Manifest, error) {
 	if !nameRE.MatchString(m.Product) {
 		return nil, fmt.Errorf("%s: release_product %q is not a product name", name, m.Product)
 	}
-	if !versionRE.MatchString(m.Label) {
-		return nil, fmt.Errorf("%s: release_label %q is not a version", name, m.Label)
+	if bad := badVersion(m.Label); bad != "" {
+		return nil, fmt.Errorf("%s: release_label: %s", name, bad)
 	}
 	if m.Date != "" && !dateRE.MatchString(m.Date) {
 		return nil, fmt.Errorf("%s: release_date %q is not YYYY-MM-DD", name, m.Date)
@@ -108,8 +109,8 @@ func parseManifestComponent(file, key string, raw json.RawMessage) (*ManifestCom
 			}
 		}
 	}
-	if !versionRE.MatchString(c.Version) {
-		return nil, fmt.Errorf("%s: %s: version %q is missing or not a version", file, key, c.Version)
+	if bad := badVersion(c.Version); bad != "" {
+		return nil, fmt.Errorf("%s: %s: version: %s", file, key, bad)
 	}
 	plats := make([]string, 0, len(fields))
 	for f := range fields {
@@ -186,4 +187,17 @@ func sortManifestArchives(as []*ManifestArchive) {
 		}
 		return strings.Compare(a.CUDAVariant, b.CUDAVariant)
 	})
+}
+
+// badVersion says why v is no version the catalog takes: longer than any
+// real one, or not letters, digits and ". _ + -" starting with a letter or
+// a digit; "" when it is one.
+func badVersion(v string) string {
+	switch {
+	case len(v) > dotted.MaxLen:
+		return fmt.Sprintf("a version of %d characters (at most %d)", len(v), dotted.MaxLen)
+	case !versionRE.MatchString(v):
+		return fmt.Sprintf("%q is missing or not a version", v)
+	}
+	return ""
 }

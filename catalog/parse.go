@@ -485,13 +485,13 @@ func (p *parser) release(comp string, n *yaml.Node, d *releaseDoc) *Release {
 		p.report(p.errf(n, "component %s: empty release", comp))
 		return nil
 	}
-	if !versionRE.MatchString(d.Version) {
-		p.report(p.errf(lineOf(n, "version"), "component %s: version %q is missing or not a version", comp, d.Version))
+	if bad := badVersion(d.Version); bad != "" {
+		p.report(p.errf(lineOf(n, "version"), "component %s: version: %s", comp, bad))
 		return nil
 	}
 	what := comp + " " + d.Version
-	if d.Release != "" && !versionRE.MatchString(d.Release) {
-		p.report(p.errf(lineOf(n, "release"), "%s: release %q is not a version", what, d.Release))
+	if bad := badVersion(d.Release); d.Release != "" && bad != "" {
+		p.report(p.errf(lineOf(n, "release"), "%s: release: %s", what, bad))
 	}
 	if d.Date != "" && !dateRE.MatchString(d.Date) {
 		p.report(p.errf(lineOf(n, "date"), "%s: date %q is not YYYY-MM-DD", what, d.Date))

@@ -51,6 +51,7 @@ func TestParseRejectsWithLine(t *testing.T) {
 		{"ftp base", "base_url: https://example.com/nvpl/redist/", "base_url: ftp://example.com/nvpl/", "base_url: ftp:", "https://, http:// or file:///"},
 		{"driver without advice", "    advice: install the driver\n", "    advice: \"\"\n", "  libcuda.so.1:", "advice is missing"},
 		{"archive without sonames", "sonames: [libnvpl_bar.so.0]\n      - version: 0.10.0", "sonames: []\n      - version: 0.10.0", "sonames: []", "lists no sonames"},
+		{"endless version", "- version: 12.9.1", "- version: " + strings.Repeat("1.", 50_000) + "1", "- version: 1.1.1", "a version of 100001 characters (at most 128)"},
 		{"syntax", "  nvpl_bar:\n    product: nvpl\n", "  nvpl_bar:\n    product: [nvpl\n", "", ""},
 	}
 	for _, tc := range cases {

@@ -149,8 +149,8 @@ func (p *parser) checkRule(comp string, at *yaml.Node, r tableRule) error {
 		return p.errf(at, "component %s: cuda %d is not a CUDA major", comp, r.CUDA)
 	}
 	for _, v := range []string{r.Since, r.Before} {
-		if v != "" && !versionRE.MatchString(v) {
-			return p.errf(at, "component %s: %q is not a version", comp, v)
+		if bad := badVersion(v); v != "" && bad != "" {
+			return p.errf(at, "component %s: %s", comp, bad)
 		}
 	}
 	for _, pl := range r.Platforms {

@@ -19,7 +19,7 @@ type Requirement struct {
 func ParseRequirement(s string) (Requirement, error) {
 	r, err := parseRequirement(s)
 	if err != nil {
-		return Requirement{}, fmt.Errorf("requirement %q: %w", s, err)
+		return Requirement{}, fmt.Errorf("requirement %s: %w", clipped(s), err)
 	}
 	return r, nil
 }
@@ -60,7 +60,7 @@ func parseRequirement(s string) (Requirement, error) {
 			return r, fmt.Errorf("no URL after @")
 		}
 		if rest != "" && !strings.HasPrefix(rest, ";") {
-			return r, fmt.Errorf("unexpected %q after the URL", rest)
+			return r, fmt.Errorf("unexpected %s after the URL", clipped(rest))
 		}
 	} else {
 		spec := rest
@@ -83,7 +83,7 @@ func parseRequirement(s string) (Requirement, error) {
 					return r, err
 				}
 				if sp.Op == "===" && strings.ContainsAny(sp.Version, "(,") {
-					return r, fmt.Errorf("bad version %q", sp.Version)
+					return r, fmt.Errorf("bad version %s", clipped(sp.Version))
 				}
 				r.Specifier = append(r.Specifier, sp)
 			}
@@ -100,7 +100,7 @@ func parseRequirement(s string) (Requirement, error) {
 		}
 		r.Marker = mk
 	} else if rest != "" {
-		return r, fmt.Errorf("unexpected %q", rest)
+		return r, fmt.Errorf("unexpected %s", clipped(rest))
 	}
 	return r, nil
 }

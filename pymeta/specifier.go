@@ -3,6 +3,8 @@ package pymeta
 import (
 	"fmt"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 // Specifier is one PEP 440 version clause: ">=13.0.3", "==13.1.0.3.*".
@@ -31,18 +33,21 @@ func ParseSpecifier(s string) (Specifier, error) {
 		}
 	}
 	if op == "" {
-		return Specifier{}, fmt.Errorf("invalid specifier %q: no operator", s)
+		return Specifier{}, fmt.Errorf("invalid specifier %s: no operator", clipped(s))
 	}
 	text := strings.TrimSpace(s[len(op):])
 	sp := Specifier{Op: op, Version: text}
 	if text == "" {
-		return Specifier{}, fmt.Errorf("invalid specifier %q: no version", s)
+		return Specifier{}, fmt.Errorf("invalid specifier %s: no version", clipped(s))
+	}
+	if len(text) > dotted.MaxLen {
+		return Specifier{}, fmt.Errorf("invalid specifier %s: a version of %d characters (at most %d)", clipped(s), len(text), dotted.MaxLen)
 	}
 	if op == "===" {
 		// Arbitrary equality compares strings; anything without spaces,
 		// ';' or ')' is allowed.
 		if strings.ContainsAny(text, " \t;)") {
-			return Specifier{}, fmt.Errorf("invalid specifier %q", s)
+			return Specifier{}, fmt.Errorf("invalid specifier %s", clipped(s))
 		}
 		sp.v, _ = parseVersion(text)
 		return sp, nil
@@ -54,16 +59,16 @@ func ParseSpecifier(s string) (Specifier, error) {
 	}
 	v, ok := parseVersion(vtext)
 	if !ok || vtext != strings.TrimSpace(vtext) {
-		return Specifier{}, fmt.Errorf("invalid specifier %q: bad version", s)
+		return Specifier{}, fmt.Errorf("invalid specifier %s: bad version", clipped(s))
 	}
 	sp.v = v
 	switch {
 	case sp.wildcard && (v.pre.kind != 0 || v.hasPost || v.hasDev || len(v.local) > 0):
-		return Specifier{}, fmt.Errorf("invalid specifier %q: a prefix match takes a release only", s)
+		return Specifier{}, fmt.Errorf("invalid specifier %s: a prefix match takes a release only", clipped(s))
 	case op != "==" && op != "!=" && len(v.local) > 0:
-		return Specifier{}, fmt.Errorf("invalid specifier %q: a local version only with == or !=", s)
+		return Specifier{}, fmt.Errorf("invalid specifier %s: a local version only with == or !=", clipped(s))
 	case op == "~=" && len(v.release) < 2:
-		return Specifier{}, fmt.Errorf("invalid specifier %q: ~= needs at least two release numbers", s)
+		return Specifier{}, fmt.Errorf("invalid specifier %s: ~= needs at least two release numbers", clipped(s))
 	}
 	return sp, nil
 }

@@ -16,6 +16,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 // Version is a PEP 440 version.
@@ -47,11 +49,22 @@ type localPart struct {
 // ParseVersion parses a PEP 440 version, accepting the spellings that
 // normalize to one ("1.0.0-alpha.1" is 1.0.0a1).
 func ParseVersion(s string) (Version, error) {
+	if n := len(strings.TrimSpace(s)); n > dotted.MaxLen {
+		return Version{}, fmt.Errorf("invalid version %s: a version of %d characters (at most %d)", clipped(s), n, dotted.MaxLen)
+	}
 	v, ok := parseVersion(s)
 	if !ok {
-		return Version{}, fmt.Errorf("invalid version %q", s)
+		return Version{}, fmt.Errorf("invalid version %s", clipped(s))
 	}
 	return v, nil
+}
+
+// clipped quotes s for an error message, its first 60 bytes when longer.
+func clipped(s string) string {
+	if len(s) <= 60 {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:60], len(s))
 }
 
 // versionScanner walks a lower-cased version string.
@@ -115,6 +128,9 @@ func (p *versionScanner) optNumber() (uint64, bool) {
 
 func parseVersion(s string) (Version, bool) {
 	text := strings.TrimSpace(s)
+	if len(text) > dotted.MaxLen {
+		return Version{}, false
+	}
 	p := &versionScanner{s: strings.ToLower(text)}
 	v := Version{text: text}
 	if p.peek() == 'v' {

@@ -70,3 +70,15 @@ func TestMetadataOfALargeWheelIsNotDownloaded(t *testing.T) {
 		t.Errorf("%d downloads", ix.Downloads())
 	}
 }
+
+// A wheel file name with a version of 100,000 characters is refused with a
+// short error.
+func TestParseWheelBoundsTheVersion(t *testing.T) {
+	name := "torch-" + strings.Repeat("1.", 50_000) + "1-cp312-cp312-manylinux_2_28_x86_64.whl"
+	if _, err := ParseWheel(name); err == nil || len(err.Error()) > 300 {
+		t.Errorf("ParseWheel of a %d-character version: %.300v", len(name), err)
+	}
+	if _, err := ParseWheel("torch-2.11.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"); err != nil {
+		t.Error(err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
 // Host is what a wheel's tags are matched against.
@@ -74,6 +75,9 @@ func ParseWheel(filename string) (Wheel, error) {
 	w.Platform = strings.Split(parts[4], ".")
 	if w.Name == "" || w.Version == "" {
 		return Wheel{}, fmt.Errorf("%s: no name or version", filename)
+	}
+	if len(w.Version) > dotted.MaxLen {
+		return Wheel{}, fmt.Errorf("%s...: a version of %d characters (at most %d)", filename[:min(len(filename), 80)], len(w.Version), dotted.MaxLen)
 	}
 	return w, nil
 }

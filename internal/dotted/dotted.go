@@ -50,3 +50,9 @@ func Major(v string) string {
 	major, _, _ := strings.Cut(v, ".")
 	return major
 }
+
+// MaxLen is the longest version string cudadeps accepts from any input (a
+// catalog, a manifest, METADATA, a wheel's file name). Real ones are under
+// 40 characters; the bound keeps hostile input from costing time and
+// memory (a 100,000-character version would parse into 50,000 fields).
+const MaxLen = 128
