@@ -12,6 +12,7 @@ func TestChoose(t *testing.T) {
 	c := loadDefault(t, LoadOptions{})
 	comp, ok := c.Component("libcudss")
 	if !ok {
+		// Not an oracle: the test is about the built-in catalog's own data.
 		t.Skip("the built-in catalog has no libcudss")
 	}
 	newest := comp.Releases[0]

@@ -19,6 +19,7 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/platform"
 )
 
@@ -105,7 +106,7 @@ func TestTorchCorpusSonamesMap(t *testing.T) {
 // include libcublas11 and libcusolver11.
 func TestDebianCorpusSonamesMap(t *testing.T) {
 	dirs := []string{sharedDir(t, "corpus/debian")}
-	if extra := os.Getenv("CUDADEPS_LARGE_DEBS"); extra != "" {
+	if extra := lddtest.LargeDebs(t, "the sonames of libcublas11 and libcusolver11"); extra != "" {
 		dirs = append(dirs, extra)
 	}
 	sonames := map[string]string{}

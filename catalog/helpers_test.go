@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // repoRoot walks up from the test's directory to the directory with go.mod.
@@ -32,12 +34,8 @@ func repoRoot(t testing.TB) string {
 func sharedDir(t testing.TB, sub string) string {
 	t.Helper()
 	dir := filepath.Join(filepath.Dir(repoRoot(t)), "shared", sub)
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CUDADEPS_REQUIRE_ORACLES") == "1" {
-			t.Fatalf("shared data %s is required (CUDADEPS_REQUIRE_ORACLES=1): %v", dir, err)
-		}
-		t.Skipf("shared data %s is absent: skipped", dir)
-	}
+	_, err := os.Stat(dir)
+	lddtest.Need(t, err == nil, "shared data %s is absent: %v", dir, err)
 	return dir
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // childSays is a probe subprocess that printed out and ended as res says.
@@ -140,9 +141,7 @@ func TestMappedFile(t *testing.T) {
 // process that cannot start, a context that ends.
 func TestRunCommandReal(t *testing.T) {
 	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
+	lddtest.Need(t, err == nil, "no sh")
 	run := RunCommand([]string{"FOO=bar"})
 	res, err := run(t.Context(), []string{sh, "-c", `echo "stage $FOO"; echo oops >&2; exit 3`})
 	if err != nil || string(res.Stdout) != "stage bar\n" || string(res.Stderr) != "oops\n" || res.ExitCode != 3 || res.Signal != "" {
@@ -168,9 +167,7 @@ func TestRunCommandReal(t *testing.T) {
 // real dlopen, a real crash.
 func TestProbeScriptReal(t *testing.T) {
 	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
+	lddtest.Need(t, err == nil, "no python3")
 	probe := func(t *testing.T, spec elfwrite.Spec, patch func([]byte)) (*ProbeResult, string) {
 		dir := t.TempDir()
 		b, err := elfwrite.Build(spec)
@@ -250,18 +247,14 @@ int cuDeviceGetCount(int *n) { if (!n) return 1; *n = 2; return 0; }
 func buildFakeDriver(t *testing.T) string {
 	t.Helper()
 	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler")
-	}
+	lddtest.Need(t, err == nil, "no C compiler")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "fake.c")
 	if err := os.WriteFile(src, []byte(fakeDriverC), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", filepath.Join(dir, "libcuda.so.1"), src).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot build a shared library: %v\n%s", err, out)
-	}
+	lddtest.Need(t, err == nil, "cannot build a shared library: %v\n%s", err, out)
 	return dir
 }
 
@@ -269,9 +262,7 @@ func buildFakeDriver(t *testing.T) string {
 // the calls, their arguments and the results travel through the protocol.
 func TestProbeScriptDriverCalls(t *testing.T) {
 	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
+	lddtest.Need(t, err == nil, "no python3")
 	dir := buildFakeDriver(t)
 	for _, code := range []string{"0", "999"} {
 		h := newGPUHost(t)

@@ -28,6 +28,7 @@ func largestHostLibrary(tb testing.TB) string {
 		}
 	}
 	if best == "" {
+		// Not an oracle: a benchmark's input; nothing is judged.
 		tb.Skipf("no shared objects in %s", hostLibDir)
 	}
 	return best

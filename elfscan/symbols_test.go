@@ -15,6 +15,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/elfhash"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // cudartSpec is a library shaped like libcudart.so.12: versioned definitions
@@ -387,20 +388,14 @@ func TestReadSymbolsHostLibraries(t *testing.T) {
 		m, _ := filepath.Glob(pattern)
 		libs = append(libs, m...)
 	}
-	if len(libs) == 0 {
-		t.Skip("no host libraries to compare with")
-	}
+	lddtest.Need(t, len(libs) > 0, "no host libraries to compare with")
 	for _, lib := range libs {
 		t.Run(filepath.Base(lib), func(t *testing.T) {
 			f, err := elf.Open(lib)
-			if err != nil {
-				t.Skip(err)
-			}
+			lddtest.Need(t, err == nil, "debug/elf, the judge, cannot open %s: %v", lib, err)
 			defer f.Close()
 			ref, err := f.DynamicSymbols()
-			if err != nil {
-				t.Skip(err)
-			}
+			lddtest.Need(t, err == nil, "debug/elf, the judge, cannot read %s: %v", lib, err)
 			var want []string
 			for _, s := range ref {
 				want = append(want, fmt.Sprintf("%s|%s|%v|%v", s.Name, s.Version, s.Section != elf.SHN_UNDEF, elf.ST_TYPE(s.Info)))
@@ -651,20 +646,14 @@ func TestLookupSymbolsHostLibraries(t *testing.T) {
 	libs, _ := filepath.Glob("/lib/*-linux-gnu/libc.so.6")
 	m, _ := filepath.Glob("/usr/lib64/libc.so.6")
 	libs = append(libs, m...)
-	if len(libs) == 0 {
-		t.Skip("no host libc")
-	}
+	lddtest.Need(t, len(libs) > 0, "no host libc")
 	names := []string{"memcpy", "malloc", "dlsym", "pthread_create", "realpath", "no_such_symbol_anywhere", "__libc_start_main"}
 	for _, lib := range libs {
 		f, err := elf.Open(lib)
-		if err != nil {
-			t.Skip(err)
-		}
+		lddtest.Need(t, err == nil, "debug/elf, the judge, cannot open %s: %v", lib, err)
 		ref, err := f.DynamicSymbols()
 		f.Close()
-		if err != nil {
-			t.Skip(err)
-		}
+		lddtest.Need(t, err == nil, "debug/elf, the judge, cannot read %s: %v", lib, err)
 		var want []string
 		for _, n := range names {
 			for _, s := range ref {

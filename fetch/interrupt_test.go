@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // fakeXZ writes a shell script that stands in for xz: script is its body,
@@ -56,9 +58,8 @@ func TestInstallKeepsPartialWhenDecoderIsSignalled(t *testing.T) {
 func TestDecoderHasItsOwnProcessGroup(t *testing.T) {
 	data := xzBytes(t, tarBytes(t, redistMembers(10_000)))
 	xzPath, pgidFile := fakeXZ(t, "exec xz \"$@\"\n")
-	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("no /proc: the process group cannot be read")
-	}
+	_, err := os.Stat("/proc/self/stat")
+	lddtest.Need(t, err == nil, "no /proc: the process group cannot be read")
 	decs := decoders(t)
 	if decs["system"].xz == "" {
 		return // decoders has reported the skip

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // xzCLI compresses with the xz program, much faster than the pure-Go
@@ -34,9 +36,8 @@ func xzCLI(t *testing.T, xzPath string, data []byte) []byte {
 func tmpfs(t *testing.T, size int64) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.FormatInt(size, 10)); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (%v): the disk-full cases need root (CAP_SYS_ADMIN)", err)
-	}
+	err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.FormatInt(size, 10))
+	lddtest.Need(t, err == nil, "cannot mount a tmpfs to fill (%v): the disk-full cases need root (CAP_SYS_ADMIN)", err)
 	t.Cleanup(func() {
 		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
 			t.Errorf("unmount %s: %v", dir, err)
@@ -215,9 +216,7 @@ func TestExtractDeclaredSizeNeedsSpace(t *testing.T) {
 // with stream padding between them; anything else declares nothing.
 func TestXZDeclaredSize(t *testing.T) {
 	d := decoders(t)["system"]
-	if d.xz == "" {
-		t.Skip("xz is not on PATH")
-	}
+	lddtest.Need(t, d.xz != "", "xz is not on PATH")
 	data := payload(31, 3<<20)
 	one := xzCLI(t, d.xz, data)
 	cmd := exec.Command(d.xz, "-1", "-T2", "--block-size=262144", "--stdout")

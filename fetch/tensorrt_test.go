@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // trtTop is the top directory of a TensorRT archive, as NVIDIA names it.
@@ -140,9 +142,7 @@ func TestExtractZstdTrailer(t *testing.T) {
 // without one declares nothing.
 func TestZstdDeclaredSize(t *testing.T) {
 	zstdCLI, err := exec.LookPath("zstd")
-	if err != nil {
-		t.Skip("zstd is not on PATH")
-	}
+	lddtest.Need(t, err == nil, "zstd is not on PATH")
 	data := payload(41, 3<<20)
 	p := writeFile(t, t.TempDir(), "a", data)
 	out, err := exec.Command(zstdCLI, "-q", "-3", "-c", p).Output() // from a file: with its size

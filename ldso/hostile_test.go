@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // The bounds a hostile root must stay within: every input below is refused
@@ -82,19 +83,17 @@ func TestHostileRootFiles(t *testing.T) {
 	for _, name := range []string{"ld.so.cache", "ld.so.preload"} {
 		t.Run(name+" FIFO", func(t *testing.T) {
 			root := hostileRoot(t)
-			if err := syscall.Mkfifo(filepath.Join(root, "etc", name), 0o644); err != nil {
-				t.Skipf("mkfifo: %v", err)
-			}
-			_, err := newInRoot(t, root)
+			err := syscall.Mkfifo(filepath.Join(root, "etc", name), 0o644)
+			lddtest.Need(t, err == nil, "mkfifo: %v", err)
+			_, err = newInRoot(t, root)
 			wantRefusal(t, err, name, "not a regular file (a FIFO)")
 		})
 		t.Run(name+" device", func(t *testing.T) {
 			root := hostileRoot(t)
 			// /dev/zero's numbers: an endless file of zeros.
-			if err := syscall.Mknod(filepath.Join(root, "etc", name), syscall.S_IFCHR|0o644, 1<<8|5); err != nil {
-				t.Skipf("mknod needs root: %v", err)
-			}
-			_, err := newInRoot(t, root)
+			err := syscall.Mknod(filepath.Join(root, "etc", name), syscall.S_IFCHR|0o644, 1<<8|5)
+			lddtest.Need(t, err == nil, "mknod needs root: %v", err)
+			_, err = newInRoot(t, root)
 			wantRefusal(t, err, name, "not a regular file (a character device)")
 		})
 		t.Run(name+" sparse 4 GB", func(t *testing.T) {
@@ -103,9 +102,8 @@ func TestHostileRootFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Truncate(4 << 30); err != nil {
-				t.Skipf("no sparse files here: %v", err)
-			}
+			err = f.Truncate(4 << 30)
+			lddtest.Need(t, err == nil, "no sparse files here: %v", err)
 			f.Close()
 			_, err = newInRoot(t, root)
 			wantRefusal(t, err, name, "more than the")
@@ -177,9 +175,8 @@ func TestHostileRootFiles(t *testing.T) {
 		if err := os.MkdirAll(lib, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := syscall.Mkfifo(filepath.Join(lib, "libfifo.so"), 0o644); err != nil {
-			t.Skipf("mkfifo: %v", err)
-		}
+		err := syscall.Mkfifo(filepath.Join(lib, "libfifo.so"), 0o644)
+		lddtest.Need(t, err == nil, "mkfifo: %v", err)
 		main := filepath.Join(root, "opt", "main.so")
 		if err := elfwrite.Write(main, elfwrite.Spec{Machine: elf.EM_AARCH64, Soname: "main.so", Needed: []string{"libfifo.so"}}); err != nil {
 			t.Fatal(err)

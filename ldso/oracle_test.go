@@ -196,7 +196,7 @@ func TestDebianCUDALibrariesMatchLoader(t *testing.T) {
 	lddtest.Need(t, ok, "no x86_64 ld.so on this host")
 	shared := lddtest.SharedDir(t)
 	debs, _ := filepath.Glob(filepath.Join(shared, "corpus", "debian", "amd64", "*.deb"))
-	if large := os.Getenv("CUDADEPS_LARGE_DEBS"); large != "" {
+	if large := lddtest.LargeDebs(t, "the closures of libcublas11 and libcusolver11"); large != "" {
 		more, _ := filepath.Glob(filepath.Join(large, "amd64", "*.deb"))
 		debs = append(debs, more...)
 	}

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/pymeta"
 )
 
@@ -28,12 +29,7 @@ const distinfoCorpus = "../../shared/corpus/torch/torch-2.11.0-cu130-x86_64-dist
 func untarCorpus(t *testing.T) string {
 	t.Helper()
 	f, err := os.Open(distinfoCorpus)
-	if err != nil {
-		if os.Getenv("CUDADEPS_REQUIRE_ORACLES") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	lddtest.Need(t, err == nil, "the dist-info corpus of ../shared: %v", err)
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
 	if err != nil {

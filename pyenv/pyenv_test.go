@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 func TestEvalMarker(t *testing.T) {
@@ -94,16 +96,10 @@ func TestFindAndClosure(t *testing.T) {
 
 func TestDiscoverRealInterpreter(t *testing.T) {
 	py, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CUDADEPS_REQUIRE_ORACLES") == "1" {
-			t.Fatal("python3 is not installed")
-		}
-		t.Skip("python3 is not installed")
-	}
+	lddtest.Need(t, err == nil, "python3 is not installed")
 	venv := filepath.Join(t.TempDir(), "venv")
-	if out, err := exec.Command(py, "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
-		t.Skipf("python3 -m venv: %v: %s", err, out)
-	}
+	out, err := exec.Command(py, "-m", "venv", "--without-pip", venv).CombinedOutput()
+	lddtest.Need(t, err == nil, "python3 -m venv: %v: %s", err, out)
 	env, err := Discover(context.Background(), filepath.Join(venv, "bin", "python3"))
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // testCase is one line of testdata/cases.json: an input and what
@@ -179,12 +181,7 @@ func packagingPython() (string, string) {
 // packaging gives (the earlier answer where packaging is older than 26).
 func TestCasesAgainstPackaging(t *testing.T) {
 	py, version := packagingPython()
-	if py == "" {
-		if os.Getenv("CUDADEPS_REQUIRE_ORACLES") == "1" {
-			t.Fatal("no python3 with the packaging module (Debian: python3-packaging)")
-		}
-		t.Skip("no python3 with the packaging module")
-	}
+	lddtest.Need(t, py != "", "no python3 with the packaging module (Debian: python3-packaging)")
 	out, err := exec.Command(py, "testdata/oracle.py", "testdata/cases.json").Output()
 	if err != nil {
 		t.Fatalf("%s testdata/oracle.py: %v", py, err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/testhook"
 	"github.com/cudadeps/cudadeps/ldso"
 )
@@ -47,6 +48,7 @@ type crashChild struct {
 func TestCrashChild(t *testing.T) {
 	spec := os.Getenv(crashChildEnv)
 	if spec == "" {
+		// Not an oracle: the child process of the kill tests.
 		t.Skip("runs only as the child of the kill tests")
 	}
 	var c crashChild
@@ -224,6 +226,7 @@ func killCases() []killCase {
 // tree exactly as it was and the store empty.
 func TestKillAndRecover(t *testing.T) {
 	if os.Getenv(crashChildEnv) != "" {
+		// Not an oracle: the child process of the kill tests.
 		t.Skip("in the child")
 	}
 	for _, kc := range killCases() {
@@ -231,9 +234,8 @@ func TestKillAndRecover(t *testing.T) {
 			t.Run(kc.name+"/then "+then, func(t *testing.T) {
 				t.Parallel()
 				if kc.name == "extraction" {
-					if _, err := exec.LookPath("xz"); err != nil {
-						t.Skip("no system xz: extraction does not stream")
-					}
+					_, err := exec.LookPath("xz")
+					lddtest.Need(t, err == nil, "no system xz: extraction does not stream")
 				}
 				runKillCase(t, kc, then)
 			})

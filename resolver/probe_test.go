@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // Messages as users and the GPU machine saw them.
@@ -66,9 +68,7 @@ func TestProbeScripts(t *testing.T) {
 		}
 	}
 	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found: probe syntax not checked")
-	}
+	lddtest.Need(t, err == nil, "python3 not found: probe syntax not checked")
 	// Every probe compiles; without its framework it fails at the import,
 	// naming the module (never a library).
 	for _, d := range []string{"torch", "cupy", "jax-cuda13-plugin", "onnxruntime-gpu", "tensorflow"} {

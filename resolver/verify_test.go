@@ -310,6 +310,7 @@ def compileProgram(prog, options):
 func newCupyFixture(t *testing.T, compile string, extraRoot bool) *cupyFixture {
 	t.Helper()
 	if hasGPU() {
+		// Not an oracle: with a GPU the real probes are proved (e2e/gpu).
 		t.Skip("a GPU is present: the CuPy probe would run GPU steps the stand-in modules lack")
 	}
 	f := &cupyFixture{}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/ldso"
 )
 
@@ -17,12 +18,7 @@ import (
 func gcc(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("gcc")
-	if err != nil {
-		if os.Getenv("CUDADEPS_REQUIRE_ORACLES") == "1" {
-			t.Fatal("gcc not found: run-time open fixtures cannot be built")
-		}
-		t.Skip("gcc not found: run-time open fixtures not built")
-	}
+	lddtest.Need(t, err == nil, "gcc not found: run-time open fixtures cannot be built")
 	return p
 }
 

@@ -8,6 +8,8 @@ import (
 	"path"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 func TestTableEntries(t *testing.T) {
@@ -65,9 +67,7 @@ func TestTableMatchesCorpus(t *testing.T) {
 	if os.IsNotExist(err) {
 		f, err = os.Open("../shared/corpus/torch/torch-2.11.0-cu130-x86_64-venv.jsonl.gz")
 	}
-	if err != nil {
-		t.Skipf("corpus not available: %v", err)
-	}
+	lddtest.Need(t, err == nil, "the torch corpus of ../shared is not available: %v", err)
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/internal/shellquote"
 )
@@ -123,10 +124,7 @@ func runTerminalWith(t *testing.T, env []string, input, redirect string, args ..
 // where the oracles are required (CI).
 func needScript(t *testing.T) {
 	t.Helper()
-	if os.Getenv("CUDADEPS_REQUIRE_ORACLES") != "" {
-		t.Fatal("script (util-linux, Debian package bsdutils) is needed for a pseudo-terminal")
-	}
-	t.Skip("needs script (util-linux) for a pseudo-terminal")
+	lddtest.Need(t, false, "script (util-linux, Debian package bsdutils) is needed for a pseudo-terminal")
 }
 
 // missingCudss writes a directory whose library needs libcudss.so.0 and a

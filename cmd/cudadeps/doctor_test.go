@@ -200,6 +200,7 @@ func TestDoctorProbeChildHidden(t *testing.T) {
 
 func TestDoctorProbeChildStatic(t *testing.T) {
 	if doctor.DlopenProbe {
+		// Not an oracle: the other build is tested elsewhere.
 		t.Skip("the dlopen build's child is tested in package doctor")
 	}
 	code, out, _ := doctorCLI("doctor", "--probe-child")

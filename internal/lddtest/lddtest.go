@@ -5,12 +5,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -222,9 +225,7 @@ func ArmSysroot(t testing.TB, extraConf ...string) *Sysroot {
 	t.Helper()
 	qemu, ok := Qemu()
 	Need(t, ok, "qemu-aarch64-static is not installed (Debian package qemu-user-static)")
-	shared := SharedDir(t)
-	debs, _ := filepath.Glob(filepath.Join(shared, "corpus", "debian", "arm64", "*.deb"))
-	Need(t, len(debs) > 0, "no arm64 packages in %s", shared)
+	debs := VerifiedDebs(t, filepath.Join(SharedDir(t), "corpus", "debian"), "arm64")
 	base := t.TempDir()
 	root := filepath.Join(base, "root")
 	tools := filepath.Join(base, "libc-bin")
@@ -369,17 +370,41 @@ func HostChroot(t testing.TB) *Chroot {
 	return &Chroot{Root: root, Interp: "/lib64/ld-linux-x86-64.so.2"}
 }
 
-// TrixieDebs returns the folder of Debian trixie (glibc 2.41) packages
-// fetched by fetch-trixie.sh, named by CUDADEPS_TRIXIE_DEBS; the test is
-// skipped when it is not set (the packages come from the network).
+// TrixieDebs returns the Debian trixie (glibc 2.41) packages of one
+// architecture kept in the shared corpus (corpus/debian/trixie), each
+// checked against its SHA256SUMS.tsv.
 func TrixieDebs(t testing.TB, arch string) []string {
 	t.Helper()
-	dir := os.Getenv("CUDADEPS_TRIXIE_DEBS")
-	if dir == "" {
-		t.Skip("CUDADEPS_TRIXIE_DEBS is not set (internal/lddtest/fetch-trixie.sh fetches glibc 2.41 packages)")
+	return VerifiedDebs(t, filepath.Join(SharedDir(t), "corpus", "debian", "trixie"), arch)
+}
+
+// VerifiedDebs returns the packages of one architecture that dir's
+// SHA256SUMS.tsv lists ("ARCH/FILE.deb<TAB>SIZE<TAB>SHA256" lines), after
+// checking the size and sha256 of each: a test is never judged against
+// packages other than the pinned ones. A missing folder or list is a
+// missing oracle; a file that does not match fails the test.
+func VerifiedDebs(t testing.TB, dir, arch string) []string {
+	t.Helper()
+	list, err := os.ReadFile(filepath.Join(dir, "SHA256SUMS.tsv"))
+	Need(t, err == nil, "the packages of %s: %v", dir, err)
+	var debs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(list)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 3 || !strings.HasPrefix(f[0], arch+"/") {
+			continue
+		}
+		p := filepath.Join(dir, filepath.FromSlash(f[0]))
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("%s is listed in %s/SHA256SUMS.tsv: %v", f[0], dir, err)
+		}
+		sum := sha256.Sum256(data)
+		if strconv.Itoa(len(data)) != f[1] || hex.EncodeToString(sum[:]) != f[2] {
+			t.Fatalf("%s: %d bytes, sha256 %x; SHA256SUMS.tsv pins %s bytes, %s", p, len(data), sum, f[1], f[2])
+		}
+		debs = append(debs, p)
 	}
-	debs, _ := filepath.Glob(filepath.Join(dir, arch, "*.deb"))
-	Need(t, len(debs) > 0, "no %s packages in %s", arch, dir)
+	Need(t, len(debs) > 0, "no %s packages listed in %s/SHA256SUMS.tsv", arch, dir)
 	return debs
 }
 

@@ -51,3 +51,17 @@ func PipInstall(t testing.TB, python, whl string) {
 		t.Fatalf("pip install %s: %v\n%s", filepath.Base(whl), err, out)
 	}
 }
+
+// LargeDebs is the folder where ../shared/corpus/debian/fetch-large.sh put
+// the larger real CUDA packages (libcublas11, libcusolver11), named by
+// CUDADEPS_LARGE_DEBS; they are optional (they come from the network). When
+// they are absent the test says what they would have added, so that the
+// coverage they bring is never lost without a word.
+func LargeDebs(t testing.TB, adds string) string {
+	t.Helper()
+	dir := os.Getenv("CUDADEPS_LARGE_DEBS")
+	if dir == "" {
+		t.Logf("CUDADEPS_LARGE_DEBS is not set: %s also checks %s once ../shared/corpus/debian/fetch-large.sh DIR has fetched them into DIR", t.Name(), adds)
+	}
+	return dir
+}

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // BytesRead is what this process has read through read(2) and pread(2) so
@@ -17,9 +19,7 @@ import (
 func BytesRead(tb testing.TB) int64 {
 	tb.Helper()
 	data, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		tb.Skipf("no /proc/self/io: %v", err)
-	}
+	lddtest.Need(tb, err == nil, "no /proc/self/io: %v", err)
 	for _, line := range strings.Split(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -29,7 +29,7 @@ func BytesRead(tb testing.TB) int64 {
 			return n
 		}
 	}
-	tb.Skip("no rchar in /proc/self/io")
+	lddtest.Need(tb, false, "no rchar in /proc/self/io")
 	return 0
 }
 

@@ -4,15 +4,15 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // TestShellReadsBack is judged by a real shell: each quoted word comes back
 // as it was, one word, whatever it holds.
 func TestShellReadsBack(t *testing.T) {
 	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
+	lddtest.Need(t, err == nil, "no sh")
 	words := []string{"", "plain", "/a/b.c", "two words", "it's", `"q"`, "$HOME", "a;b", "*", "~", "tab\there", "new\nline", "--prefix=/x y", "ü", "a\\b", "!", "#x", "{a,b}"}
 	line := "for w in " + Join(words) + "; do printf '%s\\0' \"$w\"; done"
 	out, err := exec.Command(sh, "-c", line).Output()
