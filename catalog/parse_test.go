@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/fuzzseed"
 	"github.com/cudadeps/cudadeps/platform"
 )
 
@@ -304,12 +305,33 @@ components:
 	}
 }
 
+// parseSeeds are FuzzParse's seed corpus (testdata/fuzz/FuzzParse): a
+// whole catalog in few bytes (flow style), YAML anchors and aliases, and
+// documents of the wrong shape. Small, so that the fuzzer mutates rather
+// than minimises.
+func parseSeeds() map[string][]byte {
+	return map[string][]byte{
+		"catalog": []byte("format: 1\nproducts: {p: {title: P, base_url: \"https://x/\"}}\ndrivers: {libcuda.so.1: {advice: a}}\n" +
+			"components: {c: {product: p, sonames: [libc.so.1], releases: [{version: 1.2, release: 13.0.2, cuda: 13, archives: [{platform: linux-x86_64, cuda_variant: cuda13, path: a, sha256: " + sha1 + ", size: 1, sonames: [libc.so.1]}]}]}}\n"),
+		"alias":    []byte("format: 1\ncomponents:\n  a:\n    product: b\n    releases: *x\n"),
+		"anchor":   []byte("format: 1\nproducts: &p {a: {title: x}}\ncomponents: {c: {product: a, releases: [{version: 1, archives: [null]}]}}\n"),
+		"sequence": []byte("- 1\n- 2\n"),
+	}
+}
+
+// TestFuzzParseSeeds keeps the committed seed corpus what parseSeeds makes
+// (CUDADEPS_UPDATE_SEEDS=1 rewrites it).
+func TestFuzzParseSeeds(t *testing.T) {
+	seeds := parseSeeds()
+	fuzzseed.Check(t, "FuzzParse", seeds)
+	if _, err := Parse(seeds["catalog"], "seed.yaml"); err != nil {
+		t.Errorf("the catalog seed must parse, so that mutations start from a valid catalog: %v", err)
+	}
+}
+
+// FuzzParse: a catalog that parses encodes, re-parses and encodes to the
+// same bytes; an error names the file.
 func FuzzParse(f *testing.F) {
-	f.Add([]byte(testCatalog))
-	f.Add([]byte(layerText))
-	f.Add([]byte("format: 1\ncomponents:\n  a:\n    product: b\n    releases: *x\n"))
-	f.Add([]byte("format: 1\nproducts: &p {a: {title: x}}\ncomponents: {c: {product: a, releases: [{version: 1, archives: [null]}]}}\n"))
-	f.Add([]byte("- 1\n- 2\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data, "fuzz.yaml")
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/fuzzseed"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
@@ -340,18 +341,32 @@ func TestZipMembers(t *testing.T) {
 	}
 }
 
-func FuzzRead(f *testing.F) {
-	for _, spec := range []elfwrite.Spec{
-		{Soname: "liba.so", Needed: []string{"libb.so"}, RPath: elfwrite.Str("$ORIGIN")},
-		{Class: elf.ELFCLASS32, Machine: elf.EM_386, Soname: "x", VersionNeeds: []elfwrite.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.0"}}}, NoSectionHeaders: true},
-		{Data: elf.ELFDATA2MSB, Machine: elf.EM_PPC64, VersionDefs: []string{"V1", "V2"}, Soname: "libv.so"},
+// readSeeds are FuzzRead's seed corpus (testdata/fuzz/FuzzRead): 64-bit
+// little-endian with RPATH, 32-bit without section headers, big-endian
+// with version definitions.
+func readSeeds(t testing.TB) map[string][]byte {
+	seeds := map[string][]byte{}
+	for name, spec := range map[string]elfwrite.Spec{
+		"rpath":      {Soname: "liba.so", Needed: []string{"libb.so"}, RPath: elfwrite.Str("$ORIGIN")},
+		"elf32":      {Class: elf.ELFCLASS32, Machine: elf.EM_386, Soname: "x", VersionNeeds: []elfwrite.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.0"}}}, NoSectionHeaders: true},
+		"big-endian": {Data: elf.ELFDATA2MSB, Machine: elf.EM_PPC64, VersionDefs: []string{"V1", "V2"}, Soname: "libv.so"},
 	} {
 		b, err := elfwrite.Build(spec)
 		if err != nil {
-			f.Fatal(err)
+			t.Fatal(err)
 		}
-		f.Add(b)
+		seeds[name] = b
 	}
+	return seeds
+}
+
+// TestFuzzReadSeeds keeps the committed seed corpus what readSeeds makes
+// (CUDADEPS_UPDATE_SEEDS=1 rewrites it).
+func TestFuzzReadSeeds(t *testing.T) {
+	fuzzseed.Check(t, "FuzzRead", readSeeds(t))
+}
+
+func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		info, err := Read(bytes.NewReader(data), int64(len(data)), "fuzz.so")
 		if err == nil && info == nil {

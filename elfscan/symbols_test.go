@@ -15,6 +15,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/elfhash"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/fuzzseed"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
@@ -571,17 +572,42 @@ func TestReadSymbolsDamaged(t *testing.T) {
 	}
 }
 
-func FuzzReadSymbols(f *testing.F) {
-	for _, noSections := range []bool{false, true} {
-		spec := cudartSpec()
+// symbolSeeds are FuzzReadSymbols' seed corpus
+// (testdata/fuzz/FuzzReadSymbols): a small object with versioned
+// definitions and references, with and without section headers, and with
+// a DT_GNU_HASH table. A few hundred bytes each, so that the fuzzer
+// mutates rather than minimises.
+func symbolSeeds(t testing.TB) map[string][]byte {
+	spec := elfwrite.Spec{
+		Soname:       "libs.so.1",
+		VersionDefs:  []string{"S_1"},
+		VersionNeeds: []elfwrite.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.34"}}},
+		Symbols: []elfwrite.Symbol{
+			{Name: "cudaMalloc", Defined: true, Func: true, Version: "S_1"},
+			{Name: "local", Defined: true},
+			{Name: "malloc", Func: true, Version: "GLIBC_2.34"},
+		},
+		NoSectionHeaders: true,
+	}
+	seeds := map[string][]byte{"gnu-hash": withGNUHash(t, spec, 2)}
+	for name, noSections := range map[string]bool{"sections": false, "no-sections": true} {
 		spec.NoSectionHeaders = noSections
 		b, err := elfwrite.Build(spec)
 		if err != nil {
-			f.Fatal(err)
+			t.Fatal(err)
 		}
-		f.Add(b)
+		seeds[name] = b
 	}
-	f.Add(withGNUHash(f, cudartSpec(), 3))
+	return seeds
+}
+
+// TestFuzzReadSymbolsSeeds keeps the committed seed corpus what
+// symbolSeeds makes (CUDADEPS_UPDATE_SEEDS=1 rewrites it).
+func TestFuzzReadSymbolsSeeds(t *testing.T) {
+	fuzzseed.Check(t, "FuzzReadSymbols", symbolSeeds(t))
+}
+
+func FuzzReadSymbols(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		syms, err := ReadSymbols(bytes.NewReader(b), int64(len(b)), "fuzz", nil)
 		if err != nil && syms != nil {
