@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 func TestTables(t *testing.T) {
@@ -171,18 +173,14 @@ int nvmlDeviceGetPciInfo_v3(void *h, pci_t *p) { memset(p, 0, sizeof *p); p->pci
 func buildFakeNVML(t *testing.T) string {
 	t.Helper()
 	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler")
-	}
+	lddtest.Need(t, err == nil, "no C compiler")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "fake.c")
 	if err := os.WriteFile(src, []byte(fakeNVMLC), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(cc, "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", filepath.Join(dir, "libnvidia-ml.so.1"), src).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot build a shared library: %v\n%s", err, out)
-	}
+	lddtest.Need(t, err == nil, "cannot build a shared library: %v\n%s", err, out)
 	return dir
 }
 
@@ -210,9 +208,7 @@ func checkFakeNVML(t *testing.T, d *Device) {
 // TestNVMLScript runs the Python query against an NVML with code.
 func TestNVMLScript(t *testing.T) {
 	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
+	lddtest.Need(t, err == nil, "no python3")
 	dir := buildFakeNVML(t)
 	d, err := Detect(context.Background(), DetectOptions{Root: t.TempDir(), NVMLCommand: []string{python, "-c", NVMLScript},
 		Exec: withEnv("LD_LIBRARY_PATH=" + dir)})

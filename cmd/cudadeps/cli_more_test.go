@@ -18,7 +18,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
-	"github.com/cudadeps/cudadeps/internal/shellquote"
+	"github.com/cudadeps/cudadeps/internal/shquote"
 )
 
 // stallingMirror serves half of each archive, then stalls until the client
@@ -80,7 +80,7 @@ func TestCLIInterruptedDownload(t *testing.T) {
 			needScript(t)
 		}
 		cat, url, started := stallingMirror(t)
-		line := strings.Join([]string{shellquote.Word(binary(t)), "resolve", shellquote.Word(dir), "--yes", "--catalog", shellquote.Word(cat), "--mirror", url, "--prefix", shellquote.Word(t.TempDir()), "--ld-library-path", "''"}, " ")
+		line := strings.Join([]string{shquote.Quote(binary(t)), "resolve", shquote.Quote(dir), "--yes", "--catalog", shquote.Quote(cat), "--mirror", url, "--prefix", shquote.Quote(t.TempDir()), "--ld-library-path", "''"}, " ")
 		cmd := exec.Command(script, "-qec", line, "/dev/null")
 		cmd.Env = userEnv(t)
 		cache := envValue(cmd.Env, "XDG_CACHE_HOME")

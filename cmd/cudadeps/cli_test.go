@@ -14,7 +14,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
-	"github.com/cudadeps/cudadeps/internal/shellquote"
+	"github.com/cudadeps/cudadeps/internal/shquote"
 )
 
 // These tests run the built binary as a user would: a separate process,
@@ -102,9 +102,9 @@ func runTerminalWith(t *testing.T, env []string, input, redirect string, args ..
 	if err != nil {
 		needScript(t)
 	}
-	words := []string{shellquote.Word(binary(t))}
+	words := []string{shquote.Quote(binary(t))}
 	for _, a := range args {
-		words = append(words, shellquote.Word(a))
+		words = append(words, shquote.Quote(a))
 	}
 	if redirect != "" {
 		words = append(words, redirect)
@@ -201,7 +201,7 @@ func TestCLIResolvePlanShownOnce(t *testing.T) {
 
 	dir2, m2 := missingCudss(t)
 	report := filepath.Join(t.TempDir(), "report")
-	code, screen = runTerminalWith(t, env, "y\n", "> "+shellquote.Word(report), "resolve", dir2, "--catalog", m2.Catalog, "--mirror", m2.URL, "--ld-library-path", "", "--prefix", filepath.Join(t.TempDir(), "prefix"))
+	code, screen = runTerminalWith(t, env, "y\n", "> "+shquote.Quote(report), "resolve", dir2, "--catalog", m2.Catalog, "--mirror", m2.URL, "--ld-library-path", "", "--prefix", filepath.Join(t.TempDir(), "prefix"))
 	out, _ := os.ReadFile(report)
 	if code != exitOK || !strings.Contains(string(out), m2.URL+"libcudss/") {
 		t.Errorf("stdout to a file: exit %d; the report should name the archive's URL\nreport:\n%s\nscreen:\n%s", code, out, screen)
@@ -218,13 +218,13 @@ func TestCLIResolveAsksWithStderrToAFile(t *testing.T) {
 	common := []string{"resolve", dir, "--catalog", m.Catalog, "--mirror", m.URL, "--prefix", prefix, "--ld-library-path", ""}
 	log := filepath.Join(t.TempDir(), "log")
 
-	code, screen := runTerminalWith(t, env, "n\n", "< /dev/null 2> "+shellquote.Word(log), common...)
+	code, screen := runTerminalWith(t, env, "n\n", "< /dev/null 2> "+shquote.Quote(log), common...)
 	stderr, _ := os.ReadFile(log)
 	if code != exitUsage || !strings.Contains(string(stderr), "stdin is not a terminal") || placed(dir) {
 		t.Errorf("stdin not a terminal: exit %d\nscreen:\n%s\nlog:\n%s", code, screen, stderr)
 	}
 
-	code, screen = runTerminalWith(t, env, "y\n", "2> "+shellquote.Word(log), common...)
+	code, screen = runTerminalWith(t, env, "y\n", "2> "+shquote.Quote(log), common...)
 	stderr, _ = os.ReadFile(log)
 	q := strings.Index(screen, "[y/N]")
 	if code != exitOK || !placed(dir) || q < 0 || !strings.Contains(screen[:q], "Total: 1 archive(s)") {

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/cudadeps/cudadeps/internal/shellquote"
+	"github.com/cudadeps/cudadeps/internal/shquote"
 )
 
 // JSON schemas: every top-level JSON object names its own, so that a
@@ -150,11 +150,11 @@ func (p painter) bad(s string) string {
 func (a *app) commandLine(args ...string) string {
 	words := []string{"cudadeps"}
 	for _, s := range args {
-		words = append(words, shellquote.Word(s))
+		words = append(words, shquote.Quote(s))
 	}
 	if a.opts.prefix != "" {
 		if p, err := a.prefix(); err == nil {
-			words = append(words, "--prefix", shellquote.Word(p))
+			words = append(words, "--prefix", shquote.Quote(p))
 		}
 	}
 	return strings.Join(words, " ")

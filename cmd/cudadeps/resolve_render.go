@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/internal/humansize"
-	"github.com/cudadeps/cudadeps/internal/shellquote"
+	"github.com/cudadeps/cudadeps/internal/shquote"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
@@ -305,7 +305,7 @@ func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) 
 		fmt.Fprintln(w, "Nothing is missing: the loader finds everything.")
 	case o.OK && script != "":
 		// Until the script is sourced, the objects it serves find nothing new.
-		fmt.Fprintf(w, "Done once the activation script is sourced: run '. %s' in each shell that uses %s\n", shellquote.Word(script), t.Name)
+		fmt.Fprintf(w, "Done once the activation script is sourced: run '. %s' in each shell that uses %s\n", shquote.Quote(script), t.Name)
 		fmt.Fprintln(w, "(it sets LD_LIBRARY_PATH for objects that search no directory you may write); the loader then finds everything.")
 		script = ""
 	case o.OK:
@@ -323,7 +323,7 @@ func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) 
 		fmt.Fprintf(w, "Not done (%s).\n", o.Stopped)
 	}
 	if script != "" {
-		fmt.Fprintf(w, "Some objects search no directory you may write: run '. %s' in shells that use them.\n", shellquote.Word(script))
+		fmt.Fprintf(w, "Some objects search no directory you may write: run '. %s' in shells that use them.\n", shquote.Quote(script))
 	}
 	if o.DryRun {
 		return

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/examples/internal/demoset"
-	"github.com/cudadeps/cudadeps/internal/shellquote"
+	"github.com/cudadeps/cudadeps/internal/shquote"
 )
 
 // session runs cudadeps and prints what it does.
@@ -70,7 +70,7 @@ func (s *session) say(format string, a ...any) {
 func (s *session) cudadeps(want int, args ...string) error {
 	words := []string{"$", "cudadeps"}
 	for _, a := range args {
-		words = append(words, s.show(shellquote.Word(a)))
+		words = append(words, s.show(shquote.Quote(a)))
 	}
 	s.say("\n%s\n", strings.Join(words, " "))
 	cmd := exec.Command(s.bin, args...)

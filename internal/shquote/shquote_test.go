@@ -3,15 +3,15 @@ package shquote
 import (
 	"os/exec"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // TestQuoteRoundTrip: sh reads each quoted string back as the one word it
 // was.
 func TestQuoteRoundTrip(t *testing.T) {
 	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
+	lddtest.Need(t, err == nil, "no sh")
 	for _, s := range []string{"", "/usr/lib", "a b", "it's", "$HOME", "x;y", "a\nb", "'"} {
 		out, err := exec.Command(sh, "-c", "printf %s "+Quote(s)).Output()
 		if err != nil || string(out) != s {
