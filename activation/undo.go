@@ -12,7 +12,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/testhook"
-	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // UndoReport says what undo removed and what it left.
@@ -301,7 +301,7 @@ func matchesAny(r *Record, targets []string) bool {
 		switch {
 		case k == r.Target, k == r.Name:
 			return true
-		case strings.HasPrefix(r.Target, "python:"+pyenv.Normalize(k)+"@"):
+		case strings.HasPrefix(r.Target, "python:"+pymeta.NormalizeName(k)+"@"):
 			return true
 		}
 		if abs, err := filepath.Abs(k); err == nil && strings.HasSuffix(r.Target, ":"+abs) {

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 //go:embed distributions.yaml
@@ -81,13 +81,6 @@ func EmbeddedDistributions() (*Distributions, error) {
 	return ParseDistributions(embeddedDistributions, "catalog/distributions.yaml")
 }
 
-var pep503Sep = regexp.MustCompile(`[-_.]+`)
-
-// NormalizeDistName is PEP 503's normalized form of a distribution name.
-func NormalizeDistName(name string) string {
-	return strings.ToLower(pep503Sep.ReplaceAllString(name, "-"))
-}
-
 // ParseDistributions reads a distribution table strictly.
 func ParseDistributions(data []byte, name string) (*Distributions, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -101,7 +94,7 @@ func ParseDistributions(data []byte, name string) (*Distributions, error) {
 	}
 	t := &Distributions{byName: map[string]*Distribution{}, ToolkitName: doc.Toolkit.Name, ToolkitExtras: doc.Toolkit.Extras}
 	for n, d := range doc.Distributions {
-		if d == nil || NormalizeDistName(n) != n {
+		if d == nil || pymeta.NormalizeName(n) != n {
 			return nil, fmt.Errorf("%s: distribution %q: empty, or not a normalized name", name, n)
 		}
 		if strings.TrimSpace(d.Source) == "" {
@@ -134,7 +127,7 @@ func ParseDistributions(data []byte, name string) (*Distributions, error) {
 
 // Lookup returns the distribution called name (any spelling PEP 503 accepts).
 func (t *Distributions) Lookup(name string) (*Distribution, bool) {
-	d, ok := t.byName[NormalizeDistName(name)]
+	d, ok := t.byName[pymeta.NormalizeName(name)]
 	return d, ok
 }
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // untarDistInfo unpacks the corpus's dist-info directories into a
@@ -80,7 +81,7 @@ func readDistInfo(t *testing.T, dir string) installedDist {
 			break // the body follows the headers
 		}
 		if v, ok := strings.CutPrefix(line, "Name: "); ok {
-			d.name = NormalizeDistName(v)
+			d.name = pymeta.NormalizeName(v)
 		} else if v, ok := strings.CutPrefix(line, "Version: "); ok {
 			d.version = v
 		} else if v, ok := strings.CutPrefix(line, "Requires-Dist: "); ok {
@@ -202,7 +203,7 @@ func TestDistributionsAgreeWithRealRecords(t *testing.T) {
 			continue // headers, compilers and tools: no library to place
 		}
 		seen[m[4]] = true
-		if NormalizeDistName(m[1]) != want {
+		if pymeta.NormalizeName(m[1]) != want {
 			t.Errorf("cuda-toolkit[%s] pins %s, the table says %s", m[4], m[1], want)
 			continue
 		}

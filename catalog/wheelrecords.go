@@ -125,7 +125,7 @@ func ParseWheelRecords(data []byte, name string) (*WheelRecords, error) {
 }
 
 func (r *WheelRecord) validate() error {
-	if r == nil || r.Name == "" || NormalizeDistName(r.Name) != r.Name || r.Version == "" || strings.TrimSpace(r.Source) == "" {
+	if r == nil || r.Name == "" || pymeta.NormalizeName(r.Name) != r.Name || r.Version == "" || strings.TrimSpace(r.Source) == "" {
 		return fmt.Errorf("wheel record %+v: name (normalized), version and source are required", r)
 	}
 	for _, f := range r.Files {
@@ -146,7 +146,7 @@ func (r *WheelRecord) validate() error {
 
 // Exact is the record of name at version, if the table has it.
 func (t *WheelRecords) Exact(name, version string) (*WheelRecord, bool) {
-	for _, r := range t.byName[NormalizeDistName(name)] {
+	for _, r := range t.byName[pymeta.NormalizeName(name)] {
 		if r.Version == version {
 			return r, true
 		}
@@ -160,7 +160,7 @@ func (t *WheelRecords) Exact(name, version string) (*WheelRecord, bool) {
 // within a major (nvidia/cu13/lib for every CUDA 13 toolkit wheel), so a
 // record of a neighbouring release says where the files go.
 func (t *WheelRecords) Nearest(name, version string) (*WheelRecord, bool) {
-	rs := t.byName[NormalizeDistName(name)]
+	rs := t.byName[pymeta.NormalizeName(name)]
 	var older, newer *WheelRecord
 	for _, r := range rs {
 		if dotted.Major(r.Version) != dotted.Major(version) {
@@ -184,7 +184,7 @@ func (t *WheelRecords) Nearest(name, version string) (*WheelRecord, bool) {
 // Versions lists the versions the table has of name, ascending.
 func (t *WheelRecords) Versions(name string) []string {
 	var out []string
-	for _, r := range t.byName[NormalizeDistName(name)] {
+	for _, r := range t.byName[pymeta.NormalizeName(name)] {
 		out = append(out, r.Version)
 	}
 	return out
@@ -201,7 +201,7 @@ func WheelRecordFromDistInfo(files map[string][]byte, source string) (*WheelReco
 	if err != nil {
 		return nil, fmt.Errorf("RECORD: %w", err)
 	}
-	r := &WheelRecord{Name: NormalizeDistName(meta.Name), Version: meta.Version, ProvidesExtra: meta.ProvidesExtra, Files: []WheelFile{}, Source: source}
+	r := &WheelRecord{Name: pymeta.NormalizeName(meta.Name), Version: meta.Version, ProvidesExtra: meta.ProvidesExtra, Files: []WheelFile{}, Source: source}
 	for _, req := range meta.RequiresDist {
 		r.RequiresDist = append(r.RequiresDist, req.String())
 	}

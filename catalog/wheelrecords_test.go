@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 var updateWheelRecords = flag.Bool("update", false, "rewrite catalog/wheelrecords.json from the shared corpus")
@@ -62,7 +64,7 @@ func corpusWheelRecords(t *testing.T) []*WheelRecord {
 	var out []*WheelRecord
 	for dir, files := range folders {
 		name, _, _ := strings.Cut(strings.TrimSuffix(dir, ".dist-info"), "-")
-		if _, ok := dists.Lookup(name); !ok && NormalizeDistName(name) != dists.ToolkitName {
+		if _, ok := dists.Lookup(name); !ok && pymeta.NormalizeName(name) != dists.ToolkitName {
 			continue
 		}
 		r, err := WheelRecordFromDistInfo(files, "RECORD, METADATA and WHEEL of the installed "+dir+" (the PyTorch 2.11 cu130 environment, x86_64)")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/plural"
 )
 
 // WriteText writes the report for a terminal: one line per check, the
@@ -24,7 +26,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	s := r.Summary
-	fmt.Fprintf(&b, "\n%s, %s, %d ok\n", plural(s.Fail, "failure"), plural(s.Warn, "warning"), s.OK)
+	fmt.Fprintf(&b, "\n%s, %s, %d ok\n", plural.Count(s.Fail, "failure"), plural.Count(s.Warn, "warning"), s.OK)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -37,11 +39,4 @@ func statusWord(s Status) string {
 		return "warn"
 	}
 	return "ok"
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -350,29 +350,11 @@ func (r *ctxReader) Read(p []byte) (int, error) {
 // A file that cannot be completed (a full cache) is deleted.
 func (c *Client) download(ctx context.Context, req Request, cached string, consume consumer, tr *tracker) (resumed bool, err error) {
 	part, meta := cached+".part", cached+".part.json"
-	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+	f, have, err := c.openPart(req, part, meta)
 	if err != nil {
-		return false, c.cacheError(req, part, 0, err)
+		return false, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return false, fmt.Errorf("download cache: %w", err)
-	}
-	have := fi.Size()
-	if have > req.Size {
-		if err := f.Truncate(0); err != nil {
-			return false, fmt.Errorf("download cache: %w", err)
-		}
-		have = 0
-	}
-	if free, err := freeSpace(filepath.Dir(part)); err == nil && blockSize(req.Size-have) > free {
-		removeFiles(part, meta)
-		return false, &SpaceError{Dir: c.cacheDir, What: "the download of " + req.label() + " needs", Need: req.Size, Free: free + blockSize(have)}
-	}
-	if have > 0 {
-		c.log.Info("resuming a partial download", "name", req.label(), "have", have, "size", req.Size)
-	}
 	tr.resume(have)
 	tr.start(true)
 	g := newGrowth(have)
@@ -392,18 +374,54 @@ func (c *Client) download(ctx context.Context, req Request, cached string, consu
 	verified, err := c.runSource(ctx, req, open, consume, tr, false)
 	cancel()
 	terr := <-tdone
-	resumed = have > 0 || ranged
+	return have > 0 || ranged, c.settle(ctx, req, f, cached, verified, err, terr)
+}
+
+// openPart opens the partial download (a new one, or what an earlier run
+// left: have bytes of it), refusing at once a download the cache has no
+// room for.
+func (c *Client) openPart(req Request, part, meta string) (f *os.File, have int64, err error) {
+	f, err = os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, 0, c.cacheError(req, part, 0, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && fi.Size() > req.Size {
+		err = f.Truncate(0)
+	} else if err == nil {
+		have = fi.Size()
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("download cache: %w", err)
+	}
+	if free, err := freeSpace(filepath.Dir(part)); err == nil && blockSize(req.Size-have) > free {
+		f.Close()
+		removeFiles(part, meta)
+		return nil, 0, &SpaceError{Dir: c.cacheDir, What: "the download of " + req.label() + " needs", Need: req.Size, Free: free + blockSize(have)}
+	}
+	if have > 0 {
+		c.log.Info("resuming a partial download", "name", req.label(), "have", have, "size", req.Size)
+	}
+	return f, have, nil
+}
+
+// settle decides what becomes of the partial download once the transfer
+// (terr) and the consumer (err) are done: verified, it enters the cache;
+// refused or proved wrong, it goes; interrupted, it stays for the next run.
+func (c *Client) settle(ctx context.Context, req Request, f *os.File, cached string, verified bool, err, terr error) error {
+	part, meta := cached+".part", cached+".part.json"
 	var ve *VerifyError
 	switch {
 	case verified:
 		if rerr := os.Rename(part, cached); rerr != nil {
-			return resumed, fmt.Errorf("download cache: %w", rerr)
+			return fmt.Errorf("download cache: %w", rerr)
 		}
 		os.Remove(meta)
-		return resumed, err
+		return err
 	case errors.As(err, &ve):
 		removeFiles(part, meta)
-		return resumed, fmt.Errorf("%w (download deleted)", err)
+		return fmt.Errorf("%w (download deleted)", err)
 	case terr != nil && isNoSpace(terr):
 		// What cannot be completed only keeps the file system full. The
 		// room it held is free once it is gone (it is still open here):
@@ -413,23 +431,23 @@ func (c *Client) download(ctx context.Context, req Request, cached string, consu
 			held = blockSize(fi.Size())
 		}
 		removeFiles(part, meta)
-		return resumed, c.cacheError(req, part, held, terr)
+		return c.cacheError(req, part, held, terr)
 	case terr != nil:
 		// The network failed: keep what arrived for the next run.
 		if fi, err := f.Stat(); err == nil && fi.Size() == 0 {
 			removeFiles(part, meta)
 		}
-		return resumed, terr
+		return terr
 	case ctx.Err() != nil:
-		return resumed, fmt.Errorf("download %s: %w", req.label(), ctx.Err())
+		return fmt.Errorf("download %s: %w", req.label(), ctx.Err())
 	case errors.Is(err, errDecoderStopped):
 		// Interrupted, not refused: keep what arrived for the next run.
-		return resumed, err
+		return err
 	default:
 		// The consumer refused the bytes before they could be verified:
 		// do not resume from them.
 		removeFiles(part, meta)
-		return resumed, &refusedError{err}
+		return &refusedError{err}
 	}
 }
 
@@ -719,28 +737,11 @@ func (c *Client) transfer(ctx context.Context, req Request, f *os.File, meta str
 // body delivers to f. It returns how many bytes it wrote and the response's
 // validator. Errors wrapped in permanentError end the download.
 func (c *Client) fetchFrom(ctx context.Context, req Request, f *os.File, off int64, val validator, g *growth) (int64, validator, error) {
-	where := urlpolicy.Redact(req.URL)
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	hreq, err := retryablehttp.NewRequestWithContext(rctx, http.MethodGet, req.URL, nil)
+	resp, err := c.requestFrom(rctx, req, off, val)
 	if err != nil {
-		return 0, val, &permanentError{fmt.Errorf("download %s: %w", where, err)}
-	}
-	hreq.Header.Set("User-Agent", "cudadeps")
-	if off > 0 {
-		hreq.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
-		if v := val.ifRange(); v != "" {
-			hreq.Header.Set("If-Range", v)
-		}
-	}
-	resp, err := c.http.Do(hreq)
-	if err != nil {
-		// The client has already retried what was worth retrying.
-		var se *StatusError
-		if !errors.As(err, &se) {
-			err = fmt.Errorf("download %s: %w", where, err)
-		}
-		return 0, val, &permanentError{err}
+		return 0, val, err
 	}
 	defer resp.Body.Close()
 	// The validator describes the bytes on disk: a 200 starts them anew, a
@@ -751,20 +752,59 @@ func (c *Client) fetchFrom(ctx context.Context, req Request, f *os.File, off int
 	}
 	body := newStallReader(resp.Body, c.stall, func() { cancel(errStalled) })
 	defer body.stop()
+	if err := c.checkAnswer(rctx, req, resp, body, off); err != nil {
+		return 0, next, err
+	}
+	n, err := c.copyBody(rctx, req, resp, body, f, off, g)
+	return n, next, err
+}
+
+// requestFrom asks for the archive's bytes from off on (with If-Range, so
+// that a changed file comes whole). The client has already retried what
+// was worth retrying: its errors are permanent.
+func (c *Client) requestFrom(ctx context.Context, req Request, off int64, val validator) (*http.Response, error) {
+	where := urlpolicy.Redact(req.URL)
+	hreq, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, req.URL, nil)
+	if err != nil {
+		return nil, &permanentError{fmt.Errorf("download %s: %w", where, err)}
+	}
+	hreq.Header.Set("User-Agent", "cudadeps")
+	if off > 0 {
+		hreq.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
+		if v := val.ifRange(); v != "" {
+			hreq.Header.Set("If-Range", v)
+		}
+	}
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		var se *StatusError
+		if !errors.As(err, &se) {
+			err = fmt.Errorf("download %s: %w", where, err)
+		}
+		return nil, &permanentError{err}
+	}
+	return resp, nil
+}
+
+// checkAnswer accepts a 206 for exactly the bytes asked for, or a 200 of
+// the archive's size (whose first off bytes, already on disk, it skips).
+func (c *Client) checkAnswer(rctx context.Context, req Request, resp *http.Response, body io.Reader, off int64) error {
+	where := urlpolicy.Redact(req.URL)
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 		start, total, err := parseContentRange(resp.Header.Get("Content-Range"))
 		switch {
 		case err != nil:
-			return 0, next, &permanentError{fmt.Errorf("download %s: %w", where, err)}
+			return &permanentError{fmt.Errorf("download %s: %w", where, err)}
 		case total >= 0 && total != req.Size:
-			return 0, next, &permanentError{&VerifyError{URL: req.URL, WantSize: req.Size, GotSize: total}}
+			return &permanentError{&VerifyError{URL: req.URL, WantSize: req.Size, GotSize: total}}
 		case start != off:
-			return 0, next, &permanentError{fmt.Errorf("download %s: asked for bytes from %d on, the server sent them from %d", where, off, start)}
+			return &permanentError{fmt.Errorf("download %s: asked for bytes from %d on, the server sent them from %d", where, off, start)}
 		}
+		return nil
 	case http.StatusOK:
 		if resp.ContentLength >= 0 && resp.ContentLength != req.Size {
-			return 0, next, &permanentError{&VerifyError{URL: req.URL, WantSize: req.Size, GotSize: resp.ContentLength}}
+			return &permanentError{&VerifyError{URL: req.URL, WantSize: req.Size, GotSize: resp.ContentLength}}
 		}
 		if off > 0 {
 			// The server ignored Range (or its validator changed): the body
@@ -772,12 +812,18 @@ func (c *Client) fetchFrom(ctx context.Context, req Request, f *os.File, off int
 			// end tells whether the two halves belong together.
 			c.log.Info("server ignored the range request; reading its answer from the start", "name", req.label(), "skip", off)
 			if _, err := io.CopyN(io.Discard, body, off); err != nil {
-				return 0, next, c.bodyError(rctx, where, err)
+				return c.bodyError(rctx, where, err)
 			}
 		}
-	default:
-		return 0, next, &permanentError{&StatusError{URL: where, Status: resp.Status, Code: resp.StatusCode, Tries: 1}}
+		return nil
 	}
+	return &permanentError{&StatusError{URL: where, Status: resp.Status, Code: resp.StatusCode, Tries: 1}}
+}
+
+// copyBody writes the body to f from off on, reporting each write to g,
+// and refuses a body longer than the archive.
+func (c *Client) copyBody(rctx context.Context, req Request, resp *http.Response, body io.Reader, f *os.File, off int64, g *growth) (int64, error) {
+	where := urlpolicy.Redact(req.URL)
 	want := req.Size - off
 	buf := make([]byte, 256<<10)
 	var n int64
@@ -785,7 +831,7 @@ func (c *Client) fetchFrom(ctx context.Context, req Request, f *os.File, off int
 		m, err := body.Read(buf[:min(int64(len(buf)), want-n)])
 		if m > 0 {
 			if _, werr := f.WriteAt(buf[:m], off+n); werr != nil {
-				return n, next, &permanentError{fmt.Errorf("download cache: %w", werr)}
+				return n, &permanentError{fmt.Errorf("download cache: %w", werr)}
 			}
 			n += int64(m)
 			g.advance(int64(m))
@@ -794,7 +840,7 @@ func (c *Client) fetchFrom(ctx context.Context, req Request, f *os.File, off int
 			err = fmt.Errorf("body ended after %d of %d bytes: %w", off+n, req.Size, io.ErrUnexpectedEOF)
 		}
 		if err != nil && err != io.EOF {
-			return n, next, c.bodyError(rctx, where, err)
+			return n, c.bodyError(rctx, where, err)
 		}
 		if err == io.EOF {
 			break
@@ -803,10 +849,10 @@ func (c *Client) fetchFrom(ctx context.Context, req Request, f *os.File, off int
 	if resp.ContentLength < 0 {
 		// No declared length: a body longer than the archive is a wrong file.
 		if m, _ := body.Read(buf[:1]); m > 0 {
-			return n, next, &permanentError{fmt.Errorf("download %s: the server sent more than the expected %d bytes", where, req.Size)}
+			return n, &permanentError{fmt.Errorf("download %s: the server sent more than the expected %d bytes", where, req.Size)}
 		}
 	}
-	return n, next, nil
+	return n, nil
 }
 
 func (c *Client) bodyError(rctx context.Context, where string, err error) error {

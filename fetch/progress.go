@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
 
 	"github.com/cudadeps/cudadeps/internal/humansize"
+	"github.com/cudadeps/cudadeps/internal/tty"
 )
 
 // progress reports on a set of archives: one aggregate bytes bar on a
@@ -27,7 +27,7 @@ func (c *Client) newProgress(reqs []Request) *progress {
 		return nil
 	}
 	p := &progress{w: c.progress}
-	if isTerminal(c.progress) {
+	if tty.Is(c.progress) {
 		var total int64
 		for _, r := range reqs {
 			total += r.Size
@@ -52,11 +52,6 @@ func (c *Client) newProgress(reqs []Request) *progress {
 		)
 	}
 	return p
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(interface{ Fd() uintptr })
-	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // track starts reporting on one archive.

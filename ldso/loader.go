@@ -37,6 +37,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/eintr"
 )
 
 // Options configure a Loader.
@@ -378,7 +379,7 @@ func (l *Loader) subdirExists(dir, sub string) bool {
 // of five more system calls per file (a scan opens thousands).
 func (l *Loader) readFile(host string) *fileInfo {
 	// O_NONBLOCK: a FIFO in an untrusted tree must not stop the scan.
-	fd, err := retryEINTR(func() (int, error) {
+	fd, err := eintr.Retry(func() (int, error) {
 		return syscall.Open(host, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	})
 	if err != nil {
@@ -386,7 +387,7 @@ func (l *Loader) readFile(host string) *fileInfo {
 	}
 	defer syscall.Close(fd)
 	var st syscall.Stat_t
-	if _, err := retryEINTR(func() (int, error) { return 0, syscall.Fstat(fd, &st) }); err != nil {
+	if _, err := eintr.Retry(func() (int, error) { return 0, syscall.Fstat(fd, &st) }); err != nil {
 		return &fileInfo{err: &fs.PathError{Op: "stat", Path: host, Err: err}}
 	}
 	switch st.Mode & syscall.S_IFMT {
@@ -422,7 +423,7 @@ type fdReader int
 func (r fdReader) ReadAt(p []byte, off int64) (int, error) {
 	n := 0
 	for n < len(p) {
-		m, err := retryEINTR(func() (int, error) { return syscall.Pread(int(r), p[n:], off+int64(n)) })
+		m, err := eintr.Retry(func() (int, error) { return syscall.Pread(int(r), p[n:], off+int64(n)) })
 		if err != nil {
 			return n, err
 		}
@@ -432,15 +433,6 @@ func (r fdReader) ReadAt(p []byte, off int64) (int, error) {
 		n += m
 	}
 	return n, nil
-}
-
-func retryEINTR(call func() (int, error)) (int, error) {
-	for {
-		n, err := call()
-		if err != syscall.EINTR {
-			return n, err
-		}
-	}
 }
 
 // absolute makes a command-line path absolute the way the loader does for

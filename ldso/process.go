@@ -12,6 +12,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/internal/uniq"
 )
 
 // Process is the loader's list of loaded objects for one program: the main
@@ -489,7 +490,7 @@ func (p *Process) Result() *Result {
 			i = len(r.Missing) - 1
 		}
 		for _, by := range o.NeededBy {
-			r.Missing[i].NeededBy = appendUnique(r.Missing[i].NeededBy, by)
+			r.Missing[i].NeededBy = uniq.Append(r.Missing[i].NeededBy, by)
 		}
 		r.Missing[i].Requests = append(r.Missing[i].Requests, o)
 		if r.Missing[i].Problem == "" {
@@ -498,13 +499,6 @@ func (p *Process) Result() *Result {
 		r.Missing[i].Fatal = r.Missing[i].Fatal || o.Fatal
 	}
 	return r
-}
-
-func appendUnique(list []*Object, o *Object) []*Object {
-	if slices.Contains(list, o) {
-		return list
-	}
-	return append(list, o)
 }
 
 // Main returns the main object.
@@ -660,7 +654,7 @@ func (p *Process) Reach(o *Object) *Result {
 			if in[req] {
 				reqs = append(reqs, req)
 				for _, by := range req.NeededBy {
-					keep = appendUnique(keep, by)
+					keep = uniq.Append(keep, by)
 				}
 			}
 		}

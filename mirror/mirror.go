@@ -25,7 +25,7 @@ import (
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/atomicfile"
 	"github.com/cudadeps/cudadeps/plan"
-	"github.com/cudadeps/cudadeps/pypi"
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // Options configure Write.
@@ -88,7 +88,7 @@ func Write(ctx context.Context, steps []plan.Step, opts Options) (*Result, error
 	var wheels []File
 	for _, s := range steps {
 		if s.Wheel() {
-			wheels = append(wheels, File{Step: s, Path: "simple/" + pypi.Normalize(s.Project) + "/" + s.Filename})
+			wheels = append(wheels, File{Step: s, Path: "simple/" + pymeta.NormalizeName(s.Project) + "/" + s.Filename})
 			continue
 		}
 		loc, err := locate(opts.Catalog, s)

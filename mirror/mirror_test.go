@@ -6,12 +6,9 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/cudadeps/cudadeps/catalog"
@@ -22,18 +19,6 @@ import (
 	"github.com/cudadeps/cudadeps/pypi"
 	"github.com/cudadeps/cudadeps/resolver"
 )
-
-// serveDir serves dir from 127.0.0.1, counting requests.
-func serveDir(t *testing.T, dir string) (string, *atomic.Int64) {
-	var n atomic.Int64
-	files := http.FileServer(http.Dir(dir))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		files.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/", &n
-}
 
 func sum(data []byte) string {
 	s := sha256.Sum256(data)
@@ -63,7 +48,8 @@ func TestWriteArchivesAndWheels(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pkgs, wheelName), wheelData, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	index, indexHits := serveDir(t, pkgs)
+	indexSrv := mirrortest.ServeDir(t, pkgs)
+	index := indexSrv.URL
 	wheel := plan.Step{Source: resolver.SourcePyPI, Project: "nvidia_cudss.CU13", Filename: wheelName, Version: "0.9.9.9", URL: index + wheelName, SHA256: sum(wheelData), Size: int64(len(wheelData))}
 
 	client, err := fetch.NewClient(fetch.Options{CacheDir: t.TempDir()})
@@ -95,7 +81,8 @@ func TestWriteArchivesAndWheels(t *testing.T) {
 	}
 
 	// Served, the mirror answers what --mirror and --index-url ask.
-	url, hits := serveDir(t, dir)
+	served := mirrortest.ServeDir(t, dir)
+	url := served.URL
 	viaMirror, err := catalog.Load(ctx, catalog.LoadOptions{Extra: []string{nv.Catalog}, Mirror: url})
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +96,8 @@ func TestWriteArchivesAndWheels(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := nv.Total()
-	if _, err := fresh.Download(ctx, fetch.Request{URL: mm.URL, SHA256: mm.SHA256, Size: mm.Size}); err != nil || hits.Load() == 0 || nv.Total() != before {
-		t.Fatalf("download through the mirror: %v (%d requests to it)", err, hits.Load())
+	if _, err := fresh.Download(ctx, fetch.Request{URL: mm.URL, SHA256: mm.SHA256, Size: mm.Size}); err != nil || served.Total() == 0 || nv.Total() != before {
+		t.Fatalf("download through the mirror: %v (%d requests to it)", err, served.Total())
 	}
 	pc, err := pypi.NewClient(pypi.Options{Indexes: []string{url + "simple/"}})
 	if err != nil {
@@ -125,9 +112,9 @@ func TestWriteArchivesAndWheels(t *testing.T) {
 	}
 
 	// Again: everything is there and verified, nothing is fetched.
-	nvBefore, ixBefore := nv.Total(), indexHits.Load()
+	nvBefore, ixBefore := nv.Total(), indexSrv.Total()
 	again, err := Write(ctx, []plan.Step{archive, wheel}, Options{Dir: dir, Catalog: cat, Client: client})
-	if err != nil || !again.Archives[0].Present || !again.Wheels[0].Present || again.Bytes != 0 || nv.Total() != nvBefore || indexHits.Load() != ixBefore {
+	if err != nil || !again.Archives[0].Present || !again.Wheels[0].Present || again.Bytes != 0 || nv.Total() != nvBefore || indexSrv.Total() != ixBefore {
 		t.Fatalf("second run: %+v %v", again, err)
 	}
 	// A damaged file is replaced (from the download cache here).
@@ -175,7 +162,8 @@ func TestSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	step := plan.Step{Component: m.Component, Version: m.Version, Platform: m.Platform, CUDAVariant: m.CUDAVariant, URL: m.URL, SHA256: m.SHA256, Size: m.Size}
-	empty, emptyHits := serveDir(t, t.TempDir())
+	emptySrv := mirrortest.ServeDir(t, t.TempDir())
+	empty := emptySrv.URL
 	viaEmpty, err := catalog.Load(ctx, catalog.LoadOptions{Extra: []string{nv.Catalog}, Mirror: empty})
 	if err != nil {
 		t.Fatal(err)
@@ -186,8 +174,8 @@ func TestSources(t *testing.T) {
 	}
 	dir := t.TempDir()
 	res, err := Write(ctx, []plan.Step{step}, Options{Dir: dir, Catalog: viaEmpty, Client: client})
-	if err != nil || res.Archives[0].From != m.URL || emptyHits.Load() == 0 {
-		t.Fatalf("fallback to the plan's URL: %+v %v (%d requests to the empty mirror)", res, err, emptyHits.Load())
+	if err != nil || res.Archives[0].From != m.URL || emptySrv.Total() == 0 {
+		t.Fatalf("fallback to the plan's URL: %+v %v (%d requests to the empty mirror)", res, err, emptySrv.Total())
 	}
 	self := step
 	self.URL = "file://" + filepath.Join(dir, "other", filepath.FromSlash(res.Archives[0].Path))

@@ -9,7 +9,7 @@ import (
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/platform"
-	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/pymeta"
 	"github.com/cudadeps/cudadeps/pypi"
 	"github.com/cudadeps/cudadeps/resolver"
 )
@@ -26,7 +26,7 @@ func (p *Plan) Differences(ctx context.Context, t *resolver.Target, root string)
 	if k := string(t.Kind); k != p.Target.Kind {
 		diff("target: the plan's is a %s (%s), this one a %s (%s)", kindWord(p.Target.Kind), p.Target.Name, kindWord(k), t.Name)
 	} else if t.Kind == resolver.KindPython {
-		if pyenv.Normalize(t.Name) != pyenv.Normalize(p.Target.Name) {
+		if pymeta.NormalizeName(t.Name) != pymeta.NormalizeName(p.Target.Name) {
 			diff("target: the plan is for %s, not %s", p.Target.Name, t.Name)
 		}
 		if p.Target.Dist != nil && t.Dist != nil && p.Target.Dist.Version != t.Dist.Version {

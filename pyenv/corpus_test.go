@@ -243,7 +243,7 @@ func TestCorpusOwners(t *testing.T) {
 			}
 			libs++
 			d := owners.Owner(filepath.Join(site, path))
-			if d == nil || Normalize(d.Name) != Normalize(project) {
+			if d == nil || pymeta.NormalizeName(d.Name) != pymeta.NormalizeName(project) {
 				t.Errorf("%s: owner %v, want %s", path, d, project)
 			}
 		}

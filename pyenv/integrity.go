@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/cudadeps/cudadeps/internal/plural"
 )
 
 // Integrity is what a check of a distribution's files against its RECORD
@@ -36,22 +38,15 @@ func (i *Integrity) String() string {
 	}
 	var parts []string
 	if n := len(i.Missing); n > 0 {
-		parts = append(parts, fmt.Sprintf("%d of its files %s missing", n, plural(n, "is", "are")))
+		parts = append(parts, fmt.Sprintf("%d of its files %s missing", n, plural.Of(n, "is", "are")))
 	}
 	if n := len(i.WrongSize); n > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s the wrong size", n, plural(n, "has", "have")))
+		parts = append(parts, fmt.Sprintf("%d %s the wrong size", n, plural.Of(n, "has", "have")))
 	}
 	if n := len(i.WrongHash); n > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s the wrong sha256", n, plural(n, "has", "have")))
+		parts = append(parts, fmt.Sprintf("%d %s the wrong sha256", n, plural.Of(n, "has", "have")))
 	}
 	return fmt.Sprintf("%s %s is installed but %s", i.Name, i.Version, strings.Join(parts, ", "))
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // Check compares the distribution's files with its RECORD: each must

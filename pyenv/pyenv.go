@@ -217,9 +217,6 @@ type Dist struct {
 	files files
 }
 
-// Normalize is the PEP 503 normalised form of a project name.
-func Normalize(name string) string { return pymeta.NormalizeName(name) }
-
 // distInfoDirs lists the *.dist-info directories of the site directories,
 // in sys.path order, with the normalized project name each is for.
 func (e *Env) distInfoDirs() []distInfo {
@@ -235,7 +232,7 @@ func (e *Env) distInfoDirs() []distInfo {
 				continue
 			}
 			project, _, _ := strings.Cut(strings.TrimSuffix(n, ".dist-info"), "-")
-			out = append(out, distInfo{name: Normalize(project), dir: filepath.Join(site, n), site: site})
+			out = append(out, distInfo{name: pymeta.NormalizeName(project), dir: filepath.Join(site, n), site: site})
 		}
 	}
 	return out
@@ -245,7 +242,7 @@ type distInfo struct{ name, dir, site string }
 
 // Find locates an installed distribution by name ("torch", "cupy-cuda13x").
 func (e *Env) Find(name string) (*Dist, error) {
-	want := Normalize(name)
+	want := pymeta.NormalizeName(name)
 	for _, di := range e.distInfoDirs() {
 		if di.name == want {
 			return e.readDist(di.dir, di.site)
@@ -284,7 +281,7 @@ type Resolved struct {
 }
 
 // Dist is the installed distribution of a dependency, or nil.
-func (r *Resolved) Dist(name string) *Dist { return r.Dists[Normalize(name)] }
+func (r *Resolved) Dist(name string) *Dist { return r.Dists[pymeta.NormalizeName(name)] }
 
 // Resolve computes what target ("torch", "cuda-toolkit[cublas]") requires
 // in this environment, following extras, with the specifiers that pin each

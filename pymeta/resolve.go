@@ -87,83 +87,111 @@ func ResolveWith(installed map[string]*Metadata, lookup Known, target string, en
 	if installed[rootName] == nil {
 		return nil, fmt.Errorf("%s is not installed", root.Name)
 	}
-	type node struct {
-		chain []string        // names from the target to this one, inclusive
-		done  map[string]bool // extra contexts processed ("" is the base)
-		taken map[int]bool    // indexes of RequiresDist already applied
+	c := &closure{installed: installed, lookup: lookup, env: env, rootName: rootName, nodes: map[string]*node{}, deps: map[string]*Dependency{}}
+	c.nodes[rootName] = &node{chain: []string{rootName}, done: map[string]bool{}, taken: map[int]bool{}}
+	c.queue = []work{{rootName, normalizeAll(root.Extras)}}
+	for len(c.queue) > 0 {
+		w := c.queue[0]
+		c.queue = c.queue[1:]
+		c.visit(w)
 	}
-	nodes := map[string]*node{}
-	deps := map[string]*Dependency{}
-	type work struct {
-		name   string
-		extras []string
+	return c.resolution(), nil
+}
+
+// closure is the state of a resolution: the distributions reached, each
+// dependency found, and the work still queued.
+type closure struct {
+	installed map[string]*Metadata
+	lookup    Known
+	env       Environment
+	rootName  string
+	nodes     map[string]*node
+	deps      map[string]*Dependency
+	queue     []work
+}
+
+// node is a distribution reached, and what of it was applied.
+type node struct {
+	chain []string        // names from the target to this one, inclusive
+	done  map[string]bool // extra contexts processed ("" is the base)
+	taken map[int]bool    // indexes of RequiresDist already applied
+}
+
+// work is a distribution to visit with the extras asked of it.
+type work struct {
+	name   string
+	extras []string
+}
+
+// visit applies the requirements of w's distribution, in its base context
+// and each extra not yet processed.
+func (c *closure) visit(w work) {
+	meta, n := c.installed[w.name], c.nodes[w.name]
+	if meta == nil {
+		meta = c.deps[w.name].Known
 	}
-	queue := []work{{rootName, normalizeAll(root.Extras)}}
-	nodes[rootName] = &node{chain: []string{rootName}, done: map[string]bool{}, taken: map[int]bool{}}
-	for len(queue) > 0 {
-		w := queue[0]
-		queue = queue[1:]
-		meta, n := installed[w.name], nodes[w.name]
-		if meta == nil {
-			meta = deps[w.name].Known
+	for _, x := range append([]string{""}, w.extras...) {
+		if n.done[x] {
+			continue
 		}
-		var contexts []string
-		for _, x := range append([]string{""}, w.extras...) {
-			if !n.done[x] {
-				n.done[x] = true
-				contexts = append(contexts, x)
-			}
+		n.done[x] = true
+		e := make(Environment, len(c.env)+1)
+		for k, v := range c.env {
+			e[k] = v
 		}
-		for _, extra := range contexts {
-			e := make(Environment, len(env)+1)
-			for k, v := range env {
-				e[k] = v
+		e["extra"] = x
+		for i, req := range meta.RequiresDist {
+			if n.taken[i] {
+				continue
 			}
-			e["extra"] = extra
-			for i, req := range meta.RequiresDist {
-				if n.taken[i] {
-					continue
-				}
-				holds, known := true, true
-				if req.Marker != nil {
-					holds, known = req.Marker.EvaluatePartial(e)
-					holds = holds || !known
-				}
-				if !holds {
-					continue
-				}
+			holds, known := true, true
+			if req.Marker != nil {
+				holds, known = req.Marker.EvaluatePartial(e)
+				holds = holds || !known
+			}
+			if holds {
 				n.taken[i] = true
-				dn := NormalizeName(req.Name)
-				if dn == rootName && len(req.Extras) == 0 {
-					continue // a self-reference adds nothing
-				}
-				d := deps[dn]
-				if d == nil {
-					d = &Dependency{Name: dn, Installed: installed[dn]}
-					if d.Installed == nil && lookup != nil {
-						d.Known = lookup(dn, req)
-					}
-					deps[dn] = d
-				}
-				edge := Edge{By: w.name, ByVersion: meta.Version, Extra: extra, Chain: n.chain, Requirement: req, MarkerKnown: known}
-				if d.Installed != nil {
-					edge.Satisfied = len(req.Specifier) == 0 || req.Specifier.ContainsString(d.Installed.Version, true)
-				}
-				d.RequiredBy = append(d.RequiredBy, edge)
-				d.Extras = mergeSorted(d.Extras, normalizeAll(req.Extras))
-				if d.Installed == nil && d.Known == nil {
-					continue
-				}
-				if nodes[dn] == nil {
-					chain := append(append([]string(nil), n.chain...), dn)
-					nodes[dn] = &node{chain: chain, done: map[string]bool{}, taken: map[int]bool{}}
-				}
-				queue = append(queue, work{dn, normalizeAll(req.Extras)})
+				c.require(w.name, meta, n, x, req, known)
 			}
 		}
 	}
-	res := &Resolution{Target: rootName}
-	for _, d := range deps {
+}
+
+// require records one requirement that holds, and queues its target when
+// its metadata is known (installed, or from lookup).
+func (c *closure) require(by string, meta *Metadata, n *node, extra string, req Requirement, known bool) {
+	dn := NormalizeName(req.Name)
+	if dn == c.rootName && len(req.Extras) == 0 {
+		return // a self-reference adds nothing
+	}
+	d := c.deps[dn]
+	if d == nil {
+		d = &Dependency{Name: dn, Installed: c.installed[dn]}
+		if d.Installed == nil && c.lookup != nil {
+			d.Known = c.lookup(dn, req)
+		}
+		c.deps[dn] = d
+	}
+	edge := Edge{By: by, ByVersion: meta.Version, Extra: extra, Chain: n.chain, Requirement: req, MarkerKnown: known}
+	if d.Installed != nil {
+		edge.Satisfied = len(req.Specifier) == 0 || req.Specifier.ContainsString(d.Installed.Version, true)
+	}
+	d.RequiredBy = append(d.RequiredBy, edge)
+	d.Extras = mergeSorted(d.Extras, normalizeAll(req.Extras))
+	if d.Installed == nil && d.Known == nil {
+		return
+	}
+	if c.nodes[dn] == nil {
+		chain := append(append([]string(nil), n.chain...), dn)
+		c.nodes[dn] = &node{chain: chain, done: map[string]bool{}, taken: map[int]bool{}}
+	}
+	c.queue = append(c.queue, work{dn, normalizeAll(req.Extras)})
+}
+
+// resolution is the closure's result, its dependencies sorted by name.
+func (c *closure) resolution() *Resolution {
+	res := &Resolution{Target: c.rootName}
+	for _, d := range c.deps {
 		d.Satisfied = d.Installed != nil
 		for _, e := range d.RequiredBy {
 			d.Satisfied = d.Satisfied && e.Satisfied
@@ -171,7 +199,7 @@ func ResolveWith(installed map[string]*Metadata, lookup Known, target string, en
 		res.Dependencies = append(res.Dependencies, *d)
 	}
 	sort.Slice(res.Dependencies, func(i, j int) bool { return res.Dependencies[i].Name < res.Dependencies[j].Name })
-	return res, nil
+	return res
 }
 
 // Pins are the specifiers the requirements put on the dependency, as

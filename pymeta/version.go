@@ -126,6 +126,8 @@ func (p *versionScanner) optNumber() (uint64, bool) {
 	return 0, true
 }
 
+// parseVersion reads a PEP 440 version in its steps, each optional but the
+// release: [v] [N!] N(.N)* [pre] [post] [dev] [+local].
 func parseVersion(s string) (Version, bool) {
 	text := strings.TrimSpace(s)
 	if len(text) > dotted.MaxLen {
@@ -133,29 +135,42 @@ func parseVersion(s string) (Version, bool) {
 	}
 	p := &versionScanner{s: strings.ToLower(text)}
 	v := Version{text: text}
+	ok := p.epochAndRelease(&v) && p.preRelease(&v) && p.postRelease(&v) && p.devRelease(&v) && p.localLabel(&v)
+	if !ok || p.more() {
+		return Version{}, false
+	}
+	return v, true
+}
+
+// epochAndRelease reads [v] [N!] N(.N)*.
+func (p *versionScanner) epochAndRelease(v *Version) bool {
 	if p.peek() == 'v' {
 		p.i++
 	}
 	n, ok := p.number()
 	if !ok {
-		return Version{}, false
+		return false
 	}
 	if p.peek() == '!' {
 		p.i++
 		v.epoch = n
 		if n, ok = p.number(); !ok {
-			return Version{}, false
+			return false
 		}
 	}
 	v.release = append(v.release, n)
 	for p.peek() == '.' && p.i+1 < len(p.s) && isDigit(p.s[p.i+1]) {
 		p.i++
 		if n, ok = p.number(); !ok {
-			return Version{}, false
+			return false
 		}
 		v.release = append(v.release, n)
 	}
-	// Pre-release: [sep] (alpha|a|beta|b|preview|pre|c|rc) [sep] [N].
+	return true
+}
+
+// preRelease reads [sep] (alpha|a|beta|b|preview|pre|c|rc) [sep] [N].
+func (p *versionScanner) preRelease(v *Version) bool {
 	save := p.i
 	if isSep(p.peek()) {
 		p.i++
@@ -169,75 +184,78 @@ func parseVersion(s string) (Version, bool) {
 		v.pre.kind = 'c'
 	default:
 		p.i = save
+		return true
 	}
-	if v.pre.kind != 0 {
-		if v.pre.n, ok = p.optNumber(); !ok {
-			return Version{}, false
-		}
-	}
-	// Post-release: -N, or [sep] (post|rev|r) [sep] [N].
-	save = p.i
+	var ok bool
+	v.pre.n, ok = p.optNumber()
+	return ok
+}
+
+// postRelease reads -N, or [sep] (post|rev|r) [sep] [N].
+func (p *versionScanner) postRelease(v *Version) bool {
+	save := p.i
+	var ok bool
 	if p.peek() == '-' && p.i+1 < len(p.s) && isDigit(p.s[p.i+1]) {
 		p.i++
-		if v.post, ok = p.number(); !ok {
-			return Version{}, false
-		}
+		v.post, ok = p.number()
 		v.hasPost = true
-	} else {
-		if isSep(p.peek()) {
-			p.i++
-		}
-		if p.word("post", "rev", "r") != "" {
-			v.hasPost = true
-			if v.post, ok = p.optNumber(); !ok {
-				return Version{}, false
-			}
-		} else {
-			p.i = save
-		}
+		return ok
 	}
-	// Development release: [sep] dev [sep] [N].
-	save = p.i
 	if isSep(p.peek()) {
 		p.i++
 	}
-	if p.word("dev") != "" {
-		v.hasDev = true
-		if v.dev, ok = p.optNumber(); !ok {
-			return Version{}, false
-		}
-	} else {
+	if p.word("post", "rev", "r") == "" {
 		p.i = save
+		return true
 	}
-	// Local label: + alnum ([sep] alnum)*.
-	if p.peek() == '+' {
+	v.hasPost = true
+	v.post, ok = p.optNumber()
+	return ok
+}
+
+// devRelease reads [sep] dev [sep] [N].
+func (p *versionScanner) devRelease(v *Version) bool {
+	save := p.i
+	if isSep(p.peek()) {
 		p.i++
-		for {
-			start := p.i
-			for p.more() && (isDigit(p.peek()) || (p.peek() >= 'a' && p.peek() <= 'z')) {
-				p.i++
-			}
-			if p.i == start {
-				return Version{}, false
-			}
-			seg := p.s[start:p.i]
-			if n, err := strconv.ParseUint(seg, 10, 64); err == nil {
-				v.local = append(v.local, localPart{num: n, isNum: true})
-			} else if isAllDigits(seg) {
-				return Version{}, false // a number beyond 64 bits
-			} else {
-				v.local = append(v.local, localPart{word: seg})
-			}
-			if !isSep(p.peek()) {
-				break
-			}
+	}
+	if p.word("dev") == "" {
+		p.i = save
+		return true
+	}
+	v.hasDev = true
+	var ok bool
+	v.dev, ok = p.optNumber()
+	return ok
+}
+
+// localLabel reads + alnum ([sep] alnum)*.
+func (p *versionScanner) localLabel(v *Version) bool {
+	if p.peek() != '+' {
+		return true
+	}
+	p.i++
+	for {
+		start := p.i
+		for p.more() && (isDigit(p.peek()) || (p.peek() >= 'a' && p.peek() <= 'z')) {
 			p.i++
 		}
+		if p.i == start {
+			return false
+		}
+		seg := p.s[start:p.i]
+		if n, err := strconv.ParseUint(seg, 10, 64); err == nil {
+			v.local = append(v.local, localPart{num: n, isNum: true})
+		} else if isAllDigits(seg) {
+			return false // a number beyond 64 bits
+		} else {
+			v.local = append(v.local, localPart{word: seg})
+		}
+		if !isSep(p.peek()) {
+			return true
+		}
+		p.i++
 	}
-	if p.more() {
-		return Version{}, false
-	}
-	return v, true
 }
 
 func isAllDigits(s string) bool {

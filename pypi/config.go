@@ -60,45 +60,8 @@ func PipIndexes(cfg PipConfig) (Indexes, error) {
 		getenv = os.Getenv
 	}
 	ix := Indexes{Index: DefaultIndex}
-	var files []string
-	envFile := getenv("PIP_CONFIG_FILE")
-	if envFile != os.DevNull {
-		if envFile != "" {
-			files = append(files, envFile)
-		}
-		dirs := getenv("XDG_CONFIG_DIRS")
-		if dirs == "" {
-			dirs = "/etc/xdg"
-		}
-		for _, d := range filepath.SplitList(dirs) {
-			if filepath.IsAbs(d) {
-				files = append(files, filepath.Join(d, "pip", "pip.conf"))
-			}
-		}
-		etc := cfg.EtcDir
-		if etc == "" {
-			etc = "/etc"
-		}
-		files = append(files, filepath.Join(etc, "pip.conf"))
-		home := getenv("HOME")
-		if home != "" {
-			files = append(files, filepath.Join(home, ".pip", "pip.conf"))
-		}
-		if x := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
-			files = append(files, filepath.Join(x, "pip", "pip.conf"))
-		} else if home != "" {
-			files = append(files, filepath.Join(home, ".config", "pip", "pip.conf"))
-		}
-		prefix := cfg.Prefix
-		if prefix == "" {
-			prefix = getenv("VIRTUAL_ENV")
-		}
-		if prefix != "" {
-			files = append(files, filepath.Join(prefix, "pip.conf"))
-		}
-	}
 	noIndex := false
-	for _, f := range files {
+	for _, f := range cfg.files(getenv) {
 		values, err := readPipConf(f)
 		if regfile.Absent(err) {
 			continue
@@ -106,20 +69,7 @@ func PipIndexes(cfg PipConfig) (Indexes, error) {
 		if err != nil {
 			return Indexes{}, err
 		}
-		used := false
-		for _, section := range []string{"global", "install"} {
-			s := values[section]
-			if v, ok := s["index-url"]; ok {
-				ix.Index, used = v, true
-			}
-			if v, ok := s["extra-index-url"]; ok {
-				ix.Extra, used = strings.Fields(v), true
-			}
-			if v, ok := s["no-index"]; ok {
-				noIndex, used = isTrue(v), true
-			}
-		}
-		if used {
+		if ix.apply(values, &noIndex) {
 			ix.Sources = append(ix.Sources, f)
 		}
 	}
@@ -139,6 +89,69 @@ func PipIndexes(cfg PipConfig) (Indexes, error) {
 		ix.Index, ix.Extra = "", nil
 	}
 	return ix, nil
+}
+
+// files are pip's configuration files in the order pip reads them, each
+// overriding the one before; none with PIP_CONFIG_FILE=/dev/null.
+func (cfg PipConfig) files(getenv func(string) string) []string {
+	var files []string
+	envFile := getenv("PIP_CONFIG_FILE")
+	if envFile == os.DevNull {
+		return nil
+	}
+	if envFile != "" {
+		files = append(files, envFile)
+	}
+	dirs := getenv("XDG_CONFIG_DIRS")
+	if dirs == "" {
+		dirs = "/etc/xdg"
+	}
+	for _, d := range filepath.SplitList(dirs) {
+		if filepath.IsAbs(d) {
+			files = append(files, filepath.Join(d, "pip", "pip.conf"))
+		}
+	}
+	etc := cfg.EtcDir
+	if etc == "" {
+		etc = "/etc"
+	}
+	files = append(files, filepath.Join(etc, "pip.conf"))
+	home := getenv("HOME")
+	if home != "" {
+		files = append(files, filepath.Join(home, ".pip", "pip.conf"))
+	}
+	if x := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
+		files = append(files, filepath.Join(x, "pip", "pip.conf"))
+	} else if home != "" {
+		files = append(files, filepath.Join(home, ".config", "pip", "pip.conf"))
+	}
+	prefix := cfg.Prefix
+	if prefix == "" {
+		prefix = getenv("VIRTUAL_ENV")
+	}
+	if prefix != "" {
+		files = append(files, filepath.Join(prefix, "pip.conf"))
+	}
+	return files
+}
+
+// apply takes one file's index settings, [install] over [global], and
+// reports whether it had any.
+func (ix *Indexes) apply(values map[string]map[string]string, noIndex *bool) bool {
+	used := false
+	for _, section := range []string{"global", "install"} {
+		s := values[section]
+		if v, ok := s["index-url"]; ok {
+			ix.Index, used = v, true
+		}
+		if v, ok := s["extra-index-url"]; ok {
+			ix.Extra, used = strings.Fields(v), true
+		}
+		if v, ok := s["no-index"]; ok {
+			*noIndex, used = isTrue(v), true
+		}
+	}
+	return used
 }
 
 func isTrue(v string) bool {

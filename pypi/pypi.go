@@ -25,6 +25,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/urlpolicy"
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // File is one file of a project on an index.
@@ -106,14 +107,6 @@ func NewClient(opts Options) (*Client, error) {
 	return c, nil
 }
 
-var nameRuns = regexp.MustCompile(`[-_.]+`)
-
-// Normalize is a project name's PEP 503 form: lowercase, each run of "-",
-// "_" and "." one "-".
-func Normalize(name string) string {
-	return strings.ToLower(nameRuns.ReplaceAllString(name, "-"))
-}
-
 // validName accepts PEP 508 project names only: they become URL paths.
 var validName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
 
@@ -136,7 +129,7 @@ func (c *Client) Files(ctx context.Context, project string) ([]File, error) {
 	var out []File
 	found := false
 	for _, ix := range c.indexes {
-		files, err := c.page(ctx, ix+Normalize(project)+"/")
+		files, err := c.page(ctx, ix+pymeta.NormalizeName(project)+"/")
 		if errors.Is(err, ErrNoProject) {
 			continue
 		}

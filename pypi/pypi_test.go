@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // wheel builds a wheel of project at version whose library has body.
@@ -90,11 +91,11 @@ func (ix *index) serve(w http.ResponseWriter, r *http.Request) {
 		http.ServeContent(w, r, name, time.Unix(1700000000, 0), bytes.NewReader(b))
 		return
 	}
-	if r.URL.Path == "/simple/"+Normalize(ix.project) && !strings.HasSuffix(r.URL.Path, "/") {
+	if r.URL.Path == "/simple/"+pymeta.NormalizeName(ix.project) && !strings.HasSuffix(r.URL.Path, "/") {
 		http.Redirect(w, r, r.URL.Path+"/", http.StatusMovedPermanently)
 		return
 	}
-	if r.URL.Path != "/simple/"+Normalize(ix.project)+"/" {
+	if r.URL.Path != "/simple/"+pymeta.NormalizeName(ix.project)+"/" {
 		http.NotFound(w, r)
 		return
 	}
@@ -127,7 +128,7 @@ func (ix *index) serve(w http.ResponseWriter, r *http.Request) {
 			Meta  map[string]string `json:"meta"`
 			Name  string            `json:"name"`
 			Files []jf              `json:"files"`
-		}{Meta: map[string]string{"api-version": "1.1"}, Name: Normalize(ix.project)}
+		}{Meta: map[string]string{"api-version": "1.1"}, Name: pymeta.NormalizeName(ix.project)}
 		for _, n := range names {
 			page.Files = append(page.Files, jf{Filename: n, URL: "../../files/" + n, Hashes: map[string]string{"sha256": hash(n)}, Size: len(ix.files[n]), Yanked: false})
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // Host is what a wheel's tags are matched against.
@@ -96,7 +97,7 @@ func (w Wheel) Key() fetch.Key {
 	if w.Build != "" {
 		variant = w.Build + "-" + variant
 	}
-	return fetch.Key{Component: Normalize(w.Name), Version: w.Version, Platform: platform, Variant: variant}
+	return fetch.Key{Component: pymeta.NormalizeName(w.Name), Version: w.Version, Platform: platform, Variant: variant}
 }
 
 // legacy manylinux tags and the glibc they stand for (PEP 600).
@@ -164,7 +165,7 @@ func platformRank(tag string, h Host) (int, string) {
 // Jetson, or "" when it may: PyPI's aarch64 nvidia-* wheels are built for
 // Arm servers (SBSA) and tagged manylinux_2_28_aarch64 like any other.
 func sbsaRefusal(w Wheel, h Host) string {
-	if h.JetsonL4T == "" || !strings.HasPrefix(Normalize(w.Name), "nvidia-") {
+	if h.JetsonL4T == "" || !strings.HasPrefix(pymeta.NormalizeName(w.Name), "nvidia-") {
 		return ""
 	}
 	for _, p := range w.Platform {
@@ -215,7 +216,7 @@ func Choose(files []File, project, version string, h Host) (File, Wheel, error) 
 	var why []string
 	for _, f := range files {
 		w, err := ParseWheel(f.Filename)
-		if err != nil || Normalize(w.Name) != Normalize(project) || !strings.EqualFold(w.Version, version) {
+		if err != nil || pymeta.NormalizeName(w.Name) != pymeta.NormalizeName(project) || !strings.EqualFold(w.Version, version) {
 			continue
 		}
 		best, reason := 0, ""

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/scan"
 )
@@ -40,7 +41,7 @@ func crossChecks(rep *scan.Report) []string {
 
 func appendAll(list []string, more []string) []string {
 	for _, m := range more {
-		list = appendUnique(list, m)
+		list = uniq.Append(list, m)
 	}
 	return list
 }
@@ -51,7 +52,7 @@ func cudaMajorCheck(root *scan.Root) []string {
 	byMajor := map[int][]string{}
 	for _, o := range root.Result.Objects {
 		if m, ok := catalog.CUDAMajorFromSoname(filepath.Base(o.Name)); ok {
-			byMajor[m] = appendUnique(byMajor[m], filepath.Base(o.Name))
+			byMajor[m] = uniq.Append(byMajor[m], filepath.Base(o.Name))
 		}
 	}
 	if len(byMajor) < 2 {

@@ -12,7 +12,9 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/declared"
+	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/pymeta"
 	"github.com/cudadeps/cudadeps/scan"
 )
 
@@ -70,7 +72,7 @@ func newLayout(t *Target, cl *declared.Closure, site string) *Layout {
 	lay := &Layout{libs: map[string][]*OwnedLib{}, dirs: map[string]string{}}
 	for _, d := range append(slices.Clone(t.Requires), t.Dist) {
 		st := &DistState{Name: d.Name, Version: d.Version, Missing: []string{}, Files: len(d.Files)}
-		if p, ok := t.Pins[normalizeName(d.Name)]; ok {
+		if p, ok := t.Pins[pymeta.NormalizeName(d.Name)]; ok {
 			st.Pin, st.PinnedBy = p.Requirement, p.By
 		}
 		for _, f := range d.Files {
@@ -211,7 +213,7 @@ func (l *Layout) CUDAMajor() int {
 	}
 	major := 0
 	for _, d := range l.Dists {
-		m := reCUDASuffix.FindStringSubmatch(normalizeName(d.Name))
+		m := reCUDASuffix.FindStringSubmatch(pymeta.NormalizeName(d.Name))
 		if m == nil {
 			continue
 		}
@@ -283,7 +285,7 @@ func (l *Layout) Shadows(rep *scan.Report) []Shadow {
 				out = append(out, sh)
 			}
 			for _, by := range o.NeededBy {
-				sh.NeededBy = appendUnique(sh.NeededBy, by.Path)
+				sh.NeededBy = uniq.Append(sh.NeededBy, by.Path)
 			}
 		}
 	}

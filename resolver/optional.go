@@ -10,7 +10,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/internal/uniq"
+	"github.com/cudadeps/cudadeps/pymeta"
 	"github.com/cudadeps/cudadeps/scan"
 )
 
@@ -124,7 +125,7 @@ func (s *session) withoutOptional(needs []*Need, rep *scan.Report) []*Need {
 				break
 			}
 			entry = m.entry
-			mods = appendUnique(mods, m.module)
+			mods = uniq.Append(mods, m.module)
 		}
 		if !optional {
 			keep = append(keep, n)
@@ -151,7 +152,7 @@ func optionalRoots(t *Target, rep *scan.Report, table []OptionalModules) map[*sc
 	if t.Kind != KindPython || t.Dist == nil {
 		return out
 	}
-	dist := pyenv.Normalize(t.Dist.Name)
+	dist := pymeta.NormalizeName(t.Dist.Name)
 	for i := range table {
 		e := &table[i]
 		if !matchAny(e.Dists, dist) {
@@ -233,7 +234,7 @@ func optionalOpens(rep *scan.Report, have []OptionalLib) []OptionalLib {
 				out = append(out, OptionalLib{Soname: o.Soname, Source: o.Evidence, RunTime: true})
 				i = len(out) - 1
 			}
-			out[i].For = appendUnique(out[i].For, filepath.Base(o.Opener))
+			out[i].For = uniq.Append(out[i].For, filepath.Base(o.Opener))
 		}
 	}
 	return out

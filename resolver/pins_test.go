@@ -18,6 +18,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // pinFixture is a venv whose package pins nvidia-cudnn-cu13==9.19.0.56,
@@ -356,7 +357,7 @@ func TestRequirementsOfRealDistributions(t *testing.T) {
 	}
 	names := map[string]bool{}
 	for _, d := range torch.Requires {
-		names[pyenv.Normalize(d.Name)] = true
+		names[pymeta.NormalizeName(d.Name)] = true
 	}
 	for _, n := range []string{"nvidia-cublas", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cudnn-cu13", "nvidia-cusparselt-cu13", "nvidia-nvjitlink"} {
 		if !names[n] {
@@ -382,7 +383,7 @@ func TestRequirementsOfRealDistributions(t *testing.T) {
 	}
 	found := false
 	for _, d := range plugin.Requires {
-		found = found || pyenv.Normalize(d.Name) == "nvidia-cudnn-cu13"
+		found = found || pymeta.NormalizeName(d.Name) == "nvidia-cudnn-cu13"
 	}
 	if !found {
 		t.Errorf("the JAX plugin's [with-cuda] requirements are not followed")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/ldso"
 )
 
@@ -105,9 +106,9 @@ func (d *Decision) placeOwned(n *Need, dc dirChecker) {
 	for i := range d.Placements {
 		p := &d.Placements[i]
 		if p.HostDir == dir && p.Owner == n.Owner.Dist {
-			p.Names = appendUnique(p.Names, n.Owner.Name)
+			p.Names = uniq.Append(p.Names, n.Owner.Name)
 			for _, by := range n.NeededBy {
-				p.For = appendUnique(p.For, by)
+				p.For = uniq.Append(p.For, by)
 			}
 			return
 		}
@@ -123,7 +124,7 @@ func (d *Decision) script(objects []string) {
 		d.Script = &ScriptActivation{}
 	}
 	for _, o := range objects {
-		d.Script.For = appendUnique(d.Script.For, o)
+		d.Script.For = uniq.Append(d.Script.For, o)
 	}
 }
 
@@ -148,7 +149,7 @@ func (d *Decision) placeForRequests(reqs []Request, dc dirChecker) {
 	add := func(sd ldso.SearchDir, obj string) {
 		for i := range d.Placements {
 			if d.Placements[i].Dir == sd.Dir {
-				d.Placements[i].For = appendUnique(d.Placements[i].For, obj)
+				d.Placements[i].For = uniq.Append(d.Placements[i].For, obj)
 				return
 			}
 		}
@@ -165,7 +166,7 @@ func (d *Decision) placeForRequests(reqs []Request, dc dirChecker) {
 			if d.Script == nil {
 				d.Script = &ScriptActivation{}
 			}
-			d.Script.For = appendUnique(d.Script.For, o)
+			d.Script.For = uniq.Append(d.Script.For, o)
 		}
 	}
 }

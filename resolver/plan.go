@@ -3,13 +3,13 @@ package resolver
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pypi"
 	"github.com/cudadeps/cudadeps/scan"
@@ -176,7 +176,7 @@ func needsFrom(rep *scan.Report) []*Need {
 			}
 			for _, req := range m.Requests {
 				for _, by := range req.NeededBy {
-					n.NeededBy = appendUnique(n.NeededBy, by.Path)
+					n.NeededBy = uniq.Append(n.NeededBy, by.Path)
 					n.Requests = append(n.Requests, Request{Object: by.Path, Searched: req.Searched})
 				}
 			}
@@ -184,13 +184,6 @@ func needsFrom(rep *scan.Report) []*Need {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Soname < out[j].Soname })
 	return out
-}
-
-func appendUnique(list []string, s string) []string {
-	if slices.Contains(list, s) {
-		return list
-	}
-	return append(list, s)
 }
 
 // Lookup is the part of the catalog the planner needs.

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // The probes make a framework open what it opens lazily (cuDNN's
@@ -32,7 +32,7 @@ var probeFor = map[string]string{
 
 // probeName is the probe for a distribution, if there is one.
 func probeName(distName string) (string, bool) {
-	n := pyenv.Normalize(distName)
+	n := pymeta.NormalizeName(distName)
 	if name, ok := probeFor[n]; ok {
 		return name, true
 	}
@@ -91,7 +91,10 @@ const soChars = `[A-Za-z0-9_.+-]*\.so[A-Za-z0-9_.+-]*`
 const pathChars = `[A-Za-z0-9_./+-]*\.so[A-Za-z0-9_.+-]*`
 
 var (
-	reProbeCannotOpen = regexp.MustCompile(`(?:(` + pathChars + `): )?(` + soChars + `): cannot open shared object file`)
+	// reCannotOpen is the loader's "cannot open shared object file", with the
+	// path of the object that asked when the message names it: the import
+	// check and the probes read it alike.
+	reCannotOpen      = regexp.MustCompile(`(?:(` + pathChars + `): )?(` + soChars + `): cannot open shared object file`)
 	reProbeFailedOpen = regexp.MustCompile(`(?i)(?:failed to open|could not load (?:dynamic )?library|unable to load|cannot load) '?(` + soChars + `)'?`)
 	reProbeAnyOf      = regexp.MustCompile(`Unable to load any of \{([^}]*)\}`)
 	reProbeUndefined  = regexp.MustCompile(`(?:(` + pathChars + `): )?undefined symbol: ([A-Za-z0-9_.@$]+)(?:, version (` + soChars + `|[A-Za-z0-9_.]+))?`)
@@ -154,7 +157,7 @@ func parseProbeOutput(out string) []ProbeFailure {
 			continue
 		}
 		matched := false
-		for _, m := range reProbeCannotOpen.FindAllStringSubmatch(line, -1) {
+		for _, m := range reCannotOpen.FindAllStringSubmatch(line, -1) {
 			add(ProbeFailure{Library: baseName(m[2]), Kind: "not_found", Object: m[1], Line: line})
 			matched = true
 		}

@@ -19,8 +19,10 @@ import (
 	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
 	"github.com/cudadeps/cudadeps/internal/shquote"
+	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/platform"
+	"github.com/cudadeps/cudadeps/pymeta"
 	"github.com/cudadeps/cudadeps/pypi"
 	"github.com/cudadeps/cudadeps/runtimeopen"
 	"github.com/cudadeps/cudadeps/scan"
@@ -412,7 +414,7 @@ func loadedPaths(rep *scan.Report) []string {
 			}
 			base := filepath.Base(obj.HostPath)
 			for _, d := range []string{filepath.Dir(obj.HostPath), physical(filepath.Dir(obj.HostPath))} {
-				out = appendUnique(out, filepath.Join(d, base))
+				out = uniq.Append(out, filepath.Join(d, base))
 			}
 		}
 	}
@@ -426,7 +428,7 @@ func (s *session) needs(rep *scan.Report) []*Need {
 	needs := s.withoutOptional(needsFrom(rep), rep)
 	needs = append(needs, runtimeNeeds(s.runtime, s.runtimeBy, needs, rep, s.t, s.handled, s.viaEnv)...)
 	for _, o := range s.layout.MissingLibraries() {
-		if needFor(needs, o.Name).NeededBy != nil || s.accepted[normalizeName(o.Dist)] {
+		if needFor(needs, o.Name).NeededBy != nil || s.accepted[pymeta.NormalizeName(o.Dist)] {
 			continue
 		}
 		if _, done := s.handled[o.Name]; done {
@@ -450,7 +452,7 @@ func (s *session) needs(rep *scan.Report) []*Need {
 // the exact version its requirement names, else the installed one.
 func (s *session) pinFor(o *OwnedLib) catalog.Pin {
 	by := o.Describe()
-	if p, ok := s.t.Pins[normalizeName(o.Dist)]; ok {
+	if p, ok := s.t.Pins[pymeta.NormalizeName(o.Dist)]; ok {
 		by = p.Requirement + " (required by " + p.By + ")"
 		if p.Exact != "" {
 			return catalog.Pin{Version: p.Exact, By: by}
@@ -647,7 +649,7 @@ func (s *session) verifyRound(r *Round, n int) (bool, error) {
 		// A library placed in the package's directories that a dlopen by
 		// name still misses gets one more try, through LD_LIBRARY_PATH.
 		if _, done := s.handled[m]; !done || !s.viaEnv[m] {
-			fresh = appendUnique(fresh, m)
+			fresh = uniq.Append(fresh, m)
 		}
 	}
 	if !v.OK && len(fresh) > 0 && n < s.opts.MaxRounds {
@@ -666,7 +668,7 @@ func (s *session) finish() {
 	s.out.FinalScan = s.last
 	if s.last != nil {
 		for _, sh := range s.layout.Shadows(s.last) {
-			if d := normalizeName(sh.Owner.Dist); s.accepted[d] || s.exact[d] != "" {
+			if d := pymeta.NormalizeName(sh.Owner.Dist); s.accepted[d] || s.exact[d] != "" {
 				continue
 			}
 			if sh.Owner.Present || !s.out.DryRun {
@@ -838,7 +840,7 @@ func (o *Outcome) fillActivation(opts Options, change *activation.Change) {
 	}
 	rec := change.Record()
 	for _, p := range rec.Placed {
-		o.Activation.InPlace = appendUnique(o.Activation.InPlace, filepath.Dir(p.Path))
+		o.Activation.InPlace = uniq.Append(o.Activation.InPlace, filepath.Dir(p.Path))
 	}
 	if len(rec.ScriptDirs) > 0 {
 		o.Activation.Script = opts.Prefix.EnvScript()

@@ -12,6 +12,8 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/internal/uniq"
+	"github.com/cudadeps/cudadeps/pymeta"
 	"github.com/cudadeps/cudadeps/pypi"
 )
 
@@ -77,14 +79,14 @@ func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolve
 			continue
 		}
 		if d.ViaExtra != "" && !s.declaredNeeded(d) {
-			s.out.Notes = appendUnique(s.out.Notes, fmt.Sprintf("%s %s is declared through the extra [%s] and not installed; nothing the package loads needs its files: not restored", d.Name, d.Version, d.ViaExtra))
+			s.out.Notes = uniq.Append(s.out.Notes, fmt.Sprintf("%s %s is declared through the extra [%s] and not installed; nothing the package loads needs its files: not restored", d.Name, d.Version, d.ViaExtra))
 			continue
 		}
 		st, u := s.restoreStep(d, site)
 		if exact := s.exact[d.Name]; exact != "" && (u != nil || st == nil) {
 			// No source has it; the copy the loader finds is the release.
 			s.accepted[d.Name] = true
-			s.out.Notes = appendUnique(s.out.Notes, exact)
+			s.out.Notes = uniq.Append(s.out.Notes, exact)
 			continue
 		}
 		if u != nil {
@@ -98,13 +100,13 @@ func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolve
 	}
 	var rest []*Need
 	for _, n := range needs {
-		if n.Owner == nil || !absent[normalizeName(n.Owner.Dist)] {
+		if n.Owner == nil || !absent[pymeta.NormalizeName(n.Owner.Dist)] {
 			rest = append(rest, n)
 			continue
 		}
 		for _, st := range steps {
-			if st.Restore.Dist == normalizeName(n.Owner.Dist) {
-				st.Provides = appendUnique(st.Provides, n.Soname)
+			if st.Restore.Dist == pymeta.NormalizeName(n.Owner.Dist) {
+				st.Provides = uniq.Append(st.Provides, n.Soname)
 				st.needs = append(st.needs, n)
 			}
 		}
@@ -141,7 +143,7 @@ func (s *session) systemCopyExact(d *declared.Dist) string {
 	met := metSonames(s.last)
 	found := map[string]Shadow{}
 	for _, sh := range s.layout.Shadows(s.last) {
-		if normalizeName(sh.Owner.Dist) == d.Name {
+		if pymeta.NormalizeName(sh.Owner.Dist) == d.Name {
 			found[sh.Soname] = sh
 		}
 	}
@@ -278,7 +280,7 @@ func (s *session) restoreWheel(d *declared.Dist, site string, newer bool) (*Step
 	}
 	st.Restore = &Restore{Dist: d.Name, Version: wh.Version, Mode: RestoreInstall, Site: site, Note: note, dist: d}
 	for _, lib := range d.Libraries() {
-		st.Sonames = appendUnique(st.Sonames, path.Base(lib.Path))
+		st.Sonames = uniq.Append(st.Sonames, path.Base(lib.Path))
 	}
 	return st, nil
 }
@@ -309,7 +311,7 @@ func (s *session) restoreArchive(d *declared.Dist, site string, newer bool) (*St
 				if !a.Fits(r, s.out.Platform, s.out.CUDAMajor) {
 					continue
 				}
-				have = appendUnique(have, r.Version)
+				have = uniq.Append(have, r.Version)
 				switch {
 				case !newer && dd.MatchesVersion(d.Version, r.Version):
 					return s.archiveStep(d, comp, r, a, site), nil
@@ -379,11 +381,11 @@ func decideRestore(st *Step) Decision {
 			byDir[dir] = p
 			dirs = append(dirs, dir)
 		}
-		p.Names = appendUnique(p.Names, name)
+		p.Names = uniq.Append(p.Names, name)
 		for _, n := range st.needs {
 			if n.Soname == name {
 				for _, by := range n.NeededBy {
-					p.For = appendUnique(p.For, by)
+					p.For = uniq.Append(p.For, by)
 				}
 			}
 		}

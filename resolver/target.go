@@ -14,6 +14,7 @@ import (
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/pymeta"
 	"github.com/cudadeps/cudadeps/runtimeopen"
 	"github.com/cudadeps/cudadeps/scan"
 )
@@ -53,8 +54,6 @@ type Pinned struct {
 	// Exact is the version an == specifier names, "" when none does.
 	Exact string
 }
-
-func normalizeName(n string) string { return pyenv.Normalize(n) }
 
 // TargetOptions say how to find a Python distribution.
 type TargetOptions struct {
@@ -215,7 +214,7 @@ func installedExtras(d *pyenv.Dist, env *pyenv.Env) []string {
 // importName guesses the top-level module to import: top_level.txt when the
 // distribution has one, else the package directory named like it.
 func importName(d *pyenv.Dist) string {
-	want := strings.ReplaceAll(pyenv.Normalize(d.Name), "-", "_")
+	want := strings.ReplaceAll(pymeta.NormalizeName(d.Name), "-", "_")
 	if data, err := os.ReadFile(filepath.Join(d.InfoDir, "top_level.txt")); err == nil {
 		var first string
 		for _, line := range strings.Split(string(data), "\n") {
@@ -382,7 +381,7 @@ func (t *Target) Describe() string {
 // Key identifies the target in activation records.
 func (t *Target) Key() string {
 	if t.Kind == KindPython {
-		return "python:" + pyenv.Normalize(t.Dist.Name) + "@" + t.Dist.SiteDir
+		return "python:" + pymeta.NormalizeName(t.Dist.Name) + "@" + t.Dist.SiteDir
 	}
 	return string(t.Kind) + ":" + t.Path
 }

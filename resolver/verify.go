@@ -16,6 +16,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/internal/shquote"
+	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/pyenv"
 )
 
@@ -89,8 +90,7 @@ const (
 )
 
 var (
-	reCannotOpen = regexp.MustCompile(`([A-Za-z0-9_.+-]+\.so[A-Za-z0-9_.+-]*): cannot open shared object file`)
-	reVersion    = regexp.MustCompile("version [`']([^'`]+)' not found \\(required by ([^)]+)\\)")
+	reVersion = regexp.MustCompile("version [`']([^'`]+)' not found \\(required by ([^)]+)\\)")
 )
 
 // checkRunner runs the import check and what follows it, each in a new
@@ -151,10 +151,10 @@ func (c *checkRunner) importCheck(ctx context.Context, v *Verification) {
 		v.Output = strings.TrimSpace(v.Output + "\n" + res.err.Error())
 	}
 	for _, m := range reCannotOpen.FindAllStringSubmatch(res.out, -1) {
-		v.Missing = appendUnique(v.Missing, m[1])
+		v.Missing = uniq.Append(v.Missing, m[2])
 	}
 	for _, m := range reVersion.FindAllStringSubmatch(res.out, -1) {
-		v.VersionErrors = appendUnique(v.VersionErrors, m[0])
+		v.VersionErrors = uniq.Append(v.VersionErrors, m[0])
 	}
 }
 
@@ -260,7 +260,7 @@ func probeNames(t *Target) []string {
 	var out []string
 	for _, d := range append([]*pyenv.Dist{t.Dist}, t.Requires...) {
 		if name, ok := probeName(d.Name); ok {
-			out = appendUnique(out, name)
+			out = uniq.Append(out, name)
 		}
 	}
 	return out
@@ -316,7 +316,7 @@ func (v *Verification) Blamed() []string {
 	out := append([]string(nil), v.Missing...)
 	for _, p := range v.Probes {
 		for _, f := range p.Failures {
-			out = appendUnique(out, f.Library)
+			out = uniq.Append(out, f.Library)
 		}
 	}
 	return out
@@ -413,7 +413,7 @@ func (s *session) feedRuntime(v *Verification, fresh []string) {
 		s.runtimeBy = map[string]string{}
 	}
 	for _, m := range fresh {
-		s.runtime = appendUnique(s.runtime, m)
+		s.runtime = uniq.Append(s.runtime, m)
 		if slices.Contains(v.Missing, m) {
 			delete(s.runtimeBy, m) // the import's: "import MODULE"
 			continue

@@ -15,6 +15,7 @@ import (
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/internal/filehash"
+	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/pyenv"
@@ -99,7 +100,7 @@ func newWheels(opts Options) (*wheels, error) {
 
 // files lists a project's files on the index, once per session.
 func (w *wheels) files(ctx context.Context, project string) ([]pypi.File, error) {
-	key := pypi.Normalize(project)
+	key := pymeta.NormalizeName(project)
 	if p, ok := w.pages[key]; ok {
 		return p.files, p.err
 	}
@@ -126,7 +127,7 @@ func (s *session) planWithWheels(needs []*Need) *Plan {
 			byKey[st.Key()] = st
 			p.Steps = append(p.Steps, st)
 		}
-		st.Provides = appendUnique(st.Provides, n.Soname)
+		st.Provides = uniq.Append(st.Provides, n.Soname)
 		st.needs = append(st.needs, n)
 	}
 	var rest []*Need
@@ -178,7 +179,7 @@ func (s *session) requiredDist(n *Need) *pyenv.Dist {
 		return nil
 	}
 	for _, d := range s.t.Requires {
-		if normalizeName(d.Name) == normalizeName(n.Owner.Dist) {
+		if pymeta.NormalizeName(d.Name) == pymeta.NormalizeName(n.Owner.Dist) {
 			return d
 		}
 	}
@@ -218,7 +219,7 @@ func (s *session) pinnedWheel(n *Need, d *pyenv.Dist, host pypi.Host) (*Step, er
 		if i >= len(d.Record) || !isSharedLibrary(name) {
 			continue
 		}
-		st.Sonames = appendUnique(st.Sonames, name)
+		st.Sonames = uniq.Append(st.Sonames, name)
 		r := d.Record[i]
 		m := wheelMember{path: r.Path}
 		if r.HashAlgo == "sha256" && len(r.Hash) == sha256.Size {
@@ -321,7 +322,7 @@ func (s *session) wheelStep(f pypi.File, wh pypi.Wheel) (*Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Step{Source: SourcePyPI, Component: pypi.Normalize(wh.Name), Version: wh.Version, Platform: s.out.Platform,
+	return &Step{Source: SourcePyPI, Component: pymeta.NormalizeName(wh.Name), Version: wh.Version, Platform: s.out.Platform,
 		URL: urlpolicy.Redact(f.URL), SHA256: f.SHA256, Size: f.Size, Filename: f.Filename, Index: urlpolicy.Redact(f.Index),
 		Provides: []string{}, Sonames: []string{}, fetchURL: f.URL}, nil
 }
@@ -332,7 +333,7 @@ func indexVersions(files []pypi.File, project string, live bool) []string {
 	var out []string
 	for _, f := range files {
 		w, err := pypi.ParseWheel(f.Filename)
-		if err != nil || pypi.Normalize(w.Name) != pypi.Normalize(project) || live && f.Yanked {
+		if err != nil || pymeta.NormalizeName(w.Name) != pymeta.NormalizeName(project) || live && f.Yanked {
 			continue
 		}
 		if !slices.Contains(out, w.Version) {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/gpuarch"
+	"github.com/cudadeps/cudadeps/internal/eintr"
+	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/runtimeopen"
@@ -374,26 +375,17 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir, host string, parallel int
 // of a Python environment are not ELF: this costs them three system calls
 // (no poller registration, no stat) where a full read costs six.
 func hasELFMagic(p string) (bool, error) {
-	fd, err := retryEINTR(func() (int, error) { return syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	fd, err := eintr.Retry(func() (int, error) { return syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
 	if err != nil {
 		return false, err
 	}
 	defer syscall.Close(fd)
 	var b [4]byte
-	n, err := retryEINTR(func() (int, error) { return syscall.Pread(fd, b[:], 0) })
+	n, err := eintr.Retry(func() (int, error) { return syscall.Pread(fd, b[:], 0) })
 	if err != nil {
 		return false, err
 	}
 	return n == len(b) && string(b[:]) == elf.ELFMAG, nil
-}
-
-func retryEINTR(call func() (int, error)) (int, error) {
-	for {
-		n, err := call()
-		if err != syscall.EINTR {
-			return n, err
-		}
-	}
 }
 
 // classify decides whether a file is a root, recording why not.
@@ -486,7 +478,7 @@ func NewRoot(r *ldso.Result) *Root {
 		if !o.Found() {
 			if i, ok := faked[o.Name]; ok {
 				for _, by := range o.NeededBy {
-					root.Closure[i].NeededBy = appendUnique(root.Closure[i].NeededBy, by.Path)
+					root.Closure[i].NeededBy = uniq.Append(root.Closure[i].NeededBy, by.Path)
 				}
 				continue
 			}
@@ -498,14 +490,14 @@ func NewRoot(r *ldso.Result) *Root {
 			e.Path = &p
 		}
 		for _, by := range o.NeededBy {
-			e.NeededBy = appendUnique(e.NeededBy, by.Path)
+			e.NeededBy = uniq.Append(e.NeededBy, by.Path)
 		}
 		root.Closure = append(root.Closure, e)
 	}
 	for _, m := range r.Missing {
 		mm := Missing{Soname: m.Name, Problem: m.Problem, Fatal: m.Fatal, NeededBy: []string{}}
 		for _, by := range m.NeededBy {
-			mm.NeededBy = appendUnique(mm.NeededBy, by.Path)
+			mm.NeededBy = uniq.Append(mm.NeededBy, by.Path)
 		}
 		root.Missing = append(root.Missing, mm)
 	}
@@ -526,13 +518,6 @@ func NewVersionError(v ldso.VersionError) VersionError {
 		Object: v.Object.Path, File: v.File, Provider: v.Provider.Path, Version: v.Version, Weak: v.Weak,
 		Message: fmt.Sprintf("%s: %sversion '%s' not found (required by %s)", v.Provider.Path, weak, v.Version, v.Object.Path),
 	}
-}
-
-func appendUnique(list []string, s string) []string {
-	if slices.Contains(list, s) {
-		return list
-	}
-	return append(list, s)
 }
 
 // NewReport builds a report from roots computed elsewhere (the resolver's
@@ -558,7 +543,7 @@ func (r *Report) aggregate() {
 				r.Missing = append(r.Missing, Missing{Soname: m.Soname, Problem: m.Problem, Fatal: m.Fatal, RunTime: m.RunTime, NeededBy: []string{}})
 			}
 			for _, by := range m.NeededBy {
-				r.Missing[i].NeededBy = appendUnique(r.Missing[i].NeededBy, by)
+				r.Missing[i].NeededBy = uniq.Append(r.Missing[i].NeededBy, by)
 			}
 			r.Missing[i].Fatal = r.Missing[i].Fatal || m.Fatal
 			// Needed at load time by anyone: not only a run-time open.
@@ -575,7 +560,7 @@ func (r *Report) aggregate() {
 			}
 		}
 		for _, w := range root.Warnings {
-			r.Warnings = appendUnique(r.Warnings, w)
+			r.Warnings = uniq.Append(r.Warnings, w)
 		}
 	}
 	for i := range r.Missing {

@@ -8,13 +8,11 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/cudadeps/cudadeps/catalog"
@@ -61,18 +59,6 @@ func nodeEnv(t *testing.T, extra ...string) []string {
 		}
 	}
 	return append(out, extra...)
-}
-
-// countingServer serves dir from 127.0.0.1 and counts the requests.
-func countingServer(t *testing.T, dir string) (string, *atomic.Int64) {
-	var n atomic.Int64
-	files := http.FileServer(http.Dir(dir))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		files.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/", &n
 }
 
 // tree lists what is under dir, for comparing two machines: each file's
@@ -223,7 +209,8 @@ func TestMirrorThenApplyOnAnotherNode(t *testing.T) {
 	}
 	toNVIDIA := nv.Total()
 
-	url, served := countingServer(t, mdir)
+	served := mirrortest.ServeDir(t, mdir)
+	url := served.URL
 	env2 := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog, "CUDADEPS_MIRROR="+url, "CUDADEPS_PREFIX="+p2)
 	r = runBinary(t, env2, "", "apply", planFile, node2, "--ld-library-path", "", "--json", "--quiet")
 	if r.code != exitOK {
@@ -243,8 +230,8 @@ func TestMirrorThenApplyOnAnotherNode(t *testing.T) {
 	if nv.Total() != toNVIDIA {
 		t.Fatalf("node 2 sent %d requests to NVIDIA", nv.Total()-toNVIDIA)
 	}
-	if served.Load() < 2 {
-		t.Fatalf("node 2 fetched %d files from the mirror, want both archives", served.Load())
+	if served.Total() < 2 {
+		t.Fatalf("node 2 fetched %d files from the mirror, want both archives", served.Total())
 	}
 
 	// Node 3 reads the mirror in place, named in its config file.
@@ -315,7 +302,8 @@ func TestApplyRefusesAnotherKindOfNode(t *testing.T) {
 	if r := runBinary(t, env, "", "mirror", mdir, "--plan", planFile, "--quiet"); r.code != exitOK {
 		t.Fatalf("mirror: exit %d\n%s", r.code, r.stderr)
 	}
-	url, served := countingServer(t, mdir)
+	served := mirrortest.ServeDir(t, mdir)
+	url := served.URL
 	apply := func(plan string, args ...string) cliResult {
 		prefix := filepath.Join(t.TempDir(), "prefix")
 		return runBinary(t, nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog), "", append([]string{"apply", plan, node2, "--mirror", url, "--prefix", prefix, "--ld-library-path", ""}, args...)...)
@@ -325,8 +313,8 @@ func TestApplyRefusesAnotherKindOfNode(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(node2, "app/lib/libcudss.so.0")); err == nil {
 			t.Fatalf("%s: the refused apply placed libcudss.so.0", what)
 		}
-		if served.Load() != 0 {
-			t.Fatalf("%s: the refused apply fetched %d files", what, served.Load())
+		if served.Total() != 0 {
+			t.Fatalf("%s: the refused apply fetched %d files", what, served.Total())
 		}
 	}
 
@@ -569,7 +557,7 @@ func TestCatalogUpdateFromAMirror(t *testing.T) {
 	if r := runBinary(t, env, "", "mirror", mdir, "--target", appTree(t), "--ld-library-path", "", "--quiet"); r.code != exitOK {
 		t.Fatalf("mirror: exit %d\n%s", r.code, r.stderr)
 	}
-	url, _ := countingServer(t, mdir)
+	url := mirrortest.ServeDir(t, mdir).URL
 	node := nodeEnv(t, "CUDADEPS_MIRROR="+url)
 	r := runBinary(t, node, "", "catalog", "update", "--json", "--quiet")
 	if r.code != exitOK {

@@ -9,9 +9,8 @@ import (
 	"reflect"
 	"strings"
 
-	"golang.org/x/term"
-
 	"github.com/cudadeps/cudadeps/internal/shquote"
+	"github.com/cudadeps/cudadeps/internal/tty"
 )
 
 // JSON schemas: every top-level JSON object names its own, so that a
@@ -133,8 +132,7 @@ func newPainter(w io.Writer) painter {
 	if os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
 		return painter{}
 	}
-	f, ok := w.(*os.File)
-	return painter{on: ok && term.IsTerminal(int(f.Fd()))}
+	return painter{on: tty.Is(w)}
 }
 
 // bad paints s bold red.

@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/humansize"
+	"github.com/cudadeps/cudadeps/internal/tty"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/plan"
 	"github.com/cudadeps/cudadeps/pypi"
@@ -384,25 +384,19 @@ func logRounds(a *app, o *resolver.Outcome) {
 // sees it: stderr when it is a terminal, else the controlling terminal
 // (resolve ... 2> log), else stdout when it is one. close releases it.
 func (a *app) terminal() (w io.Writer, close func(), err error) {
-	in, ok := a.stdin.(*os.File)
-	if !ok || !term.IsTerminal(int(in.Fd())) {
+	if !tty.Is(a.stdin) {
 		return nil, nil, errors.New("stdin is not a terminal")
 	}
-	if isTerminal(a.stderr) {
+	if tty.Is(a.stderr) {
 		return a.stderr, func() {}, nil
 	}
 	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
 		return tty, func() { tty.Close() }, nil
 	}
-	if isTerminal(a.stdout) {
+	if tty.Is(a.stdout) {
 		return a.stdout, func() {}, nil
 	}
 	return nil, nil, errors.New("no terminal to show the question on (stderr and stdout are not terminals, and /dev/tty cannot be opened)")
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // confirmPlan shows each round's plan on stderr, then asks; with --yes it
@@ -419,7 +413,7 @@ func (a *app) confirmPlan(prefix *activation.Prefix, client *fetch.Client, yes b
 		}
 		show := func(w io.Writer) { renderPlan(w, r, prefix, client) }
 		ok, err := a.ask(planQuestion(p, prefix.Dir(), client), "rerun with --yes to proceed, or --dry-run to only see the plan", show)
-		if ok && isTerminal(a.stdout) {
+		if ok && tty.Is(a.stdout) {
 			if a.planShown == nil {
 				a.planShown = map[int]bool{}
 			}

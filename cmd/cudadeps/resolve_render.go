@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/internal/humansize"
+	"github.com/cudadeps/cudadeps/internal/plural"
 	"github.com/cudadeps/cudadeps/internal/shquote"
 	"github.com/cudadeps/cudadeps/resolver"
 )
@@ -98,7 +99,7 @@ func renderRound(w io.Writer, r *resolver.Round, planShown bool, explained map[s
 		return
 	}
 	if len(r.Missing) > 0 {
-		fmt.Fprintf(w, "\nRound %d: %d librar%s missing\n", r.N, len(r.Missing), plural(len(r.Missing), "y", "ies"))
+		fmt.Fprintf(w, "\nRound %d: %d librar%s missing\n", r.N, len(r.Missing), plural.Of(len(r.Missing), "y", "ies"))
 	}
 	if r.Plan != nil && planShown && len(r.Plan.Steps) > 0 {
 		fmt.Fprintf(w, "  %d archive(s) as planned above\n", len(r.Plan.Steps))

@@ -173,15 +173,16 @@ func TestMirrorAndApplyAWheelPlan(t *testing.T) {
 		t.Fatalf("mirror: exit %d\n%s%s", code, stdout, stderr)
 	}
 	indexed := ix.Requests()
-	url, served := countingServer(t, mdir)
+	served := mirrortest.ServeDir(t, mdir)
+	url := served.URL
 	t.Setenv("PIP_INDEX_URL", "http://127.0.0.1:1/simple/") // the original index is out of reach now
 	p2 := filepath.Join(work, "p2")
 	code, stdout, stderr = runCLI(t, "apply", planFile, dir, "--catalog", m.Catalog, "--mirror", url, "--prefix", p2, "--ld-library-path", "", "--json", "--quiet")
 	if code != exitOK {
 		t.Fatalf("apply: exit %d\n%s%s", code, stdout, stderr)
 	}
-	if ix.Requests() != indexed || served.Load() == 0 {
-		t.Fatalf("the original index answered %d more request(s), the mirror %d", ix.Requests()-indexed, served.Load())
+	if ix.Requests() != indexed || served.Total() == 0 {
+		t.Fatalf("the original index answered %d more request(s), the mirror %d", ix.Requests()-indexed, served.Total())
 	}
 	got, err := os.ReadFile(filepath.Join(dir, "app/lib/libcudss.so.0"))
 	if err != nil || !bytes.Equal(got, wheel.Files["nvidia/cu13/lib/libcudss.so.0"]) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cudadeps/cudadeps/internal/plural"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
 	"github.com/cudadeps/cudadeps/runtimeopen"
@@ -223,7 +224,7 @@ func renderScan(w io.Writer, rep *scan.Report, all bool, paint painter) {
 	bad := len(rep.Roots) - countOK(rep.Roots)
 	fmt.Fprintf(w, "%d object(s) scanned: %d load, %d would fail", len(rep.Roots), len(rep.Roots)-bad, bad)
 	if len(rep.Missing) > 0 {
-		fmt.Fprintf(w, " (%d missing librar%s)", len(rep.Missing), plural(len(rep.Missing), "y", "ies"))
+		fmt.Fprintf(w, " (%d missing librar%s)", len(rep.Missing), plural.Of(len(rep.Missing), "y", "ies"))
 	}
 	notELF := 0
 	for _, s := range rep.Skipped {
@@ -235,7 +236,7 @@ func renderScan(w io.Writer, rep *scan.Report, all bool, paint painter) {
 		fmt.Fprintf(w, "; %d ELF file(s) skipped (static or not loadable)", n)
 	}
 	if notELF > 0 {
-		fmt.Fprintf(w, "; %d file%s skipped: not ELF", notELF, plural(notELF, "", "s"))
+		fmt.Fprintf(w, "; %d file%s skipped: not ELF", notELF, plural.Of(notELF, "", "s"))
 	}
 	fmt.Fprintln(w, ".")
 	if okCount > 0 && !single && !all {
@@ -251,13 +252,6 @@ func countOK(roots []*scan.Root) int {
 		}
 	}
 	return n
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 func limit(list []string, n int) []string {
@@ -491,7 +485,7 @@ func renderUndefined(w io.Writer, rep *scan.Report) {
 		g.names = append(g.names, u.Symbol)
 	}
 	for _, g := range groups {
-		fmt.Fprintf(w, "  %d undefined symbol%s %s: %s\n", len(g.names), plural(len(g.names), "", "s"), g.head, firstFew(g.names, 3))
+		fmt.Fprintf(w, "  %d undefined symbol%s %s: %s\n", len(g.names), plural.Of(len(g.names), "", "s"), g.head, firstFew(g.names, 3))
 	}
 }
 

@@ -5,8 +5,10 @@ import (
 	"io"
 	"strings"
 
-	"github.com/cudadeps/cudadeps/activation"
 	"github.com/spf13/cobra"
+
+	"github.com/cudadeps/cudadeps/activation"
+	"github.com/cudadeps/cudadeps/internal/plural"
 )
 
 func (a *app) undoCommand() *cobra.Command {
@@ -85,7 +87,7 @@ func renderUndo(w io.Writer, reps []activation.UndoReport) {
 		fmt.Fprintln(w, "Nothing recorded: nothing to undo.")
 	}
 	for _, r := range reps {
-		fmt.Fprintf(w, "%s: removed %d file(s), %d director%s, %d store entr%s\n", r.Target, len(r.Removed), len(r.Dirs), plural(len(r.Dirs), "y", "ies"), len(r.Store), plural(len(r.Store), "y", "ies"))
+		fmt.Fprintf(w, "%s: removed %d file(s), %d director%s, %d store entr%s\n", r.Target, len(r.Removed), len(r.Dirs), plural.Of(len(r.Dirs), "y", "ies"), len(r.Store), plural.Of(len(r.Store), "y", "ies"))
 		for _, l := range r.Left {
 			fmt.Fprintf(w, "  left %s: changed since it was placed\n", l)
 		}

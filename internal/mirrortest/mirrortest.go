@@ -60,9 +60,18 @@ func Build(t testing.TB, dir string, archives []Archive) string {
 // ends.
 func Serve(t testing.TB, archives []Archive) *Mirror {
 	t.Helper()
-	m := &Mirror{Dir: t.TempDir(), hits: map[string]int{}}
-	m.Catalog = Build(t, m.Dir, archives)
-	files := http.FileServer(http.Dir(m.Dir))
+	dir := t.TempDir()
+	m := ServeDir(t, dir)
+	m.Catalog = Build(t, dir, archives)
+	return m
+}
+
+// ServeDir serves the files of dir (a mirror written by cudadeps mirror,
+// an index) from 127.0.0.1 until the test ends, counting the requests.
+func ServeDir(t testing.TB, dir string) *Mirror {
+	t.Helper()
+	m := &Mirror{Dir: dir, hits: map[string]int{}}
+	files := http.FileServer(http.Dir(dir))
 	m.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		m.hits[r.URL.Path]++

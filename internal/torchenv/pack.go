@@ -15,6 +15,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/indextest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // Packed is an installed distribution's files, read back to be served as
@@ -40,7 +41,7 @@ func Pack(t testing.TB, site string, names ...string) []Packed {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := Packed{Name: pyenv.Normalize(d.Name), Version: d.Version, Tags: "py3-none-manylinux_2_27_x86_64", Files: map[string][]byte{}}
+		p := Packed{Name: pymeta.NormalizeName(d.Name), Version: d.Version, Tags: "py3-none-manylinux_2_27_x86_64", Files: map[string][]byte{}}
 		p.Metadata, p.Tags = headerLines(t, d.InfoDir)
 		for _, e := range d.Record {
 			if first, _, _ := strings.Cut(e.Path, "/"); strings.HasSuffix(first, ".dist-info") {
