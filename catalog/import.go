@@ -62,46 +62,10 @@ type ImportOptions struct {
 // out. The table's driver libraries and its knowledge of components without
 // archives are carried along, so the result stands on its own.
 func Import(ctx context.Context, manifests []*Manifest, opts ImportOptions) (*Catalog, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	im, err := newImporter(opts)
+	if err != nil {
+		return nil, err
 	}
-	table := opts.Table
-	if table == nil {
-		var err error
-		if table, err = EmbeddedTable(); err != nil {
-			return nil, err
-		}
-	}
-	for _, p := range opts.Platforms {
-		if !platform.Valid(p) {
-			return nil, fmt.Errorf("unknown platform %q (want one of %s)", p, strings.Join(platform.All(), ", "))
-		}
-	}
-	mirror := ""
-	if opts.Mirror != "" {
-		var err error
-		if mirror, err = NormalizeMirror(opts.Mirror); err != nil {
-			return nil, err
-		}
-	}
-	wanted := func(comp string) bool { return len(opts.Components) == 0 || slices.Contains(opts.Components, comp) }
-	onPlatform := func(p string) bool { return len(opts.Platforms) == 0 || slices.Contains(opts.Platforms, p) }
-
-	c := &Catalog{products: map[string]*Product{}, drivers: map[string]*Driver{}, components: map[string]*Component{}}
-	const tableName = "soname table"
-	for soname, advice := range table.Drivers {
-		c.drivers[soname] = &Driver{Soname: soname, Advice: advice, Pos: Pos{File: tableName}}
-	}
-	addProduct := func(name string) *Product {
-		if p, ok := c.products[name]; ok {
-			return p
-		}
-		p := &Product{Name: name, Title: table.Products[name], Pos: Pos{File: tableName}}
-		c.products[name] = p
-		return p
-	}
-
 	ordered := slices.Clone(manifests)
 	slices.SortStableFunc(ordered, func(a, b *Manifest) int {
 		if c := strings.Compare(a.Product, b.Product); c != 0 {
@@ -109,100 +73,15 @@ func Import(ctx context.Context, manifests []*Manifest, opts ImportOptions) (*Ca
 		}
 		return dotted.Compare(a.Label, b.Label)
 	})
-	newest := map[string]string{} // component → version whose title and license it carries
 	for _, m := range ordered {
-		releaseCUDA := 0
-		if m.Product == "cuda" {
-			// A CUDA toolkit release builds all its archives for its own major.
-			major, _, _ := strings.Cut(m.Label, ".")
-			releaseCUDA, _ = strconv.Atoi(major)
-		}
 		for _, mc := range m.Components {
-			if !wanted(mc.Key) {
-				continue
+			if err := im.component(ctx, m, mc); err != nil {
+				return nil, err
 			}
-			tc := table.Components[mc.Key]
-			switch {
-			case table.Skipped(mc.Key):
-				log.Debug("holds no shared library", "component", mc.Key, "manifest", m.Name)
-				continue
-			case tc == nil && opts.Extract == nil:
-				log.Info("no sonames known for this component: left out (import --scan reads them from the archives)", "component", mc.Key, "manifest", m.Name)
-				continue
-			}
-			rel := &Release{Version: mc.Version, Label: m.Label, Date: m.Date, CUDA: releaseCUDA, Pos: Pos{File: m.Name}}
-			if slices.ContainsFunc(mc.Archives, func(a *ManifestArchive) bool { return a.CUDAVariant != "" }) {
-				rel.CUDA = 0 // the variants say it per archive
-			}
-			for _, ma := range mc.Archives {
-				if !onPlatform(ma.Platform) {
-					continue
-				}
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
-				a := &Archive{Platform: ma.Platform, CUDAVariant: ma.CUDAVariant, RelativePath: ma.RelativePath,
-					SHA256: ma.SHA256, Size: ma.Size, Pos: Pos{File: m.Name}}
-				if opts.Extract != nil {
-					sonames, err := scanArchive(ctx, opts, log, ArchiveRef{
-						Component: mc.Key, Version: mc.Version, Platform: ma.Platform, CUDAVariant: ma.CUDAVariant,
-						URL: urlFor(mirror, m.Product, ma.RelativePath), RelativePath: ma.RelativePath,
-						SHA256: ma.SHA256, Size: ma.Size,
-					})
-					if err != nil {
-						return nil, err
-					}
-					a.Sonames = sonames
-				} else {
-					a.Sonames = tc.Sonames(mc.Version, a.CUDAMajor(rel), ma.Platform)
-				}
-				a.Sonames = slices.DeleteFunc(a.Sonames, func(s string) bool {
-					if _, driver := table.Drivers[s]; driver {
-						log.Warn("a driver library inside an archive is not offered", "soname", s, "archive", ma.RelativePath)
-						return true
-					}
-					return false
-				})
-				if len(a.Sonames) == 0 {
-					log.Debug("archive provides no known soname: left out", "archive", ma.RelativePath)
-					continue
-				}
-				rel.Archives = append(rel.Archives, a)
-			}
-			if len(rel.Archives) == 0 {
-				continue
-			}
-			sortArchives(rel.Archives)
-			comp, ok := c.components[mc.Key]
-			if !ok {
-				comp = &Component{Name: mc.Key, Product: m.Product, Pos: Pos{File: m.Name}}
-				c.components[mc.Key] = comp
-			}
-			if comp.Product != m.Product {
-				return nil, fmt.Errorf("%s: component %s belongs to product %s in another manifest", m.Name, mc.Key, comp.Product)
-			}
-			if err := addRelease(comp, rel); err != nil {
-				return nil, fmt.Errorf("%s: %w", m.Name, err)
-			}
-			if v, seen := newest[mc.Key]; !seen || dotted.Compare(mc.Version, v) >= 0 {
-				newest[mc.Key] = mc.Version
-				comp.Title, comp.License = mc.Title, mc.License
-			}
-			addProduct(m.Product).BaseURL = BaseURL(m.Product)
 		}
 	}
-	for name, tc := range table.Components {
-		if !wanted(name) {
-			continue
-		}
-		comp, ok := c.components[name]
-		if !ok {
-			comp = &Component{Name: name, Product: tc.Product, Title: tc.Title, Pos: Pos{File: tableName}}
-			c.components[name] = comp
-			addProduct(tc.Product)
-		}
-		comp.Sonames = append(comp.Sonames, tc.Known()...)
-	}
+	im.addTableComponents()
+	c := im.c
 	for _, comp := range c.components {
 		sortReleases(comp.Releases)
 		for _, r := range comp.Releases {
@@ -216,6 +95,186 @@ func Import(ctx context.Context, manifests []*Manifest, opts ImportOptions) (*Ca
 		return nil, err
 	}
 	return c, nil
+}
+
+// tableName is where what the soname table says is said to come from.
+const tableName = "soname table"
+
+// importer builds a catalog from manifests, one component at a time.
+type importer struct {
+	opts   ImportOptions
+	log    *slog.Logger
+	table  *Table
+	mirror string
+	c      *Catalog
+	newest map[string]string // component → version whose title and license it carries
+}
+
+// newImporter checks the options and starts the catalog with the table's
+// driver libraries.
+func newImporter(opts ImportOptions) (*importer, error) {
+	im := &importer{opts: opts, log: opts.Logger, table: opts.Table, newest: map[string]string{},
+		c: &Catalog{products: map[string]*Product{}, drivers: map[string]*Driver{}, components: map[string]*Component{}}}
+	if im.log == nil {
+		im.log = slog.New(slog.DiscardHandler)
+	}
+	if im.table == nil {
+		var err error
+		if im.table, err = EmbeddedTable(); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range opts.Platforms {
+		if !platform.Valid(p) {
+			return nil, fmt.Errorf("unknown platform %q (want one of %s)", p, strings.Join(platform.All(), ", "))
+		}
+	}
+	if opts.Mirror != "" {
+		var err error
+		if im.mirror, err = NormalizeMirror(opts.Mirror); err != nil {
+			return nil, err
+		}
+	}
+	for soname, advice := range im.table.Drivers {
+		im.c.drivers[soname] = &Driver{Soname: soname, Advice: advice, Pos: Pos{File: tableName}}
+	}
+	return im, nil
+}
+
+func (im *importer) wanted(comp string) bool {
+	return len(im.opts.Components) == 0 || slices.Contains(im.opts.Components, comp)
+}
+
+func (im *importer) onPlatform(p string) bool {
+	return len(im.opts.Platforms) == 0 || slices.Contains(im.opts.Platforms, p)
+}
+
+func (im *importer) addProduct(name string) *Product {
+	if p, ok := im.c.products[name]; ok {
+		return p
+	}
+	p := &Product{Name: name, Title: im.table.Products[name], Pos: Pos{File: tableName}}
+	im.c.products[name] = p
+	return p
+}
+
+// component adds one manifest component's release, with the archives that
+// provide a known soname; a component the table skips or knows nothing of
+// (without Extract) is left out.
+func (im *importer) component(ctx context.Context, m *Manifest, mc *ManifestComponent) error {
+	if !im.wanted(mc.Key) {
+		return nil
+	}
+	tc := im.table.Components[mc.Key]
+	switch {
+	case im.table.Skipped(mc.Key):
+		im.log.Debug("holds no shared library", "component", mc.Key, "manifest", m.Name)
+		return nil
+	case tc == nil && im.opts.Extract == nil:
+		im.log.Info("no sonames known for this component: left out (import --scan reads them from the archives)", "component", mc.Key, "manifest", m.Name)
+		return nil
+	}
+	rel, err := im.release(ctx, m, mc, tc)
+	if err != nil || len(rel.Archives) == 0 {
+		return err
+	}
+	comp, ok := im.c.components[mc.Key]
+	if !ok {
+		comp = &Component{Name: mc.Key, Product: m.Product, Pos: Pos{File: m.Name}}
+		im.c.components[mc.Key] = comp
+	}
+	if comp.Product != m.Product {
+		return fmt.Errorf("%s: component %s belongs to product %s in another manifest", m.Name, mc.Key, comp.Product)
+	}
+	if err := addRelease(comp, rel); err != nil {
+		return fmt.Errorf("%s: %w", m.Name, err)
+	}
+	if v, seen := im.newest[mc.Key]; !seen || dotted.Compare(mc.Version, v) >= 0 {
+		im.newest[mc.Key] = mc.Version
+		comp.Title, comp.License = mc.Title, mc.License
+	}
+	im.addProduct(m.Product).BaseURL = BaseURL(m.Product)
+	return nil
+}
+
+// release is a manifest component's release with its archives for the
+// platforms asked, each with the sonames it provides.
+func (im *importer) release(ctx context.Context, m *Manifest, mc *ManifestComponent, tc *TableComponent) (*Release, error) {
+	releaseCUDA := 0
+	if m.Product == "cuda" {
+		// A CUDA toolkit release builds all its archives for its own major.
+		major, _, _ := strings.Cut(m.Label, ".")
+		releaseCUDA, _ = strconv.Atoi(major)
+	}
+	rel := &Release{Version: mc.Version, Label: m.Label, Date: m.Date, CUDA: releaseCUDA, Pos: Pos{File: m.Name}}
+	if slices.ContainsFunc(mc.Archives, func(a *ManifestArchive) bool { return a.CUDAVariant != "" }) {
+		rel.CUDA = 0 // the variants say it per archive
+	}
+	for _, ma := range mc.Archives {
+		if !im.onPlatform(ma.Platform) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		a := &Archive{Platform: ma.Platform, CUDAVariant: ma.CUDAVariant, RelativePath: ma.RelativePath,
+			SHA256: ma.SHA256, Size: ma.Size, Pos: Pos{File: m.Name}}
+		var err error
+		if a.Sonames, err = im.sonames(ctx, m, mc, tc, ma, a.CUDAMajor(rel)); err != nil {
+			return nil, err
+		}
+		if len(a.Sonames) == 0 {
+			im.log.Debug("archive provides no known soname: left out", "archive", ma.RelativePath)
+			continue
+		}
+		rel.Archives = append(rel.Archives, a)
+	}
+	sortArchives(rel.Archives)
+	return rel, nil
+}
+
+// sonames are what one archive provides: read from its ELF files with
+// Extract, else from the table; never a driver library.
+func (im *importer) sonames(ctx context.Context, m *Manifest, mc *ManifestComponent, tc *TableComponent, ma *ManifestArchive, cudaMajor int) ([]string, error) {
+	var sonames []string
+	if im.opts.Extract != nil {
+		var err error
+		sonames, err = scanArchive(ctx, im.opts, im.log, ArchiveRef{
+			Component: mc.Key, Version: mc.Version, Platform: ma.Platform, CUDAVariant: ma.CUDAVariant,
+			URL: urlFor(im.mirror, m.Product, ma.RelativePath), RelativePath: ma.RelativePath,
+			SHA256: ma.SHA256, Size: ma.Size,
+		})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		sonames = tc.Sonames(mc.Version, cudaMajor, ma.Platform)
+	}
+	return slices.DeleteFunc(sonames, func(s string) bool {
+		if _, driver := im.table.Drivers[s]; driver {
+			im.log.Warn("a driver library inside an archive is not offered", "soname", s, "archive", ma.RelativePath)
+			return true
+		}
+		return false
+	}), nil
+}
+
+// addTableComponents carries the table's knowledge of components that
+// have no archives (and the sonames it knows of those that have), so that
+// the result stands on its own.
+func (im *importer) addTableComponents() {
+	for name, tc := range im.table.Components {
+		if !im.wanted(name) {
+			continue
+		}
+		comp, ok := im.c.components[name]
+		if !ok {
+			comp = &Component{Name: name, Product: tc.Product, Title: tc.Title, Pos: Pos{File: tableName}}
+			im.c.components[name] = comp
+			im.addProduct(tc.Product)
+		}
+		comp.Sonames = append(comp.Sonames, tc.Known()...)
+	}
 }
 
 // addRelease adds rel to comp; the same version from two manifests (a

@@ -71,119 +71,157 @@ var manifestLink = regexp.MustCompile(`redistrib_[0-9][0-9A-Za-z._+-]*\.json`)
 // "current" link). On any failure — offline, an HTTP error, a manifest
 // that does not parse — nothing is replaced and the last good layer stays.
 func Update(ctx context.Context, opts UpdateOptions) (*UpdateResult, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	client := opts.Client
-	if client == nil {
-		// A mirror may be a directory (file:///DIR), as for every other
-		// command; its listing links the manifests as a web server's does.
-		client = &http.Client{Timeout: 60 * time.Second, Transport: urlpolicy.Transport(), CheckRedirect: urlpolicy.CheckRedirect(true)}
-	}
-	base, err := Load(ctx, LoadOptions{})
+	u, err := newUpdater(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	old := base
-	layerFile := UserLayerFile(opts.Dir)
-	if _, err := os.Stat(layerFile); err == nil {
-		if old, err = Load(ctx, LoadOptions{UserLayer: layerFile}); err != nil {
-			log.Warn("the current user layer does not load; it will be replaced", "err", err)
-			old = base
-		}
-	}
-	mirror := ""
-	if opts.Mirror != "" {
-		if mirror, err = NormalizeMirror(opts.Mirror); err != nil {
+	for _, product := range u.products() {
+		if err := u.fetchProduct(ctx, product); err != nil {
 			return nil, err
 		}
 	}
-	products := opts.Products
+	if len(u.manifests) == 0 {
+		return nil, errors.New("no manifest found: the user layer is unchanged")
+	}
+	layer, err := Import(ctx, u.manifests, ImportOptions{Logger: u.log})
+	if err != nil {
+		return nil, err
+	}
+	for name, p := range layer.products {
+		if url, ok := u.listing[name]; ok {
+			p.BaseURL = url
+		}
+	}
+	if _, err := Layer(u.base, layer); err != nil {
+		return nil, fmt.Errorf("the updated layer does not fit the built-in catalog: %w", err)
+	}
+	text, err := layer.Encode("cudadeps user catalog layer, written by `cudadeps catalog update`; replaced by the next update.\nManifests: " + strings.Join(u.res.Manifests, ", ") + ".")
+	if err != nil {
+		return nil, err
+	}
+	if err := writeLayer(opts.Dir, text, u.raw); err != nil {
+		return nil, err
+	}
+	u.res.New = newReleases(u.old, layer)
+	return u.res, nil
+}
+
+// updater is the state of one update: the catalogs in force before it,
+// and the manifests fetched so far.
+type updater struct {
+	opts      UpdateOptions
+	log       *slog.Logger
+	client    *http.Client
+	base, old *Catalog // the built-in catalog; with the user layer in force before
+	mirror    string
+	res       *UpdateResult
+	manifests []*Manifest
+	raw       map[string][]byte // product/redistrib_X.json → its bytes
+	listing   map[string]string // product → its redist URL
+}
+
+func newUpdater(ctx context.Context, opts UpdateOptions) (*updater, error) {
+	u := &updater{opts: opts, log: opts.Logger, client: opts.Client, raw: map[string][]byte{}, listing: map[string]string{},
+		res: &UpdateResult{Layer: UserLayerFile(opts.Dir)}}
+	if u.log == nil {
+		u.log = slog.New(slog.DiscardHandler)
+	}
+	if u.client == nil {
+		// A mirror may be a directory (file:///DIR), as for every other
+		// command; its listing links the manifests as a web server's does.
+		u.client = &http.Client{Timeout: 60 * time.Second, Transport: urlpolicy.Transport(), CheckRedirect: urlpolicy.CheckRedirect(true)}
+	}
+	var err error
+	if u.base, err = Load(ctx, LoadOptions{}); err != nil {
+		return nil, err
+	}
+	u.old = u.base
+	if _, err := os.Stat(u.res.Layer); err == nil {
+		if u.old, err = Load(ctx, LoadOptions{UserLayer: u.res.Layer}); err != nil {
+			u.log.Warn("the current user layer does not load; it will be replaced", "err", err)
+			u.old = u.base
+		}
+	}
+	if opts.Mirror != "" {
+		if u.mirror, err = NormalizeMirror(opts.Mirror); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
+// products are those asked for, or every product of the built-in catalog
+// that has a base URL; sorted.
+func (u *updater) products() []string {
+	products := slices.Clone(u.opts.Products)
 	if products == nil {
-		for name, p := range base.products {
+		for name, p := range u.base.products {
 			if p.BaseURL != "" {
 				products = append(products, name)
 			}
 		}
 	}
 	slices.Sort(products)
+	return products
+}
 
-	res := &UpdateResult{Layer: layerFile}
-	var manifests []*Manifest
-	raw := map[string][]byte{}
-	listing := map[string]string{} // product → its redist URL
-	for _, product := range products {
-		if !nameRE.MatchString(product) {
-			return nil, fmt.Errorf("product %q is not a product name", product)
-		}
-		dirURL := BaseURL(product)
-		if mirror != "" {
-			dirURL = mirror + product + "/redist/"
-		} else if p, ok := base.products[product]; ok && p.BaseURL != "" {
-			dirURL = p.BaseURL
-		}
-		page, err := fetchBounded(ctx, client, dirURL)
-		if errors.Is(err, errNotFound) {
-			log.Warn("no redist directory for this product here", "product", product, "url", dirURL)
-			continue
-		}
+// fetchProduct reads a product's redist listing and fetches and parses
+// every manifest it links; a product the listing's host does not have is
+// passed over.
+func (u *updater) fetchProduct(ctx context.Context, product string) error {
+	if !nameRE.MatchString(product) {
+		return fmt.Errorf("product %q is not a product name", product)
+	}
+	dirURL := BaseURL(product)
+	if u.mirror != "" {
+		dirURL = u.mirror + product + "/redist/"
+	} else if p, ok := u.base.products[product]; ok && p.BaseURL != "" {
+		dirURL = p.BaseURL
+	}
+	page, err := fetchBounded(ctx, u.client, dirURL)
+	if errors.Is(err, errNotFound) {
+		u.log.Warn("no redist directory for this product here", "product", product, "url", dirURL)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	names := sortedUnique(manifestLink.FindAllString(string(page), -1))
+	if len(names) == 0 {
+		return fmt.Errorf("%s lists no redistrib_*.json", dirURL)
+	}
+	for _, name := range names {
+		data, err := fetchBounded(ctx, u.client, dirURL+name)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		names := sortedUnique(manifestLink.FindAllString(string(page), -1))
-		if len(names) == 0 {
-			return nil, fmt.Errorf("%s lists no redistrib_*.json", dirURL)
+		m, err := ParseManifest(data, product+"/"+name)
+		if err != nil {
+			return err
 		}
-		for _, name := range names {
-			data, err := fetchBounded(ctx, client, dirURL+name)
-			if err != nil {
-				return nil, err
-			}
-			m, err := ParseManifest(data, product+"/"+name)
-			if err != nil {
-				return nil, err
-			}
-			if m.Product != product {
-				return nil, fmt.Errorf("%s%s: release_product is %q, not %s", dirURL, name, m.Product, product)
-			}
-			manifests = append(manifests, m)
-			raw[product+"/"+name] = data
-			res.Manifests = append(res.Manifests, product+"/"+name)
+		if m.Product != product {
+			return fmt.Errorf("%s%s: release_product is %q, not %s", dirURL, name, m.Product, product)
 		}
-		listing[product] = dirURL
+		u.manifests = append(u.manifests, m)
+		u.raw[product+"/"+name] = data
+		u.res.Manifests = append(u.res.Manifests, product+"/"+name)
 	}
-	if len(manifests) == 0 {
-		return nil, errors.New("no manifest found: the user layer is unchanged")
-	}
-	layer, err := Import(ctx, manifests, ImportOptions{Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	for name, p := range layer.products {
-		if u, ok := listing[name]; ok {
-			p.BaseURL = u
-		}
-	}
-	if _, err := Layer(base, layer); err != nil {
-		return nil, fmt.Errorf("the updated layer does not fit the built-in catalog: %w", err)
-	}
-	text, err := layer.Encode("cudadeps user catalog layer, written by `cudadeps catalog update`; replaced by the next update.\nManifests: " + strings.Join(res.Manifests, ", ") + ".")
-	if err != nil {
-		return nil, err
-	}
-	if err := writeLayer(opts.Dir, text, raw); err != nil {
-		return nil, err
-	}
+	u.listing[product] = dirURL
+	return nil
+}
+
+// newReleases are the releases of layer that old did not have.
+func newReleases(old, layer *Catalog) []NewRelease {
+	var out []NewRelease
 	for _, comp := range layer.Components() {
 		was, _ := old.Component(comp.Name)
 		for _, r := range comp.Releases {
 			if was == nil || !slices.ContainsFunc(was.Releases, func(o *Release) bool { return o.Version == r.Version }) {
-				res.New = append(res.New, NewRelease{Component: comp.Name, Product: comp.Product, Version: r.Version, Release: r.Label})
+				out = append(out, NewRelease{Component: comp.Name, Product: comp.Product, Version: r.Version, Release: r.Label})
 			}
 		}
 	}
-	return res, nil
+	return out
 }
 
 var errNotFound = errors.New("not found")

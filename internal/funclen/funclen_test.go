@@ -15,8 +15,18 @@ const MaxLines = 80
 // this one, and the names they are reported by.
 var limited = map[string]string{
 	"../../activation":   "activation",
-	"../../resolver":     "resolver",
+	"../../catalog":      "catalog",
 	"../../cmd/cudadeps": "cmd/cudadeps",
+	"../../config":       "config",
+	"../../fetch":        "fetch",
+	"../../mirror":       "mirror",
+	"../../plan":         "plan",
+	"../../platform":     "platform",
+	"../../pyenv":        "pyenv",
+	"../../pymeta":       "pymeta",
+	"../../pypi":         "pypi",
+	"../../resolver":     "resolver",
+	"../../runtimeopen":  "runtimeopen",
 }
 
 // notYetSplit lists files whose long functions are being split elsewhere;
