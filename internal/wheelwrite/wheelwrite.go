@@ -21,7 +21,8 @@ type Wheel struct {
 	// Tags are the python, ABI and platform tags: py3-none-manylinux_2_27_x86_64.
 	Tags string
 	// Files are the members by path (relative to site-packages); the
-	// dist-info's METADATA, WHEEL and RECORD are added. A path ending in
+	// dist-info's METADATA, WHEEL and RECORD are written by Build (given
+	// ones are left out). A path ending in
 	// ".so" or containing ".so." is written executable, as pip expects of
 	// shared libraries.
 	Files map[string][]byte
@@ -54,8 +55,9 @@ func (w Wheel) Build() ([]byte, error) {
 	info := w.DistInfo()
 	files := map[string][]byte{}
 	for p, b := range w.Files {
-		if strings.HasPrefix(p, info) {
-			return nil, fmt.Errorf("wheel %s: %s is written by the builder", w.Filename(), p)
+		switch p {
+		case info + "METADATA", info + "WHEEL", info + "RECORD":
+			continue // the builder writes these
 		}
 		files[p] = b
 	}
