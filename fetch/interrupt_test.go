@@ -3,12 +3,16 @@ package fetch
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
@@ -152,5 +156,69 @@ func TestProgressOfAPartialDownload(t *testing.T) {
 		if c.have == len(data) && strings.Contains(out.String(), "/s)") {
 			t.Errorf("a speed for bytes never fetched:\n%s", out.String())
 		}
+	}
+}
+
+// cancelAfter cancels once n bytes were read through it.
+type cancelAfter struct {
+	r      io.Reader
+	n      int64
+	cancel func()
+}
+
+func (c *cancelAfter) Read(p []byte) (int, error) {
+	m, err := c.r.Read(p)
+	if c.n -= int64(m); c.n <= 0 {
+		c.cancel()
+	}
+	return m, err
+}
+
+// An archive of 54,594 entries stops at the entry where it is cancelled
+// (SIGTERM cancels the context): cancellation is checked before each entry,
+// for tar and zip, not once per archive, so a bomb of small entries cannot
+// keep a stopped process busy.
+func TestExtractionStopsAtTheEntryItIsCancelledAt(t *testing.T) {
+	const entries, stopAt = 54_594, 1000
+	var ms []member
+	for i := 0; i < entries; i++ {
+		ms = append(ms, file(fmt.Sprintf("top/d%03d/f%05d", i%100, i), ""))
+	}
+	for _, kind := range []string{"tar", "zip"} {
+		t.Run(kind, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			dir := filepath.Join(t.TempDir(), "out")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if kind == "tar" {
+				data := tarBytes(t, ms)
+				per := int64(len(data) / entries)
+				r := &cancelAfter{r: bytes.NewReader(data), n: per * stopAt, cancel: cancel}
+				_, err = extractStream(ctx, io.NopCloser(r), dir, Limits{}.withDefaults(), decoder{}, "bomb.tar", archiveSize{declared: -1})
+			} else {
+				p := writeFile(t, t.TempDir(), "bomb.zip", zipBytes(t, ms))
+				// Entries go round the 100 directories: cancel once the
+				// first holds its share of stopAt.
+				go func() {
+					for ctx.Err() == nil {
+						if ents, _ := os.ReadDir(filepath.Join(dir, "top", "d000")); len(ents) >= stopAt/100 {
+							cancel()
+						}
+						time.Sleep(time.Millisecond)
+					}
+				}()
+				_, err = extractFile(ctx, p, dir, Limits{}.withDefaults(), decoder{}, "bomb.zip")
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("extraction after cancel: %v", err)
+			}
+			n, _ := filepath.Glob(filepath.Join(dir, "top", "d*", "f*"))
+			if len(n) >= entries/2 {
+				t.Errorf("%d of %d entries written after a cancel at about %d", len(n), entries, stopAt)
+			}
+		})
 	}
 }
