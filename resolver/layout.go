@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/declared"
+	"github.com/cudadeps/cudadeps/internal/plural"
 	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pymeta"
@@ -197,7 +198,7 @@ func (l *Layout) Incomplete() []string {
 	var out []string
 	for _, d := range l.Dists {
 		if len(d.Missing) > 0 {
-			out = append(out, fmt.Sprintf("%s %s is installed but %d of its %d files are missing", d.Name, d.Version, len(d.Missing), d.Files))
+			out = append(out, fmt.Sprintf("%s %s is installed but %d of its %d files %s missing", d.Name, d.Version, len(d.Missing), d.Files, plural.Of(len(d.Missing), "is", "are")))
 		}
 	}
 	return out
