@@ -547,17 +547,24 @@ func TestMirrorTarget(t *testing.T) {
 	}
 }
 
-// TestCatalogUpdateFromAMirror: the manifests mirror writes are what
-// catalog update reads from a mirror; the layer it writes then lists the
-// mirrored releases.
-func TestCatalogUpdateFromAMirror(t *testing.T) {
+// mirrorOfApp writes, with cudadeps mirror, what the app tree needs from a
+// stand-in for NVIDIA into a new directory, and returns it.
+func mirrorOfApp(t *testing.T) string {
+	t.Helper()
 	nv := nvidiaStandIn(t)
 	env := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog, "CUDADEPS_MIRROR="+nv.URL)
 	mdir := filepath.Join(t.TempDir(), "mirror")
 	if r := runBinary(t, env, "", "mirror", mdir, "--target", appTree(t), "--ld-library-path", "", "--quiet"); r.code != exitOK {
 		t.Fatalf("mirror: exit %d\n%s", r.code, r.stderr)
 	}
-	url := mirrortest.ServeDir(t, mdir).URL
+	return mdir
+}
+
+// TestCatalogUpdateFromAMirror: the manifests mirror writes are what
+// catalog update reads from a mirror; the layer it writes then lists the
+// mirrored releases.
+func TestCatalogUpdateFromAMirror(t *testing.T) {
+	url := mirrortest.ServeDir(t, mirrorOfApp(t)).URL
 	node := nodeEnv(t, "CUDADEPS_MIRROR="+url)
 	r := runBinary(t, node, "", "catalog", "update", "--json", "--quiet")
 	if r.code != exitOK {
@@ -607,13 +614,7 @@ func TestCatalogUpdateFromAMirror(t *testing.T) {
 // (file:///DIR) serves catalog update as it serves every other --mirror:
 // its directories are listed, its manifests read in place.
 func TestCatalogUpdateFromAFileMirror(t *testing.T) {
-	nv := nvidiaStandIn(t)
-	env := nodeEnv(t, "CUDADEPS_CATALOG="+nv.Catalog, "CUDADEPS_MIRROR="+nv.URL)
-	mdir := filepath.Join(t.TempDir(), "mirror")
-	if r := runBinary(t, env, "", "mirror", mdir, "--target", appTree(t), "--ld-library-path", "", "--quiet"); r.code != exitOK {
-		t.Fatalf("mirror: exit %d\n%s", r.code, r.stderr)
-	}
-	url := "file://" + mdir + "/"
+	url := "file://" + mirrorOfApp(t) + "/"
 	node := nodeEnv(t)
 	r := runBinary(t, node, "", "catalog", "update", "--mirror", url, "--json", "--quiet")
 	if r.code != exitOK {

@@ -33,10 +33,12 @@ Every command layers it over the built-in catalog (and under --catalog
 files). It prints the releases that are new. The layer is replaced at once;
 when offline or on any error the last good layer stays in force.
 --mirror URL stands for https://developer.download.nvidia.com/compute/:
-manifests are listed at URL/<product>/redist/, and archives come from there.`,
+manifests are listed at URL/<product>/redist/, and archives come from there.
+A mirror on a shared file system is file:///DIR, as for every command.`,
 		Example: `  cudadeps catalog update
   cudadeps catalog update --product cudnn --json
-  cudadeps catalog update --mirror https://mirror.example.org/compute/`,
+  cudadeps catalog update --mirror https://mirror.example.org/compute/
+  cudadeps catalog update --mirror file:///srv/cudadeps-mirror/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("mirror") {
