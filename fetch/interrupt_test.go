@@ -222,3 +222,38 @@ func TestExtractionStopsAtTheEntryItIsCancelledAt(t *testing.T) {
 		})
 	}
 }
+
+// An install cancelled mid-download (Ctrl-C, SIGTERM) returns without
+// deleting its staging directory, which may hold tens of thousands of
+// extracted files: the next install of the key clears it, holding the
+// key's lock.
+func TestCancelledInstallLeavesStagingToTheNextRun(t *testing.T) {
+	data := xzBytes(t, tarBytes(t, redistMembers(300_000)))
+	srv := newServer(t, data, stallAfter(len(data)/2))
+	c := testClient(t, nil)
+	s := openStore(t, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for {
+			if entries, _ := os.ReadDir(filepath.Join(s.Dir(), ".staging")); len(entries) > 0 {
+				time.Sleep(200 * time.Millisecond) // the download has begun
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	_, err := s.Install(ctx, c, []Item{{Key: testKey(), Request: request(srv.url("a.tar.xz"), data)}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("install: %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(s.Dir(), ".staging")); len(entries) != 1 {
+		t.Fatalf("the cancelled install's staging directory: %d entries", len(entries))
+	}
+	if _, err := s.Install(context.Background(), c, []Item{{Key: testKey(), Request: request(srv.url("a.tar.xz"), data)}}); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(s.Dir(), ".staging")); len(entries) != 0 {
+		t.Errorf("the next install left %d staging entries", len(entries))
+	}
+}

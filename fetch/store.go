@@ -461,7 +461,14 @@ func (s *Store) installOne(ctx context.Context, c *Client, it Item, tr *tracker)
 	if err != nil {
 		return Entry{}, fmt.Errorf("install %s: %w", k, err)
 	}
-	defer os.RemoveAll(stage)
+	defer func() {
+		// An interrupted run leaves its staging directory (tens of
+		// thousands of files, maybe) to the next run's clearStaging or
+		// Tidy: Ctrl-C and SIGTERM must end the process promptly.
+		if ctx.Err() == nil {
+			os.RemoveAll(stage)
+		}
+	}()
 	tree := filepath.Join(stage, "t")
 	res, err := c.fetchInto(ctx, it.Request, tree, tr)
 	if err != nil {
