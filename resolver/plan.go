@@ -67,6 +67,9 @@ type Step struct {
 	Sonames     []string `json:"sonames"`  // everything the archive provides
 	// Installed is true when the store already holds it (nothing to download).
 	Installed bool `json:"installed"`
+	// Cached is true when the download cache holds its verified bytes:
+	// nothing is downloaded, only extracted.
+	Cached bool `json:"cached,omitempty"`
 	// Pin says how a pinned version was honoured, when one was.
 	Pin string `json:"pin,omitempty"`
 	// Restore is set when the step brings back a declared distribution
@@ -148,15 +151,22 @@ type Plan struct {
 	JetPack []JetPackLib `json:"jetpack,omitempty"`
 }
 
-// Bytes is the download size of the steps not yet in the store.
+// Bytes is the download size of the steps neither in the store nor in the
+// download cache.
 func (p *Plan) Bytes() int64 {
-	var n int64
+	_, n := p.Downloads()
+	return n
+}
+
+// Downloads counts the steps that will fetch bytes, and their size.
+func (p *Plan) Downloads() (n int, bytes int64) {
 	for _, s := range p.Steps {
-		if !s.Installed {
-			n += s.Size
+		if !s.Installed && !s.Cached {
+			n++
+			bytes += s.Size
 		}
 	}
-	return n
+	return n, bytes
 }
 
 // needsFrom turns a scan's misses into needs.

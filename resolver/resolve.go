@@ -499,11 +499,14 @@ func (s *session) plan(needs []*Need) *Plan {
 		}
 	}
 	plan.Steps = steps
-	if s.change != nil {
-		for _, st := range plan.Steps {
+	for _, st := range plan.Steps {
+		if s.opts.Prefix != nil {
 			if _, ok, err := s.opts.Prefix.Store().Lookup(st.Key()); err == nil && ok {
 				st.Installed = true
 			}
+		}
+		if !st.Installed && s.opts.Client != nil {
+			st.Cached = !s.opts.Client.NeedsDownload(fetch.Request{URL: st.URL, SHA256: st.SHA256, Size: st.Size})
 		}
 	}
 	s.out.Unresolved = plan.Unresolved

@@ -108,8 +108,13 @@ func TestCLIPlanCountsCachedArchivesAsCached(t *testing.T) {
 	if r.code != exitUsage || !strings.Contains(r.stderr, `"Place the libraries`) {
 		t.Errorf("the question should not speak of a download: exit %d\n%s", r.code, r.stderr)
 	}
-	if r := runBinary(t, env, "", "resolve", dir2, "--yes", "--catalog", m2.Catalog, "--mirror", m2.URL, "--prefix", prefix, "--ld-library-path", ""); r.code != exitOK || m2.Total() != 0 {
+	r = runBinary(t, env, "", "resolve", dir2, "--yes", "--catalog", m2.Catalog, "--mirror", m2.URL, "--prefix", prefix, "--ld-library-path", "")
+	if r.code != exitOK || m2.Total() != 0 {
 		t.Errorf("resolve from the cache: exit %d, %d requests to the mirror\n%s%s", r.code, m2.Total(), r.stdout, r.stderr)
+	}
+	// The report after it does not count the cached archive either.
+	if strings.Contains(r.stdout, "total download") || !strings.Contains(r.stdout, "in the download cache") {
+		t.Errorf("the report counts the cached archive as a download:\n%s", r.stdout)
 	}
 }
 

@@ -406,13 +406,13 @@ func (a *app) confirmPlan(prefix *activation.Prefix, client *fetch.Client, yes b
 		p := r.Plan
 		a.logger.Debug("plan", "archives", len(p.Steps), "download", humansize.Bytes(p.Bytes()))
 		if !a.opts.quiet || !yes {
-			renderPlan(a.stderr, r, prefix, client)
+			renderPlan(a.stderr, r, prefix)
 		}
 		if yes {
 			return true, nil
 		}
-		show := func(w io.Writer) { renderPlan(w, r, prefix, client) }
-		ok, err := a.ask(planQuestion(p, prefix.Dir(), client), "rerun with --yes to proceed, or --dry-run to only see the plan", show)
+		show := func(w io.Writer) { renderPlan(w, r, prefix) }
+		ok, err := a.ask(planQuestion(p, prefix.Dir()), "rerun with --yes to proceed, or --dry-run to only see the plan", show)
 		if ok && tty.Is(a.stdout) {
 			if a.planShown == nil {
 				a.planShown = map[int]bool{}
@@ -446,37 +446,17 @@ func (a *app) ask(question, hint string, show func(io.Writer)) (bool, error) {
 	return ans == "y" || ans == "yes", nil
 }
 
-func planQuestion(p *resolver.Plan, storeDir string, client *fetch.Client) string {
-	n, bytes := downloads(p, client)
+func planQuestion(p *resolver.Plan, storeDir string) string {
+	n, bytes := p.Downloads()
 	if n == 0 {
 		return "Place the libraries of the store for the loader?"
 	}
 	return fmt.Sprintf("Download %d archive(s), %s, into %s, and place their libraries for the loader?", n, humansize.Bytes(bytes), storeDir)
 }
 
-// needsDownload reports whether step s of a plan will fetch bytes: not
-// when the store has it, nor when the download cache does.
-func needsDownload(s *resolver.Step, client *fetch.Client) bool {
-	if client == nil {
-		return !s.Installed // no cache to look in
-	}
-	return !s.Installed && client.NeedsDownload(fetch.Request{URL: s.URL, SHA256: s.SHA256, Size: s.Size})
-}
-
-// downloads counts the archives of a plan that will be fetched, and their bytes.
-func downloads(p *resolver.Plan, client *fetch.Client) (n int, bytes int64) {
-	for _, s := range p.Steps {
-		if needsDownload(s, client) {
-			n++
-			bytes += s.Size
-		}
-	}
-	return n, bytes
-}
-
 // renderPlan prints what a round will fetch, from where, into which store
 // entry, and where each library will be placed for the loader.
-func renderPlan(w io.Writer, r *resolver.Round, prefix *activation.Prefix, client *fetch.Client) {
+func renderPlan(w io.Writer, r *resolver.Round, prefix *activation.Prefix) {
 	p := r.Plan
 	fmt.Fprintf(w, "Plan (%s", p.Platform)
 	if p.CUDAMajor != 0 {
@@ -499,7 +479,7 @@ func renderPlan(w io.Writer, r *resolver.Round, prefix *activation.Prefix, clien
 		switch {
 		case s.Installed:
 			fmt.Fprintf(w, "      already in the store\n")
-		case !needsDownload(s, client):
+		case s.Cached:
 			fmt.Fprintf(w, "      %s  in the download cache (from %s)\n", humansize.Bytes(s.Size), s.URL)
 		default:
 			fmt.Fprintf(w, "      %s  %s\n", humansize.Bytes(s.Size), s.URL)
@@ -511,7 +491,7 @@ func renderPlan(w io.Writer, r *resolver.Round, prefix *activation.Prefix, clien
 			fmt.Fprintf(w, "      %s\n", line)
 		}
 	}
-	n, bytes := downloads(p, client)
+	n, bytes := p.Downloads()
 	fmt.Fprintf(w, "Total: %d archive(s) to download, %s.\n", n, humansize.Bytes(bytes))
 }
 

@@ -230,8 +230,11 @@ func okWord(ok bool) string {
 
 func renderStep(w io.Writer, r *resolver.Round, s *resolver.Step) {
 	state := humansize.Bytes(s.Size) + " from " + s.URL
-	if s.Installed {
+	switch {
+	case s.Installed:
 		state = "already in the store"
+	case s.Cached:
+		state = humansize.Bytes(s.Size) + " in the download cache"
 	}
 	variant := ""
 	if s.CUDAVariant != "" {

@@ -85,7 +85,7 @@ func TestRenderHostAndJetPack(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Reset()
-	renderPlan(&b, o.Rounds[0], prefix, nil)
+	renderPlan(&b, o.Rounds[0], prefix)
 	if want := "Plan (linux-aarch64, CUDA 12) for Jetson Orin (Tegra234): /etc/nv_tegra_release L4T R36.4.7;"; !strings.HasPrefix(b.String(), want) {
 		t.Errorf("plan header:\n%s\nwant it to start with %q", b.String(), want)
 	}
