@@ -234,7 +234,7 @@ func renderStep(w io.Writer, r *resolver.Round, s *resolver.Step) {
 	case s.Installed:
 		state = "already in the store"
 	case s.Cached:
-		state = humansize.Bytes(s.Size) + " in the download cache"
+		state = humansize.Bytes(s.Size) + " in the download cache (from " + s.URL + ")"
 	}
 	variant := ""
 	if s.CUDAVariant != "" {
