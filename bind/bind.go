@@ -112,19 +112,15 @@ func (b *Binder) getPages() *elfscan.Pages {
 // references reads the file's references once.
 func (b *Binder) references(f *file) ([]elfscan.Reference, error) {
 	f.once.Do(func() {
-		fh, err := os.Open(f.path)
+		ef, err := elfscan.Open(f.path)
 		if err != nil {
 			f.err = err
 			return
 		}
-		defer fh.Close()
-		st, err := fh.Stat()
-		if err != nil {
-			f.err = err
-			return
-		}
+		defer ef.Close()
 		pages := b.getPages()
-		f.refs, _, f.err = elfscan.ReadReferences(fh, st.Size(), f.path, pages)
+		ef.UsePages(pages)
+		f.refs, f.err = ef.References()
 		b.pages.Put(pages)
 		f.provider = make([]atomic.Int32, len(f.refs))
 	})
@@ -271,7 +267,7 @@ func (b *Binder) open(f *file) (*elfscan.SymbolTable, *os.File, *elfscan.Pages, 
 	pages := b.getPages()
 	f.tableOnce.Do(func() {
 		var t *elfscan.SymbolTable
-		t, f.tableErr = elfscan.OpenSymbolTable(fh, st.Size(), f.path, nil)
+		t, f.tableErr = elfscan.NewFile(fh, st.Size(), f.path).SymbolTable()
 		if f.tableErr == nil {
 			t.Close()
 			f.table = t

@@ -192,7 +192,7 @@ func debELFs(path string, f func(name string, in *elfscan.Info)) error {
 			if err != nil {
 				return err
 			}
-			in, err := elfscan.Read(bytes.NewReader(content), int64(len(content)), h.Name)
+			in, err := elfscan.NewFile(bytes.NewReader(content), int64(len(content)), h.Name).Info()
 			if errors.Is(err, elfscan.ErrNotELF) {
 				continue
 			}

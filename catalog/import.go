@@ -353,7 +353,7 @@ func ScanDir(dir, plat string, log *slog.Logger) ([]string, error) {
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		info, err := elfscan.ReadFile(path)
+		info, err := readInfo(path)
 		if errors.Is(err, elfscan.ErrNotELF) {
 			return nil
 		}
@@ -423,4 +423,14 @@ func (c *Catalog) Encode(header string) ([]byte, error) {
 		return nil, fmt.Errorf("encode catalog: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// readInfo opens an ELF file and reads its dynamic-linking facts.
+func readInfo(path string) (*elfscan.Info, error) {
+	f, err := elfscan.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Info()
 }

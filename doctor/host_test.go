@@ -14,7 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
@@ -272,7 +271,7 @@ func (h *fakeHost) ldconfig() {
 	for _, dir := range append(slices.Clone(h.confDirs), "/lib64", "/usr/lib64") {
 		ents, _ := os.ReadDir(h.path(dir))
 		for _, e := range ents {
-			info, err := elfscan.ReadFile(h.path(path.Join(dir, e.Name())))
+			info, err := readInfo(h.path(path.Join(dir, e.Name())))
 			if err != nil || info.Soname == "" || seen[info.Soname] {
 				continue
 			}

@@ -72,7 +72,7 @@ func (d *diag) preloads() []*hooks {
 			continue
 		}
 		h := &hooks{obj: o, byKind: map[hookKind][]string{}}
-		h.syms, h.err = elfscan.ReadSymbolsFile(o.HostPath, func(name string, defined bool) bool {
+		h.syms, h.err = symbolsOf(o.HostPath, func(name string, defined bool) bool {
 			return defined && classifyHook(name) != hookNone
 		})
 		for _, s := range h.syms {
@@ -187,7 +187,7 @@ func (d *diag) staticRuntimeObjects() []string {
 		if needsCudart(o.info) || cudartRE.MatchString(o.info.Soname) || cudartRE.MatchString(path.Base(o.host)) {
 			continue // a libcudart is the runtime, not a user of it
 		}
-		if defs, err := elfscan.LookupSymbolsFile(o.host, "__cudaRegisterFatBinary"); err == nil && len(defs) > 0 {
+		if defs, err := lookupSymbols(o.host, "__cudaRegisterFatBinary"); err == nil && len(defs) > 0 {
 			out = append(out, o.rel)
 			continue
 		}
@@ -255,7 +255,7 @@ func (d *diag) cudartRefs() map[string][]ref {
 		if len(sonames) == 0 {
 			continue
 		}
-		syms, err := elfscan.ReadSymbolsFile(o.HostPath, func(name string, defined bool) bool {
+		syms, err := symbolsOf(o.HostPath, func(name string, defined bool) bool {
 			return !defined && classifyHook(name) == hookRuntime
 		})
 		if err != nil {
@@ -308,7 +308,7 @@ func (d *diag) checkShims() Check {
 		case name == "libcuda.so.1":
 			fs = append(fs, d.libcudaSymbols(lb)...)
 		case name == "libnvidia-ml.so.1":
-			if defs, err := elfscan.LookupSymbolsFile(lb.real, "nvmlInit_v2"); err == nil && len(defs) == 0 {
+			if defs, err := lookupSymbols(lb.real, "nvmlInit_v2"); err == nil && len(defs) == 0 {
 				fs = append(fs, finding{Warn, fmt.Sprintf("%s (%s) defines no nvmlInit_v2, which nvidia-smi and torch call", name, base), "use the driver's own libnvidia-ml.so.1"})
 			}
 		default:
@@ -345,7 +345,7 @@ func (d *diag) checkShims() Check {
 // libcudaSymbols checks the entry points every CUDA runtime takes from
 // libcuda.so.1.
 func (d *diag) libcudaSymbols(lb *lib) []finding {
-	defs, err := elfscan.LookupSymbolsFile(lb.real, "cuInit", "cuGetProcAddress", "cuGetProcAddress_v2", "cuDriverGetVersion")
+	defs, err := lookupSymbols(lb.real, "cuInit", "cuGetProcAddress", "cuGetProcAddress_v2", "cuDriverGetVersion")
 	if err != nil {
 		return []finding{{Warn, fmt.Sprintf("%s: symbols unreadable (%v)", lb.realGuest, err), ""}}
 	}
@@ -380,7 +380,7 @@ func (d *diag) cudartSymbols(lb *lib) []finding {
 		list = append(list, n)
 	}
 	sort.Strings(list)
-	defs, err := elfscan.LookupSymbolsFile(lb.real, list...)
+	defs, err := lookupSymbols(lb.real, list...)
 	if err != nil {
 		return []finding{{Warn, fmt.Sprintf("%s: symbols unreadable (%v)", lb.realGuest, err), ""}}
 	}
@@ -424,4 +424,24 @@ func (d *diag) cudartSymbols(lb *lib) []finding {
 	}
 	return []finding{{Fail, fmt.Sprintf("%s (%s) lacks %d symbol(s) that %s import(s): %s", lb.soname, lb.shown(), len(missing), listNames(who, 2), listNames(missing, 3)),
 		fmt.Sprintf("the program stops with \"undefined symbol\" when it calls them: put NVIDIA's libcudart.so.%s first on the library path (CUDA runtime wheel or toolkit), or complete the shim", major)}}
+}
+
+// symbolsOf opens an ELF file and reads the dynamic symbols keep selects.
+func symbolsOf(path string, keep elfscan.SymbolFilter) ([]elfscan.Symbol, error) {
+	f, err := elfscan.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Symbols(keep)
+}
+
+// lookupSymbols opens an ELF file and looks names up in its hash table.
+func lookupSymbols(path string, names ...string) ([]elfscan.Symbol, error) {
+	f, err := elfscan.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Lookup(names...)
 }

@@ -49,7 +49,9 @@ func benchmarkRead(b *testing.B, path string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		in, s, err := ReadWithStats(f, fi.Size(), path)
+		ef := NewFile(f, fi.Size(), path)
+		in, err := ef.Info()
+		s := ef.Stats()
 		f.Close()
 		if err != nil || !in.Dynamic {
 			b.Fatalf("%s: %v (dynamic %v)", path, err, in != nil && in.Dynamic)
@@ -106,7 +108,9 @@ func TestReadCostIsBounded(t *testing.T) {
 		if err != nil {
 			return nil
 		}
-		in, s, err := ReadWithStats(f, st.Size(), p)
+		ef := NewFile(f, st.Size(), p)
+		in, err := ef.Info()
+		s := ef.Stats()
 		if err != nil || !in.Dynamic {
 			return nil
 		}

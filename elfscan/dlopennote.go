@@ -36,10 +36,9 @@ type DlopenNote struct {
 // maxNoteBytes bounds what is read of note sections and segments.
 const maxNoteBytes = 1 << 20
 
-// ReadDlopenNotes reads the dlopen notes of an ELF object: from its
-// SHT_NOTE sections, or from its PT_NOTE segments when it has no section
-// headers. An object without them has none.
-func ReadDlopenNotes(r io.ReaderAt, name string) ([]DlopenNote, error) {
+// readDlopenNotes reads the dlopen notes of an ELF object (see
+// File.DlopenNotes).
+func readDlopenNotes(r io.ReaderAt, name string) ([]DlopenNote, error) {
 	f, err := elf.NewFile(r)
 	if err != nil {
 		return nil, &FormatError{Path: name, Msg: err.Error()}

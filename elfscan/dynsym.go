@@ -42,17 +42,6 @@ func HashOf(name string) Hash { return Hash{GNU: elfhash.GNU(name), SysV: elfhas
 // refChunk is how many symbol table entries one read of a walk covers.
 const refChunk = 2048
 
-// ReadReferences reads the references of an ELF object: its undefined
-// dynamic symbols of binding STB_GLOBAL or STB_WEAK and default or protected
-// visibility, the ones ld.so looks up (local and hidden references bind
-// within the object). The symbol table and the version indexes are read in
-// chunks and only the names of undefined symbols are read from the string
-// table, through a few cached pages, so memory stays bounded whatever the
-// size of the object.
-func ReadReferences(r io.ReaderAt, size int64, name string, pages *Pages) ([]Reference, Stats, error) {
-	return withScanner(r, size, name, true, pages, (*scanner).references)
-}
-
 func (s *scanner) references() ([]Reference, error) {
 	st, err := s.openSymtab()
 	if err != nil || st == nil {
@@ -244,28 +233,10 @@ type gnuTable struct {
 	bloomOff, bucketsOff, chainsOff       int64
 }
 
-// OpenSymbolTable opens the dynamic symbol table of the object behind r
-// for lookups; Close gives its pages back. An object without a symbol
-// table or a hash table has a table that defines nothing.
-func OpenSymbolTable(r io.ReaderAt, size int64, name string, pages *Pages) (t *SymbolTable, err error) {
-	pr := newPagedReader(r, size).withPages(pages)
-	defer func() {
-		if p := recover(); p != nil {
-			t, err = nil, &FormatError{Path: name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
-		}
-		if err != nil {
-			pr.release()
-		}
-	}()
-	var magic [4]byte
-	if n, _ := pr.ReadAt(magic[:], 0); n < 4 || string(magic[:]) != elf.ELFMAG {
-		return nil, notELF(name)
-	}
-	s, err := newScanner(pr, size, name, true)
-	if err != nil {
-		return nil, err
-	}
-	t = &SymbolTable{s: s, pages: pr}
+// symbolTable opens the dynamic symbol table for lookups through pr.
+func (s *scanner) symbolTable(pr *pagedReader) (*SymbolTable, error) {
+	t := &SymbolTable{s: s, pages: pr}
+	var err error
 	if t.st, err = s.openSymtab(); err != nil {
 		return nil, err
 	}

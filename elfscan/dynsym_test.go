@@ -42,7 +42,7 @@ func TestReferencesMatchDebugELF(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		refs, _, err := ReadReferences(bytes.NewReader(data), int64(len(data)), p, nil)
+		refs, err := NewFile(bytes.NewReader(data), int64(len(data)), p).References()
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue
@@ -101,7 +101,7 @@ func TestSymbolTablesOfDamagedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refs, _, err := ReadReferences(bytes.NewReader(good), int64(len(good)), "good", nil)
+	refs, err := NewFile(bytes.NewReader(good), int64(len(good)), "good").References()
 	if err != nil || fmt.Sprint(refs) == "" || len(refs) != 2 || refs[0].Name != "malloc" || refs[0].Version != "GLIBC_2.2.5" || !refs[1].Weak {
 		t.Fatalf("the undamaged object reads %v, %v", refs, err)
 	}
@@ -111,8 +111,8 @@ func TestSymbolTablesOfDamagedFiles(t *testing.T) {
 		for _, v := range []byte{0xff, 0x00, 0x80} {
 			b := append([]byte(nil), good...)
 			b[i] ^= v
-			_, _, _ = ReadReferences(bytes.NewReader(b), int64(len(b)), "damaged", nil)
-			tab, err := OpenSymbolTable(bytes.NewReader(b), int64(len(b)), "damaged", nil)
+			_, _ = NewFile(bytes.NewReader(b), int64(len(b)), "damaged").References()
+			tab, err := NewFile(bytes.NewReader(b), int64(len(b)), "damaged").SymbolTable()
 			if err != nil {
 				continue
 			}

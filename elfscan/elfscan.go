@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 )
 
@@ -129,95 +128,6 @@ func (in *Info) DefinesVersion(name string) bool {
 // String describes the object class and machine the way file(1) would.
 func (in *Info) String() string {
 	return fmt.Sprintf("%s %s %s %s", in.Class, in.Data, in.Machine, in.Type)
-}
-
-// ReadFile reads the dynamic-linking facts of the file at path.
-func ReadFile(path string) (*Info, error) {
-	f, size, err := openRegular(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return Read(f, size, path)
-}
-
-// Read reads the dynamic-linking facts of an ELF object of the given size
-// through r. name is used in errors only.
-func Read(r io.ReaderAt, size int64, name string) (*Info, error) {
-	info, _, err := read(r, size, name, true, nil)
-	return info, err
-}
-
-// Stats counts what a read cost, for benchmarks and the speed targets.
-type Stats struct {
-	BytesRead int64
-	Reads     int
-}
-
-// ReadWithStats is Read that also reports how many bytes it read.
-//
-// Files are read as the loader sees them, without their section header
-// table: it sits at the end of the file, away from everything else read, and
-// nothing read depends on it, so parsing it cost two more page reads and
-// most of the allocations of a read (the results are the same, as
-// TestWithoutSectionHeaders checks).
-func ReadWithStats(r io.ReaderAt, size int64, name string) (*Info, Stats, error) {
-	return read(r, size, name, true, nil)
-}
-
-// ReadWithPages is ReadWithStats that takes its page buffers from pages
-// and gives them back when it returns, so that reading many files one after
-// another does not allocate and clear every page anew.
-func ReadWithPages(r io.ReaderAt, size int64, name string, pages *Pages) (*Info, Stats, error) {
-	return read(r, size, name, true, pages)
-}
-
-func read(r io.ReaderAt, size int64, name string, skipSections bool, pages *Pages) (*Info, Stats, error) {
-	return withScanner(r, size, name, skipSections, pages, (*scanner).scan)
-}
-
-// withScanner checks the ELF magic of the file behind r, prepares a scanner
-// over it and runs fn, reporting what was read.
-func withScanner[T any](r io.ReaderAt, size int64, name string, skipSections bool, pages *Pages, fn func(*scanner) (T, error)) (out T, st Stats, err error) {
-	defer func() {
-		// debug/elf and our own walk are bounds-checked; this is a last line of
-		// defence so that a hostile file can never crash a scan of a whole tree.
-		if p := recover(); p != nil {
-			var zero T
-			out, err = zero, &FormatError{Path: name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
-		}
-	}()
-	pr := newPagedReader(r, size).withPages(pages)
-	defer func() { st = pr.stats; pr.release() }()
-
-	var magic [4]byte
-	if n, _ := pr.ReadAt(magic[:], 0); n < 4 || !bytes.Equal(magic[:], []byte(elf.ELFMAG)) {
-		return out, st, notELF(name)
-	}
-	s, err := newScanner(pr, size, name, skipSections)
-	if err != nil {
-		return out, st, err
-	}
-	out, err = fn(s)
-	return out, st, err
-}
-
-// openRegular opens a regular file for reading and returns its size.
-func openRegular(path string) (*os.File, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, &FormatError{Path: path, Msg: "not a regular file"}
-	}
-	return f, st.Size(), nil
 }
 
 func notELF(name string) error {
@@ -386,93 +296,115 @@ func (s *scanner) dynamicEntries(dyn *elf.Prog) ([]dynEntry, error) {
 	return entries, nil
 }
 
-func (s *scanner) readDynamic(in *Info, dyn *elf.Prog) error {
-	entries, err := s.dynamicEntries(dyn)
-	if err != nil {
-		return err
-	}
+// dynamicRefs are the entries of the dynamic section that Info needs:
+// offsets into the string table and addresses of the version records.
+type dynamicRefs struct {
+	strtab, strsz, verneed, verdef    uint64
+	haveStrtab, haveVerneed, haveVerd bool
+	needed                            []uint64
+	soname, rpath, runpath            uint64
+	haveSoname                        bool
+}
 
-	// Like ld.so, the last entry of a tag wins for single-valued tags.
-	var strtab, strsz, verneed, verdef uint64
-	var haveStrtab, haveVerneed, haveVerdef bool
-	var neededOff []uint64
-	var sonameOff, rpathOff, runpathOff uint64
-	var haveSoname bool
+// collect takes the entries Info needs, filling in the flags directly. Like
+// ld.so, the last entry of a tag wins for single-valued tags.
+func (d *dynamicRefs) collect(in *Info, entries []dynEntry) {
 	for _, e := range entries {
 		switch e.tag {
 		case elf.DT_STRTAB:
-			strtab, haveStrtab = e.val, true
+			d.strtab, d.haveStrtab = e.val, true
 		case elf.DT_STRSZ:
-			strsz = e.val
+			d.strsz = e.val
 		case elf.DT_NEEDED:
-			neededOff = append(neededOff, e.val)
+			d.needed = append(d.needed, e.val)
 		case elf.DT_SONAME:
-			sonameOff, haveSoname = e.val, true
+			d.soname, d.haveSoname = e.val, true
 		case elf.DT_RPATH:
-			rpathOff, in.HasRPath = e.val, true
+			d.rpath, in.HasRPath = e.val, true
 		case elf.DT_RUNPATH:
-			runpathOff, in.HasRunPath = e.val, true
+			d.runpath, in.HasRunPath = e.val, true
 		case elf.DT_FLAGS_1:
 			in.Flags1 = elf.DynFlag1(e.val)
 		case elf.DT_FLAGS:
 			in.DynFlags = elf.DynFlag(e.val)
 		case elf.DT_VERNEED:
-			verneed, haveVerneed = e.val, true
+			d.verneed, d.haveVerneed = e.val, true
 		case elf.DT_VERDEF:
-			verdef, haveVerdef = e.val, true
+			d.verdef, d.haveVerd = e.val, true
 		}
 	}
-	needStrings := len(neededOff) > 0 || haveSoname || in.HasRPath || in.HasRunPath || haveVerneed || haveVerdef
-	if !needStrings {
+}
+
+func (s *scanner) readDynamic(in *Info, dyn *elf.Prog) error {
+	entries, err := s.dynamicEntries(dyn)
+	if err != nil {
+		return err
+	}
+	var d dynamicRefs
+	d.collect(in, entries)
+	if len(d.needed) == 0 && !d.haveSoname && !in.HasRPath && !in.HasRunPath && !d.haveVerneed && !d.haveVerd {
 		return nil
 	}
-	if !haveStrtab {
+	if !d.haveStrtab {
 		return s.errorf("dynamic section has no DT_STRTAB")
 	}
-	strOff, err := s.vaddrToOffset(strtab)
+	strOff, err := s.vaddrToOffset(d.strtab)
 	if err != nil {
-		return s.errorf("DT_STRTAB %#x: %v", strtab, err)
+		return s.errorf("DT_STRTAB %#x: %v", d.strtab, err)
 	}
-	strs := &stringTable{s: s, off: strOff, size: strsz}
+	strs := &stringTable{s: s, off: strOff, size: d.strsz}
+	if err := s.readNames(in, &d, strs); err != nil {
+		return err
+	}
+	return s.readVersions(in, &d, strs)
+}
 
-	if len(neededOff) > 0 {
-		in.Needed = make([]string, 0, len(neededOff))
+// readNames reads DT_NEEDED, DT_SONAME, DT_RPATH and DT_RUNPATH.
+func (s *scanner) readNames(in *Info, d *dynamicRefs, strs *stringTable) error {
+	if len(d.needed) > 0 {
+		in.Needed = make([]string, 0, len(d.needed))
 	}
-	for _, o := range neededOff {
+	for _, o := range d.needed {
 		name, err := strs.get(o)
 		if err != nil {
 			return s.errorf("DT_NEEDED: %v", err)
 		}
 		in.Needed = append(in.Needed, name)
 	}
-	if haveSoname {
-		if in.Soname, err = strs.get(sonameOff); err != nil {
+	var err error
+	if d.haveSoname {
+		if in.Soname, err = strs.get(d.soname); err != nil {
 			return s.errorf("DT_SONAME: %v", err)
 		}
 	}
 	if in.HasRPath {
-		if in.RPath, err = strs.get(rpathOff); err != nil {
+		if in.RPath, err = strs.get(d.rpath); err != nil {
 			return s.errorf("DT_RPATH: %v", err)
 		}
 	}
 	if in.HasRunPath {
-		if in.RunPath, err = strs.get(runpathOff); err != nil {
+		if in.RunPath, err = strs.get(d.runpath); err != nil {
 			return s.errorf("DT_RUNPATH: %v", err)
 		}
 	}
-	if haveVerneed {
-		off, err := s.vaddrToOffset(verneed)
+	return nil
+}
+
+// readVersions reads the version needs and definitions.
+func (s *scanner) readVersions(in *Info, d *dynamicRefs, strs *stringTable) error {
+	if d.haveVerneed {
+		off, err := s.vaddrToOffset(d.verneed)
 		if err != nil {
-			return s.errorf("DT_VERNEED %#x: %v", verneed, err)
+			return s.errorf("DT_VERNEED %#x: %v", d.verneed, err)
 		}
 		if in.VersionNeeds, err = s.readVerneed(off, strs); err != nil {
 			return err
 		}
 	}
-	if haveVerdef {
-		off, err := s.vaddrToOffset(verdef)
+	if d.haveVerd {
+		off, err := s.vaddrToOffset(d.verdef)
 		if err != nil {
-			return s.errorf("DT_VERDEF %#x: %v", verdef, err)
+			return s.errorf("DT_VERDEF %#x: %v", d.verdef, err)
 		}
 		if in.VersionDefs, err = s.readVerdef(off, strs); err != nil {
 			return err

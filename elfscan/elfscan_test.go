@@ -105,7 +105,7 @@ func TestMatchesDebugELFOnHostLibraries(t *testing.T) {
 		if !ok {
 			continue
 		}
-		in, err := ReadFile(p)
+		in, err := readFile(p)
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue
@@ -154,12 +154,12 @@ func TestWithoutSectionHeaders(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		want, err := Read(bytes.NewReader(data), int64(len(data)), p)
+		want, err := NewFile(bytes.NewReader(data), int64(len(data)), p).Info()
 		if err != nil {
 			continue
 		}
 		stripped := stripSections(t, data)
-		got, err := Read(bytes.NewReader(stripped), int64(len(stripped)), p)
+		got, err := NewFile(bytes.NewReader(stripped), int64(len(stripped)), p).Info()
 		if err != nil {
 			t.Fatalf("%s without section headers: %v", p, err)
 		}
@@ -171,7 +171,7 @@ func TestWithoutSectionHeaders(t *testing.T) {
 		if elf.Class(broken[elf.EI_CLASS]) == elf.ELFCLASS64 {
 			copy(broken[40:48], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0})
 		}
-		got, err = Read(bytes.NewReader(broken), int64(len(broken)), p)
+		got, err = NewFile(bytes.NewReader(broken), int64(len(broken)), p).Info()
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s with a broken section table: %v", p, err)
 		}
@@ -206,7 +206,7 @@ func TestEveryClassAndByteOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in, err := Read(bytes.NewReader(data), int64(len(data)), name)
+			in, err := NewFile(bytes.NewReader(data), int64(len(data)), name).Info()
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -229,7 +229,7 @@ func TestEveryClassAndByteOrder(t *testing.T) {
 
 func TestNotELF(t *testing.T) {
 	for _, body := range []string{"", "\x7fEL", "/* GNU ld script */\nGROUP ( /lib/x86_64-linux-gnu/libc.so.6 )\n", "#!/usr/bin/env python3\n"} {
-		_, err := Read(strings.NewReader(body), int64(len(body)), "x")
+		_, err := NewFile(strings.NewReader(body), int64(len(body)), "x").Info()
 		if !errors.Is(err, ErrNotELF) {
 			t.Errorf("%q: err = %v, want ErrNotELF", body, err)
 		}
@@ -244,7 +244,7 @@ func TestCorruptFilesFailCleanly(t *testing.T) {
 	// Every truncation, and a byte set to 0xff at every offset: never a
 	// panic; an error always names the file.
 	for n := 4; n < len(good); n++ {
-		_, err := Read(bytes.NewReader(good[:n]), int64(n), "trunc.so")
+		_, err := NewFile(bytes.NewReader(good[:n]), int64(n), "trunc.so").Info()
 		if err != nil && !strings.Contains(err.Error(), "trunc.so") {
 			t.Fatalf("truncated at %d: error %q does not name the file", n, err)
 		}
@@ -252,7 +252,7 @@ func TestCorruptFilesFailCleanly(t *testing.T) {
 	for i := 0; i < len(good); i++ {
 		bad := append([]byte(nil), good...)
 		bad[i] = 0xff
-		_, err := Read(bytes.NewReader(bad), int64(len(bad)), "flip.so")
+		_, err := NewFile(bytes.NewReader(bad), int64(len(bad)), "flip.so").Info()
 		if err != nil && !strings.Contains(err.Error(), "flip.so") {
 			t.Fatalf("flip at %d: error %q does not name the file", i, err)
 		}
@@ -273,7 +273,9 @@ func TestReadsOnlyWhatItNeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	_, st, err := ReadWithStats(f, size, biggest)
+	ef := NewFile(f, size, biggest)
+	_, err = ef.Info()
+	st := ef.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +298,7 @@ func TestZipMembers(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		in, err := Read(bytes.NewReader(data), int64(len(data)), p)
+		in, err := NewFile(bytes.NewReader(data), int64(len(data)), p).Info()
 		if err != nil {
 			continue
 		}
@@ -325,7 +327,7 @@ func TestZipMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range zr.File {
-		in, err := ReadZipMember(ra, f)
+		in, err := readMember(ra, f)
 		if f.Name == "pkg/__init__.py" {
 			if !errors.Is(err, ErrNotELF) {
 				t.Errorf("python file: %v, want ErrNotELF", err)
@@ -368,7 +370,7 @@ func TestFuzzReadSeeds(t *testing.T) {
 
 func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		info, err := Read(bytes.NewReader(data), int64(len(data)), "fuzz.so")
+		info, err := NewFile(bytes.NewReader(data), int64(len(data)), "fuzz.so").Info()
 		if err == nil && info == nil {
 			t.Fatal("nil info without error")
 		}

@@ -11,7 +11,7 @@ const pageSize = 4096
 // maxCachedPages bounds the memory of one read (1 MiB).
 const maxCachedPages = 256
 
-// Pages keeps page buffers from one read for the next (see ReadWithPages).
+// Pages keeps page buffers from one read for the next (see File.UsePages).
 // The zero value is ready to use; a Pages serves one read at a time.
 type Pages struct {
 	free  [][]byte

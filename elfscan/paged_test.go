@@ -50,9 +50,9 @@ func TestPagesReusedAcrossReads(t *testing.T) {
 	}
 }
 
-// TestReadWithPagesReadsTheSame reads objects one after another with one
+// TestUsePagesReadsTheSame reads objects one after another with one
 // set of page buffers and compares each result with a plain Read.
-func TestReadWithPagesReadsTheSame(t *testing.T) {
+func TestUsePagesReadsTheSame(t *testing.T) {
 	var files []string
 	dir := t.TempDir()
 	for i, spec := range []elfwrite.Spec{
@@ -74,13 +74,15 @@ func TestReadWithPagesReadsTheSame(t *testing.T) {
 	})
 	var pages Pages
 	for _, p := range files {
-		want, werr := ReadFile(p)
+		want, werr := readFile(p)
 		f, err := os.Open(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		st, _ := f.Stat()
-		got, _, gerr := ReadWithPages(f, st.Size(), p, &pages)
+		ef := NewFile(f, st.Size(), p)
+		ef.UsePages(&pages)
+		got, gerr := ef.Info()
 		f.Close()
 		if (werr == nil) != (gerr == nil) || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: with reused pages %+v, %v; alone %+v, %v", p, got, gerr, want, werr)

@@ -48,42 +48,9 @@ func (s Symbol) String() string {
 // defined; nil keeps every symbol. Symbols it drops cost no allocation.
 type SymbolFilter func(name string, defined bool) bool
 
-// ReadSymbolsFile reads the dynamic symbols of the file at path that keep
-// selects (nil: all of them).
-func ReadSymbolsFile(path string, keep SymbolFilter) ([]Symbol, error) {
-	f, size, err := openRegular(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	syms, _, err := readSymbols(f, size, path, keep, false)
-	return syms, err
-}
-
-// ReadSymbols reads the dynamic symbols of an ELF object of the given size
-// through r. It reads what the loader reads: the dynamic segment, then the
-// symbol table, the names of the symbols in the string table, and the version
-// records (DT_VERSYM, DT_VERDEF, DT_VERNEED); the number of symbols comes from
-// DT_HASH, the .dynsym section header, or DT_GNU_HASH, in that order of
-// preference. The rest of the file is never read. Symbol 0, the null
-// symbol, is left out. An object without a dynamic symbol table has none.
-func ReadSymbols(r io.ReaderAt, size int64, name string, keep SymbolFilter) ([]Symbol, error) {
-	syms, _, err := readSymbols(r, size, name, keep, false)
-	return syms, err
-}
-
-// ReadSymbolsWithStats is ReadSymbols that also reports what it read.
-func ReadSymbolsWithStats(r io.ReaderAt, size int64, name string, keep SymbolFilter) ([]Symbol, Stats, error) {
-	return readSymbols(r, size, name, keep, false)
-}
-
 // maxSymbols bounds the symbol count a hostile hash table can claim; the
 // largest real libraries have a few hundred thousand dynamic symbols.
 const maxSymbols = 1 << 24
-
-func readSymbols(r io.ReaderAt, size int64, name string, keep SymbolFilter, skipSections bool) ([]Symbol, Stats, error) {
-	return withScanner(r, size, name, skipSections, nil, func(s *scanner) ([]Symbol, error) { return s.symbols(keep) })
-}
 
 // dynamicTags are the single-valued dynamic entries the symbol walk needs.
 type dynamicTags struct {
@@ -297,32 +264,6 @@ func (s *scanner) gnuHashCount(addr uint64) (uint64, error) {
 			return idx + 1, nil
 		}
 	}
-}
-
-// LookupSymbolsFile finds the definitions of the named symbols in the file at
-// path, the way the loader looks a symbol up: through the hash table.
-func LookupSymbolsFile(path string, names ...string) ([]Symbol, error) {
-	f, size, err := openRegular(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	syms, _, err := lookupSymbols(f, size, path, names, false)
-	return syms, err
-}
-
-// LookupSymbols finds the definitions of the named symbols through
-// DT_GNU_HASH or DT_HASH, as ld.so does: the cost is a few hash buckets and
-// chain entries per name, whatever the size of the symbol table. Every
-// version of a name is returned (memcpy@GLIBC_2.2.5 and memcpy@@GLIBC_2.14),
-// in symbol table order per name; undefined symbols are not definitions and
-// are left out. An object without a hash table is read whole.
-func LookupSymbols(r io.ReaderAt, size int64, file string, names []string) ([]Symbol, Stats, error) {
-	return lookupSymbols(r, size, file, names, false)
-}
-
-func lookupSymbols(r io.ReaderAt, size int64, file string, names []string, skipSections bool) ([]Symbol, Stats, error) {
-	return withScanner(r, size, file, skipSections, nil, func(s *scanner) ([]Symbol, error) { return s.lookup(names) })
 }
 
 // symtab is an opened dynamic symbol table. A walk of the whole table

@@ -97,7 +97,7 @@ func TestReadSymbolsMatchesSpec(t *testing.T) {
 				spec := cudartSpec()
 				spec.Class, spec.Data, spec.Machine = m.class, m.data, m.mach
 				spec.NoSectionHeaders = noSections
-				syms, err := ReadSymbolsFile(writeSpec(t, spec), nil)
+				syms, err := symbolsOfFile(writeSpec(t, spec), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -139,7 +139,7 @@ func TestReadSymbolsFilter(t *testing.T) {
 	spec := cudartSpec()
 	path := writeSpec(t, spec)
 	var seen []string
-	syms, err := ReadSymbolsFile(path, func(name string, defined bool) bool {
+	syms, err := symbolsOfFile(path, func(name string, defined bool) bool {
 		seen = append(seen, fmt.Sprintf("%s:%v", name, defined))
 		return defined && strings.HasPrefix(name, "cuda")
 	})
@@ -172,7 +172,7 @@ func TestReadSymbolsWithoutVersions(t *testing.T) {
 			{Name: "dlopen", Func: true},
 		},
 	}
-	syms, err := ReadSymbolsFile(writeSpec(t, spec), nil)
+	syms, err := symbolsOfFile(writeSpec(t, spec), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestReadSymbolsGNUHash(t *testing.T) {
 				if _, ok := tags[elf.DT_GNU_HASH]; !ok {
 					t.Fatal("DT_GNU_HASH missing")
 				}
-				syms, err := ReadSymbols(bytes.NewReader(b), int64(len(b)), "gnu.so", nil)
+				syms, err := NewFile(bytes.NewReader(b), int64(len(b)), "gnu.so").Symbols(nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -368,7 +368,7 @@ func TestReadSymbolsGNUHashOnlyUndefined(t *testing.T) {
 	// Every bucket empty: the count is symoffset.
 	spec := elfwrite.Spec{Soname: "libx.so", Symbols: []elfwrite.Symbol{{Name: "malloc", Func: true}, {Name: "free", Func: true}}}
 	b := withGNUHash(t, spec, 4)
-	syms, err := ReadSymbols(bytes.NewReader(b), int64(len(b)), "x", nil)
+	syms, err := NewFile(bytes.NewReader(b), int64(len(b)), "x").Symbols(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,9 @@ func TestReadSymbolsHostLibraries(t *testing.T) {
 			defer fh.Close()
 			st, _ := fh.Stat()
 			for _, skip := range []bool{false, true} {
-				syms, stats, err := readSymbols(fh, st.Size(), lib, nil, skip)
+				ef := NewFile(fh, st.Size(), lib)
+				syms, err := ef.symbols(nil, skip)
+				stats := ef.Stats()
 				if err != nil {
 					t.Fatalf("skipSections=%v: %v", skip, err)
 				}
@@ -465,7 +467,9 @@ func TestReadSymbolsCost(t *testing.T) {
 	}
 	defer fh.Close()
 	cr := &countingReader{r: fh}
-	syms, stats, err := ReadSymbolsWithStats(cr, size, path, nil)
+	ef := NewFile(cr, size, path)
+	syms, err := ef.Symbols(nil)
+	stats := ef.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,10 +500,10 @@ func TestReadSymbolsNotELFAndStatic(t *testing.T) {
 	if err := os.WriteFile(script, []byte("/* GNU ld script */\nGROUP ( libc.so.6 )\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadSymbolsFile(script, nil); !errors.Is(err, ErrNotELF) {
+	if _, err := symbolsOfFile(script, nil); !errors.Is(err, ErrNotELF) {
 		t.Errorf("linker script: %v, want ErrNotELF", err)
 	}
-	if _, err := ReadSymbolsFile(dir, nil); err == nil {
+	if _, err := symbolsOfFile(dir, nil); err == nil {
 		t.Error("a directory read as an ELF object")
 	}
 	// An object without PT_DYNAMIC (a static executable) has no dynamic symbols.
@@ -518,7 +522,7 @@ func TestReadSymbolsNotELFAndStatic(t *testing.T) {
 			binary.LittleEndian.PutUint32(b[phoff+i*56:], uint32(elf.PT_NOTE))
 		}
 	}
-	syms, err := ReadSymbols(bytes.NewReader(b), int64(len(b)), "static", nil)
+	syms, err := NewFile(bytes.NewReader(b), int64(len(b)), "static").Symbols(nil)
 	if err != nil || syms != nil {
 		t.Errorf("static object: %v, %v; want no symbols and no error", syms, err)
 	}
@@ -535,7 +539,7 @@ func TestReadSymbolsBadVersionIndex(t *testing.T) {
 	}
 	// Symbol 1 now claims version index 77, which nothing defines.
 	binary.LittleEndian.PutUint16(b[versym+2:], 77)
-	_, err = ReadSymbols(bytes.NewReader(b), int64(len(b)), "bad.so", nil)
+	_, err = NewFile(bytes.NewReader(b), int64(len(b)), "bad.so").Symbols(nil)
 	var fe *FormatError
 	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "version index 77") {
 		t.Errorf("got %v, want a FormatError naming version index 77", err)
@@ -554,13 +558,13 @@ func TestReadSymbolsDamaged(t *testing.T) {
 			t.Fatal(err)
 		}
 		for n := 0; n < len(b); n++ {
-			_, _ = ReadSymbols(bytes.NewReader(b[:n]), int64(n), "truncated", nil)
+			_, _ = NewFile(bytes.NewReader(b[:n]), int64(n), "truncated").Symbols(nil)
 		}
 		for i := 0; i < len(b); i++ {
 			for _, v := range []byte{0x00, 0xff, 0x7f, 0x80} {
 				c := slices.Clone(b)
 				c[i] = v
-				_, _ = ReadSymbols(bytes.NewReader(c), int64(len(c)), "corrupt", nil)
+				_, _ = NewFile(bytes.NewReader(c), int64(len(c)), "corrupt").Symbols(nil)
 			}
 		}
 	}
@@ -568,7 +572,7 @@ func TestReadSymbolsDamaged(t *testing.T) {
 	for i := 0; i < len(gnu); i++ {
 		c := slices.Clone(gnu)
 		c[i] ^= 0xff
-		_, _ = ReadSymbols(bytes.NewReader(c), int64(len(c)), "corrupt-gnu", nil)
+		_, _ = NewFile(bytes.NewReader(c), int64(len(c)), "corrupt-gnu").Symbols(nil)
 	}
 }
 
@@ -609,11 +613,11 @@ func TestFuzzReadSymbolsSeeds(t *testing.T) {
 
 func FuzzReadSymbols(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		syms, err := ReadSymbols(bytes.NewReader(b), int64(len(b)), "fuzz", nil)
+		syms, err := NewFile(bytes.NewReader(b), int64(len(b)), "fuzz").Symbols(nil)
 		if err != nil && syms != nil {
 			t.Fatal("symbols returned with an error")
 		}
-		defs, _, err := LookupSymbols(bytes.NewReader(b), int64(len(b)), "fuzz", []string{"cudaMalloc", "malloc", "cuInit"})
+		defs, _, err := lookupStats(NewFile(bytes.NewReader(b), int64(len(b)), "fuzz"), []string{"cudaMalloc", "malloc", "cuInit"}...)
 		if err != nil && defs != nil {
 			t.Fatal("definitions returned with an error")
 		}
@@ -638,7 +642,7 @@ func TestLookupSymbols(t *testing.T) {
 	wantDefs := []string{"cudaMalloc@@libcudart.so.12", "__cudaRegisterFatBinary@@libcudart.so.12"}
 
 	t.Run("DT_HASH", func(t *testing.T) {
-		syms, err := LookupSymbolsFile(writeSpec(t, cudartSpec()), names...)
+		syms, err := lookupFile(writeSpec(t, cudartSpec()), names...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -654,7 +658,7 @@ func TestLookupSymbols(t *testing.T) {
 			}
 			spec.Symbols = gnuOrder(spec.Symbols, nb)
 			b := withGNUHash(t, spec, nb)
-			syms, _, err := LookupSymbols(bytes.NewReader(b), int64(len(b)), "gnu", append(names, "cudaFunc49", "cudaFunc7"))
+			syms, _, err := lookupStats(NewFile(bytes.NewReader(b), int64(len(b)), "gnu"), append(names, "cudaFunc49", "cudaFunc7")...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -688,7 +692,7 @@ func TestLookupSymbolsHostLibraries(t *testing.T) {
 				}
 			}
 		}
-		syms, err := LookupSymbolsFile(lib, names...)
+		syms, err := lookupFile(lib, names...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -715,11 +719,13 @@ func TestLookupSymbolsCost(t *testing.T) {
 	const nb = 4096
 	spec.Symbols = gnuOrder(spec.Symbols, nb)
 	b := withGNUHash(t, spec, nb)
-	all, full, err := ReadSymbolsWithStats(bytes.NewReader(b), int64(len(b)), "big", nil)
+	bigFile := NewFile(bytes.NewReader(b), int64(len(b)), "big")
+	all, err := bigFile.Symbols(nil)
+	full := bigFile.Stats()
 	if err != nil || len(all) != 20000 {
 		t.Fatalf("read: %d symbols, %v", len(all), err)
 	}
-	syms, cost, err := LookupSymbols(bytes.NewReader(b), int64(len(b)), "big", []string{"_ZN5torch8internal6symbol12345Ev", "absent"})
+	syms, cost, err := lookupStats(NewFile(bytes.NewReader(b), int64(len(b)), "big"), []string{"_ZN5torch8internal6symbol12345Ev", "absent"}...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -742,7 +748,7 @@ func TestLookupSymbolsDamaged(t *testing.T) {
 			for _, v := range []byte{0x00, 0xff, 0x80} {
 				c := slices.Clone(b)
 				c[i] = v
-				_, _, _ = LookupSymbols(bytes.NewReader(c), int64(len(c)), "corrupt", []string{"cudaMalloc", "malloc", "x"})
+				_, _, _ = lookupStats(NewFile(bytes.NewReader(c), int64(len(c)), "corrupt"), []string{"cudaMalloc", "malloc", "x"}...)
 			}
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/internal/regfile"
 )
@@ -252,7 +251,7 @@ func glibcVersion(fsys *rootFS, a *ArchConfig) string {
 		if !ok {
 			continue
 		}
-		info, err := elfscan.ReadFile(host)
+		info, err := readInfo(host)
 		if err != nil || info.Machine != a.Machine || info.Class != a.Class {
 			continue
 		}

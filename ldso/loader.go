@@ -412,9 +412,21 @@ func (l *Loader) readFile(host string) *fileInfo {
 	if pages == nil {
 		pages = new(elfscan.Pages)
 	}
-	fi.info, _, fi.err = elfscan.ReadWithPages(fdReader(fd), st.Size, host, pages)
+	f := elfscan.NewFile(fdReader(fd), st.Size, host)
+	f.UsePages(pages)
+	fi.info, fi.err = f.Info()
 	l.pages.Put(pages)
 	return fi
+}
+
+// readInfo opens an ELF file and reads its dynamic-linking facts.
+func readInfo(path string) (*elfscan.Info, error) {
+	f, err := elfscan.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Info()
 }
 
 // fdReader reads a file descriptor at offsets.

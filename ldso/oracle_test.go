@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
@@ -208,7 +207,7 @@ func TestDebianCUDALibrariesMatchLoader(t *testing.T) {
 	var files []string
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
-			if in, err := elfscan.ReadFile(p); err == nil && in.Dynamic {
+			if in, err := readInfo(p); err == nil && in.Dynamic {
 				files = append(files, p)
 			}
 		}

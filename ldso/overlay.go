@@ -144,6 +144,12 @@ func (l *Loader) openMember(host string) (*fileInfo, bool) {
 		return nil, false
 	}
 	fi := &fileInfo{id: fileID{dev: 1<<62 + uint64(o.seq), ino: uint64(idx)}}
-	fi.info, fi.err = elfscan.ReadZipMember(o.archive, m)
+	f, err := elfscan.OpenMember(o.archive, m)
+	if err != nil {
+		fi.err = err
+		return fi, true
+	}
+	defer f.Close()
+	fi.info, fi.err = f.Info()
 	return fi, true
 }

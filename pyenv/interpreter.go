@@ -47,6 +47,11 @@ func Interpreter(ctx context.Context, python string) (string, error) {
 
 // isProgram reports a dynamically linked ELF program or library.
 func isProgram(p string) bool {
-	in, err := elfscan.ReadFile(p)
+	f, err := elfscan.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	in, err := f.Info()
 	return err == nil && in.Dynamic
 }

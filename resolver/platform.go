@@ -6,7 +6,6 @@ import (
 	"path"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/scan"
 )
@@ -134,7 +133,7 @@ func (s *session) jetPackFile(soname string) (file, dir string) {
 		if err != nil {
 			continue
 		}
-		in, err := elfscan.ReadFile(host)
+		in, err := readInfo(host)
 		if err != nil || platform.MachineName(in.Machine) != s.out.Host.Machine {
 			continue
 		}

@@ -82,7 +82,7 @@ func FindTarget(ctx context.Context, arg string, opts TargetOptions) (*Target, e
 		case strings.HasSuffix(arg, ".whl"):
 			return &Target{Kind: KindWheel, Name: arg, Path: abs}, nil
 		default:
-			if _, err := elfscan.ReadFile(abs); err != nil {
+			if err := isELF(abs); err != nil {
 				if errors.Is(err, elfscan.ErrNotELF) {
 					return nil, fmt.Errorf("%s: not an ELF file, a directory, a wheel or a distribution name", arg)
 				}
@@ -384,4 +384,20 @@ func (t *Target) Key() string {
 		return "python:" + pymeta.NormalizeName(t.Dist.Name) + "@" + t.Dist.SiteDir
 	}
 	return string(t.Kind) + ":" + t.Path
+}
+
+// isELF reports why the file at path is no ELF object, or nil.
+func isELF(path string) error {
+	_, err := readInfo(path)
+	return err
+}
+
+// readInfo opens an ELF file and reads its dynamic-linking facts.
+func readInfo(path string) (*elfscan.Info, error) {
+	f, err := elfscan.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Info()
 }

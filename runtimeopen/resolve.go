@@ -288,8 +288,8 @@ func (r *Resolver) readNotes(host string) []elfscan.DlopenNote {
 	if ok {
 		return n
 	}
-	if f, err := os.Open(host); err == nil {
-		n, _ = elfscan.ReadDlopenNotes(f, host)
+	if f, err := elfscan.Open(host); err == nil {
+		n, _ = f.DlopenNotes()
 		f.Close()
 	}
 	r.mu.Lock()

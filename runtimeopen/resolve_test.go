@@ -225,11 +225,11 @@ int marker(void) { return 0; }
 	if out, err := exec.Command("readelf", "-n", opener).CombinedOutput(); err == nil && !strings.Contains(string(out), "0x407c0c0a") && !strings.Contains(string(out), "FDO") {
 		t.Fatalf("readelf sees no FDO note:\n%s", out)
 	}
-	f, err := os.Open(opener)
+	f, err := elfscan.Open(opener)
 	if err != nil {
 		t.Fatal(err)
 	}
-	notes, err := elfscan.ReadDlopenNotes(f, opener)
+	notes, err := f.DlopenNotes()
 	f.Close()
 	if err != nil {
 		t.Fatal(err)

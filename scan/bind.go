@@ -171,7 +171,12 @@ func interpreterFor(l *ldso.Loader, root *Root, opts Options) string {
 		return ""
 	}
 	host := l.HostPath(file)
-	defs, err := elfscan.LookupSymbolsFile(host, "PyInit_"+m[1])
+	f, err := elfscan.Open(host)
+	if err != nil {
+		return ""
+	}
+	defs, err := f.Lookup("PyInit_" + m[1])
+	f.Close()
 	if err != nil || len(defs) == 0 {
 		return ""
 	}
@@ -214,6 +219,6 @@ var pythonDir = regexp.MustCompile(`^python[0-9]+\.[0-9]+t?$`)
 // links on its way resolve inside the root (a venv's bin/python3 is an
 // absolute link to the system's interpreter).
 func isProgram(l *ldso.Loader, p string) bool {
-	in, err := elfscan.ReadFile(l.OpenPath(p))
+	in, err := readInfo(l.OpenPath(p))
 	return err == nil && in.Dynamic
 }

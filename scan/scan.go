@@ -235,7 +235,7 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 		}
 		return out, nil
 	}
-	in, err := elfscan.ReadFile(host)
+	in, err := readInfo(host)
 	if errors.Is(err, elfscan.ErrNotELF) {
 		// A file named on the command line that the loader would never
 		// load (a linker script such as libc.so) is noted, not fatal.
@@ -291,7 +291,7 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir, host string, parallel int
 		if f.err != nil && !errors.Is(f.err, elfscan.ErrNotELF) {
 			// The loader names files by absolute path; report the
 			// problem with the file named as the walk found it.
-			f.in, f.err = elfscan.ReadFile(f.open)
+			f.in, f.err = readInfo(f.open)
 			if fe := (*elfscan.FormatError)(nil); errors.As(f.err, &fe) {
 				fe.Path = f.path
 			}

@@ -110,7 +110,7 @@ func TestRunReportsEveryFile(t *testing.T) {
 					}
 					seen[id] = true
 				}
-				in, err := elfscan.ReadFile(p)
+				in, err := readInfo(p)
 				switch {
 				case errors.Is(err, elfscan.ErrNotELF):
 				case err != nil:

@@ -1,0 +1,204 @@
+package elfscan
+
+import (
+	"archive/zip"
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"io"
+	"os"
+)
+
+// File is one ELF object opened for reading; its methods read what each
+// question needs (the dynamic-linking facts, the symbols, the references,
+// the hash table, the dlopen notes) and nothing more. A File serves one
+// goroutine at a time.
+type File struct {
+	r      io.ReaderAt
+	size   int64
+	name   string
+	closer io.Closer
+	pages  *Pages
+	stats  Stats
+}
+
+// Open opens the regular file at path; Close closes it.
+func Open(path string) (*File, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		fh.Close()
+		return nil, &FormatError{Path: path, Msg: "not a regular file"}
+	}
+	return &File{r: fh, size: st.Size(), name: path, closer: fh}, nil
+}
+
+// NewFile reads an object of the given size through r; name is used in
+// errors only. Close does not close r.
+func NewFile(r io.ReaderAt, size int64, name string) *File {
+	return &File{r: r, size: size, name: name}
+}
+
+// OpenMember opens a member of a zip archive (a wheel) without unpacking
+// it. A stored member is read in place through archive, the io.ReaderAt the
+// zip.Reader was opened on. A compressed member is read as a stream: reads
+// move forward through the decompressor, and a read behind the current
+// position reopens it, so memory stays bounded (a few cached pages)
+// whatever the member's size.
+func OpenMember(archive io.ReaderAt, m *zip.File) (*File, error) {
+	size := int64(m.UncompressedSize64)
+	if m.UncompressedSize64 > 1<<40 {
+		return nil, &FormatError{Path: m.Name, Msg: "implausible uncompressed size"}
+	}
+	if m.Method == zip.Store && archive != nil {
+		off, err := m.DataOffset()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
+		return NewFile(io.NewSectionReader(archive, off, size), size, m.Name), nil
+	}
+	s := &streamAt{open: m.Open}
+	return &File{r: s, size: size, name: m.Name, closer: s}, nil
+}
+
+// UsePages makes the reads of f take their page buffers from p and give
+// them back when each read ends, so that reading many files one after
+// another does not allocate and clear every page anew. p serves one read
+// at a time.
+func (f *File) UsePages(p *Pages) { f.pages = p }
+
+// Stats counts what the reads of f cost so far.
+func (f *File) Stats() Stats { return f.stats }
+
+// Close releases the file.
+func (f *File) Close() error {
+	if f.closer == nil {
+		return nil
+	}
+	err := f.closer.Close()
+	f.closer = nil
+	return err
+}
+
+// Info reads the dynamic-linking facts of the object.
+//
+// The object is read as the loader sees it, without its section header
+// table: it sits at the end of the file, away from everything else read, and
+// nothing read depends on it, so parsing it cost two more page reads and
+// most of the allocations of a read (the results are the same, as
+// TestWithoutSectionHeaders checks).
+func (f *File) Info() (*Info, error) {
+	return withScanner(f, true, (*scanner).scan)
+}
+
+// Symbols reads the dynamic symbols that keep selects (nil: all of them).
+// It reads what the loader reads: the dynamic segment, then the symbol
+// table, the names of the symbols in the string table, and the version
+// records (DT_VERSYM, DT_VERDEF, DT_VERNEED); the number of symbols comes
+// from DT_HASH, the .dynsym section header, or DT_GNU_HASH, in that order
+// of preference. The rest of the file is never read. Symbol 0, the null
+// symbol, is left out. An object without a dynamic symbol table has none.
+func (f *File) Symbols(keep SymbolFilter) ([]Symbol, error) {
+	return f.symbols(keep, false)
+}
+
+func (f *File) symbols(keep SymbolFilter, skipSections bool) ([]Symbol, error) {
+	return withScanner(f, skipSections, func(s *scanner) ([]Symbol, error) { return s.symbols(keep) })
+}
+
+// Lookup finds the definitions of the named symbols through DT_GNU_HASH or
+// DT_HASH, as ld.so does: the cost is a few hash buckets and chain entries
+// per name, whatever the size of the symbol table. Every version of a name
+// is returned (memcpy@GLIBC_2.2.5 and memcpy@@GLIBC_2.14), in symbol table
+// order per name; undefined symbols are not definitions and are left out.
+// An object without a hash table is read whole.
+func (f *File) Lookup(names ...string) ([]Symbol, error) {
+	return withScanner(f, false, func(s *scanner) ([]Symbol, error) { return s.lookup(names) })
+}
+
+// References reads the references of the object: its undefined dynamic
+// symbols of binding STB_GLOBAL or STB_WEAK and default or protected
+// visibility that a relocation names, the ones ld.so looks up (local and
+// hidden references bind within the object). The symbol table and the
+// version indexes are read in chunks and only the names of undefined
+// symbols are read from the string table, through a few cached pages, so
+// memory stays bounded whatever the size of the object.
+func (f *File) References() ([]Reference, error) {
+	return withScanner(f, true, (*scanner).references)
+}
+
+// SymbolTable opens the dynamic symbol table for lookups through its hash
+// table; the table reads through f until its Close. An object without a
+// symbol table or a hash table has a table that defines nothing.
+func (f *File) SymbolTable() (t *SymbolTable, err error) {
+	pr := newPagedReader(f.r, f.size).withPages(f.pages)
+	defer func() {
+		if p := recover(); p != nil {
+			t, err = nil, &FormatError{Path: f.name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
+		}
+		if err != nil {
+			f.stats.add(pr.stats)
+			pr.release()
+		}
+	}()
+	s, err := startScanner(pr, f.size, f.name, true)
+	if err != nil {
+		return nil, err
+	}
+	return s.symbolTable(pr)
+}
+
+// DlopenNotes reads the dlopen notes of the object: from its SHT_NOTE
+// sections, or from its PT_NOTE segments when it has no section headers.
+// An object without them has none.
+func (f *File) DlopenNotes() ([]DlopenNote, error) {
+	return readDlopenNotes(f.r, f.name)
+}
+
+// Stats counts what reads cost, for benchmarks and the speed targets.
+type Stats struct {
+	BytesRead int64
+	Reads     int
+}
+
+func (s *Stats) add(o Stats) {
+	s.BytesRead += o.BytesRead
+	s.Reads += o.Reads
+}
+
+// withScanner checks the ELF magic of f, prepares a scanner over it and
+// runs fn, counting what was read.
+func withScanner[T any](f *File, skipSections bool, fn func(*scanner) (T, error)) (out T, err error) {
+	pr := newPagedReader(f.r, f.size).withPages(f.pages)
+	defer func() {
+		// debug/elf and our own walk are bounds-checked; this is a last line of
+		// defence so that a hostile file can never crash a scan of a whole tree.
+		if p := recover(); p != nil {
+			var zero T
+			out, err = zero, &FormatError{Path: f.name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
+		}
+		f.stats.add(pr.stats)
+		pr.release()
+	}()
+	s, err := startScanner(pr, f.size, f.name, skipSections)
+	if err != nil {
+		return out, err
+	}
+	return fn(s)
+}
+
+// startScanner checks the ELF magic and prepares a scanner.
+func startScanner(pr *pagedReader, size int64, name string, skipSections bool) (*scanner, error) {
+	var magic [4]byte
+	if n, _ := pr.ReadAt(magic[:], 0); n < 4 || !bytes.Equal(magic[:], []byte(elf.ELFMAG)) {
+		return nil, notELF(name)
+	}
+	return newScanner(pr, size, name, skipSections)
+}
