@@ -12,9 +12,12 @@
 // reference that stays unbound is no error.
 //
 // Whether a reference binds does not depend on the order of the scope, only
-// on its members: a Binder remembers, for every reference of every file,
-// an object known to define it, so that the many roots of a scan sharing
-// the same libraries cost one lookup per reference, not one per root.
+// on its members. A Binder therefore shares what it learns across the roots
+// of a scan: every symbol name is kept once; each file's references are read
+// once and remembered with an object known to define each, grouped by that
+// object, so that a root whose scope holds those objects costs one test per
+// group, not one lookup per reference; and what each file was asked about
+// past its bloom filter (kept in memory) is remembered too.
 package bind
 
 import (
@@ -52,42 +55,14 @@ func (u Undefined) Message() string {
 type Binder struct {
 	mu    sync.Mutex
 	files map[string]*file
-	next  int32
+	all   []*file // by id - 1
+	syms  symbols
 	pages sync.Pool
 }
 
 // New returns an empty Binder.
-func New() *Binder { return &Binder{files: map[string]*file{}} }
-
-// file is what the Binder knows of one file, by the path it was read at.
-type file struct {
-	id   int32
-	path string
-
-	once sync.Once
-	refs []elfscan.Reference
-	err  error
-	// provider holds, for each reference, the id of a file known to define
-	// it (0: none known yet).
-	provider []atomic.Int32
-
-	tableOnce sync.Once
-	table     *elfscan.SymbolTable // closed: reopened for each use
-	tableErr  error
-
-	mu sync.Mutex
-	// defines holds references this file was found to define.
-	defines map[refKey]bool
-}
-
-// refKey is what decides whether a file defines a reference.
-type refKey struct {
-	name, version string
-	hidden        bool
-}
-
-func keyOf(r *elfscan.Reference) refKey {
-	return refKey{r.Name, r.Version, r.VersionHidden}
+func New() *Binder {
+	return &Binder{files: map[string]*file{}, syms: symbols{ids: map[symbolKey]*symbol{}}}
 }
 
 func (b *Binder) file(path string) *file {
@@ -95,11 +70,18 @@ func (b *Binder) file(path string) *file {
 	defer b.mu.Unlock()
 	f, ok := b.files[path]
 	if !ok {
-		b.next++
-		f = &file{id: b.next, path: path}
+		f = &file{id: int32(len(b.all) + 1), path: path}
 		b.files[path] = f
+		b.all = append(b.all, f)
 	}
 	return f
+}
+
+// count is the number of files known, the largest id.
+func (b *Binder) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.all)
 }
 
 func (b *Binder) getPages() *elfscan.Pages {
@@ -109,28 +91,19 @@ func (b *Binder) getPages() *elfscan.Pages {
 	return new(elfscan.Pages)
 }
 
-// references reads the file's references once.
-func (b *Binder) references(f *file) ([]elfscan.Reference, error) {
-	f.once.Do(func() {
-		ef, err := elfscan.Open(f.path)
-		if err != nil {
-			f.err = err
-			return
-		}
-		defer ef.Close()
-		pages := b.getPages()
-		ef.UsePages(pages)
-		f.refs, f.err = ef.References()
-		b.pages.Put(pages)
-		f.provider = make([]atomic.Int32, len(f.refs))
-	})
-	return f.refs, f.err
-}
-
 // ErrUnreadable reports an object of the scope whose file cannot be read
 // here (a member of a wheel, a file removed since): nothing can be said
 // about the symbols of that scope.
 var ErrUnreadable = errors.New("object cannot be read for its symbols")
+
+// pending is a reference of a checked object not yet known to bind in
+// the scope.
+type pending struct {
+	o   *ldso.Object
+	f   *file
+	idx int32 // into f.refs
+	ok  bool
+}
 
 // Check binds the references of every object of check in scope, the
 // objects ld.so searches in order (the global scope, then the object's own
@@ -138,28 +111,65 @@ var ErrUnreadable = errors.New("object cannot be read for its symbols")
 // strong references only, in the order of check and of each object's
 // symbol table. Objects not found (Found() false) are skipped in both.
 func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Undefined, error) {
-	type member struct {
-		o *ldso.Object
-		f *file
+	members, inScope := b.members(scope)
+	todo, err := b.pendingOf(ctx, check, inScope)
+	if err != nil {
+		return nil, err
 	}
-	var members []member
-	inScope := map[int32]bool{}
-	for _, o := range scope {
-		if !o.Found() || o.HostPath == "" {
+	left := len(todo)
+	for _, m := range members {
+		if left == 0 {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n, err := b.bindIn(m, todo)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+		}
+		left -= n
+	}
+	var out []Undefined
+	var last *file
+	for _, p := range todo {
+		if p.f != last {
+			p.f.summarize()
+			last = p.f
+		}
+		if p.ok {
 			continue
 		}
-		f := b.file(o.HostPath)
-		if !inScope[f.id] {
-			inScope[f.id] = true
-			members = append(members, member{o, f})
+		s := p.f.refs[p.idx]
+		out = append(out, Undefined{Object: p.o, Symbol: s.name, Version: s.version, File: s.file})
+	}
+	return out, nil
+}
+
+// members lists the distinct files of scope in order, and marks them by
+// id.
+func (b *Binder) members(scope []*ldso.Object) ([]*file, []bool) {
+	var members []*file
+	for _, o := range scope {
+		if o.Found() && o.HostPath != "" {
+			members = append(members, b.file(o.HostPath))
 		}
 	}
-	type pending struct {
-		o   *ldso.Object
-		f   *file
-		idx int
-		ok  bool
+	inScope := make([]bool, b.count()+1)
+	out := members[:0]
+	for _, f := range members {
+		if !inScope[f.id] {
+			inScope[f.id] = true
+			out = append(out, f)
+		}
 	}
+	return out, inScope
+}
+
+// pendingOf lists the references of the objects of check not known to bind
+// to a member of the scope, in the order of check and of each object's
+// references.
+func (b *Binder) pendingOf(ctx context.Context, check []*ldso.Object, inScope []bool) ([]pending, error) {
 	var todo []pending
 	for _, o := range check {
 		if !o.Found() || o.HostPath == "" {
@@ -169,122 +179,120 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 			return nil, err
 		}
 		f := b.file(o.HostPath)
-		refs, err := b.references(f)
-		if err != nil {
+		if err := b.readReferences(f); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 		}
-		for i := range refs {
-			if refs[i].Weak {
-				continue
-			}
-			if p := f.provider[i].Load(); p != 0 && inScope[p] {
-				continue
-			}
+		for _, i := range f.unboundIn(inScope) {
 			todo = append(todo, pending{o: o, f: f, idx: i})
 		}
 	}
-	// Each member of the scope in order, for the references still
-	// unbound; what a file defines is remembered across calls, and its
-	// table opened only for references it was never asked for.
-	left := len(todo)
-	for _, m := range members {
-		if left == 0 {
-			break
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		var t *elfscan.SymbolTable
-		var fh *os.File
-		var pages *elfscan.Pages
-		for i := range todo {
-			p := &todo[i]
-			if p.ok {
-				continue
-			}
-			ref := &p.f.refs[p.idx]
-			k := keyOf(ref)
-			m.f.mu.Lock()
-			def, known := m.f.defines[k]
-			m.f.mu.Unlock()
-			if !known {
-				if t == nil {
-					var err error
-					if t, fh, pages, err = b.open(m.f); err != nil {
-						return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
-					}
-				}
-				var err error
-				if def, err = Defines(t, ref); err != nil {
-					b.close(t, fh, pages)
-					return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
-				}
-				// Only what a file defines is worth keeping: a lookup that
-				// fails mostly fails at the bloom filter, for less than
-				// keeping it costs.
-				if def {
-					m.f.mu.Lock()
-					if m.f.defines == nil {
-						m.f.defines = map[refKey]bool{}
-					}
-					m.f.defines[k] = true
-					m.f.mu.Unlock()
-				}
-			}
-			if def {
-				p.ok = true
-				p.f.provider[p.idx].Store(m.f.id)
-				left--
-			}
-		}
-		if t != nil {
-			b.close(t, fh, pages)
-		}
+	return todo, nil
+}
+
+// bindIn looks the pending references up in the scope member m and
+// returns how many it binds.
+func (b *Binder) bindIn(m *file, todo []pending) (int, error) {
+	t, err := b.table(m)
+	if err != nil {
+		return 0, err
 	}
-	var out []Undefined
-	for _, p := range todo {
+	var open *elfscan.SymbolTable
+	var fh *os.File
+	var pages *elfscan.Pages
+	defer func() {
+		if open != nil {
+			b.close(open, fh, pages)
+		}
+	}()
+	bound := 0
+	for i := range todo {
+		p := &todo[i]
 		if p.ok {
 			continue
 		}
-		r := p.f.refs[p.idx]
-		out = append(out, Undefined{Object: p.o, Symbol: r.Name, Version: r.Version, File: r.File})
+		s := p.f.refs[p.idx]
+		if !t.MayDefine(s.hash) {
+			continue
+		}
+		def, known := m.knows(s)
+		if !known {
+			if open == nil {
+				if open, fh, pages, err = b.reopen(m); err != nil {
+					return bound, err
+				}
+			}
+			if def, err = defines(open, s); err != nil {
+				return bound, err
+			}
+			m.learn(s, def)
+		}
+		if def {
+			p.ok = true
+			p.f.bound(p.idx, m.id)
+			bound++
+		}
 	}
-	return out, nil
+	return bound, nil
 }
 
-// open opens the symbol table of f for lookups: read once, then reopened
-// with its file for each use.
-func (b *Binder) open(f *file) (*elfscan.SymbolTable, *os.File, *elfscan.Pages, error) {
-	fh, err := os.Open(f.path)
+// table is m's symbol table, read once and kept closed (its bloom filter
+// answers most questions without the file).
+func (b *Binder) table(m *file) (*elfscan.SymbolTable, error) {
+	m.tableOnce.Do(func() {
+		ef, err := elfscan.Open(m.path)
+		if err != nil {
+			m.tableErr = err
+			return
+		}
+		defer ef.Close()
+		t, err := ef.SymbolTable()
+		if err != nil {
+			m.tableErr = err
+			return
+		}
+		t.Close()
+		m.table = t
+	})
+	return m.table, m.tableErr
+}
+
+// reopen opens m's table with its file, for lookups past the bloom filter.
+func (b *Binder) reopen(m *file) (*elfscan.SymbolTable, *os.File, *elfscan.Pages, error) {
+	fh, err := os.Open(m.path)
 	if err != nil {
-		return nil, nil, nil, err
-	}
-	st, err := fh.Stat()
-	if err != nil {
-		fh.Close()
 		return nil, nil, nil, err
 	}
 	pages := b.getPages()
-	f.tableOnce.Do(func() {
-		var t *elfscan.SymbolTable
-		t, f.tableErr = elfscan.NewFile(fh, st.Size(), f.path).SymbolTable()
-		if f.tableErr == nil {
-			t.Close()
-			f.table = t
-		}
-	})
-	if f.tableErr != nil {
-		fh.Close()
-		b.pages.Put(pages)
-		return nil, nil, nil, f.tableErr
-	}
-	return f.table.Reopen(fh, pages), fh, pages, nil
+	return m.table.Reopen(fh, pages), fh, pages, nil
 }
 
 func (b *Binder) close(t *elfscan.SymbolTable, fh *os.File, pages *elfscan.Pages) {
 	t.Close()
 	fh.Close()
 	b.pages.Put(pages)
+}
+
+// readReferences reads the strong references of f once.
+func (b *Binder) readReferences(f *file) error {
+	f.once.Do(func() {
+		ef, err := elfscan.Open(f.path)
+		if err != nil {
+			f.err = err
+			return
+		}
+		defer ef.Close()
+		pages := b.getPages()
+		ef.UsePages(pages)
+		refs, err := ef.References()
+		b.pages.Put(pages)
+		if err != nil {
+			f.err = err
+			return
+		}
+		f.refs = b.syms.intern(refs)
+		f.provider = make([]atomic.Int32, len(f.refs))
+	})
+	return f.err
 }
 
 // allowedTypes are the symbol types the loader takes as definitions: code
@@ -294,12 +302,12 @@ const allowedTypes = 1<<elf.STT_NOTYPE | 1<<elf.STT_OBJECT | 1<<elf.STT_FUNC | 1
 // stbGNUUnique is STB_GNU_UNIQUE, which debug/elf does not name.
 const stbGNUUnique = elf.SymBind(10)
 
-// Defines reports whether the object of table t satisfies ref, by ld.so's
-// rules for one object of a scope.
-func Defines(t *elfscan.SymbolTable, ref *elfscan.Reference) (bool, error) {
-	var chosen, versioned *elfscan.Definition
-	numVersions := 0
-	err := t.Lookup(ref.Name, ref.Hash, func(d elfscan.Definition) bool {
+// defines reports whether the object of table t satisfies a reference to
+// s, by ld.so's rules for one object of a scope.
+func defines(t *elfscan.SymbolTable, s *symbol) (bool, error) {
+	var chosen, versioned elfscan.Definition
+	found, numVersions := false, 0
+	err := t.Lookup(s.name, s.hash, func(d elfscan.Definition) bool {
 		switch {
 		case d.Value == 0 && d.Section != elf.SHN_ABS && d.Type != elf.STT_TLS:
 			return true // no value
@@ -311,11 +319,11 @@ func Defines(t *elfscan.SymbolTable, ref *elfscan.Reference) (bool, error) {
 		if t.Versioned {
 			ndx := d.VersionIndex & 0x7fff
 			hidden := d.VersionIndex&0x8000 != 0
-			if ref.Version != "" {
+			if s.version != "" {
 				// Another version is refused, and so is an unversioned
 				// definition when the reference must not fall back to one
 				// or the definition is hidden.
-				if (d.VersionHash != ref.VersionHash || d.Version != ref.Version) && (ref.VersionHidden || d.VersionHash != 0 || hidden) {
+				if (d.VersionHash != s.versionHash || d.Version != s.version) && (s.hidden || d.VersionHash != 0 || hidden) {
 					return true
 				}
 			} else if ndx >= 3 {
@@ -325,23 +333,22 @@ func Defines(t *elfscan.SymbolTable, ref *elfscan.Reference) (bool, error) {
 				if !hidden {
 					numVersions++
 					if numVersions == 1 {
-						dd := d
-						versioned = &dd
+						versioned = d
 					}
 				}
 				return true
 			}
 		}
-		chosen = &d
+		chosen, found = d, true
 		return false
 	})
 	if err != nil {
 		return false, err
 	}
-	if chosen == nil && numVersions == 1 {
-		chosen = versioned
+	if !found && numVersions == 1 {
+		chosen, found = versioned, true
 	}
-	if chosen == nil {
+	if !found {
 		return false, nil
 	}
 	// The first acceptable symbol decides for the whole object: hidden or

@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"math/bits"
 
 	"github.com/cudadeps/cudadeps/internal/elfhash"
 )
@@ -25,8 +26,6 @@ type Reference struct {
 	File string
 	// Weak marks an STB_WEAK reference, which may stay unbound.
 	Weak bool
-	// Hash is the name's DT_GNU_HASH and DT_HASH hash, for lookups.
-	Hash Hash
 }
 
 // Hash holds both hashes of a symbol name, so that looking one name up in
@@ -61,15 +60,20 @@ func (s *scanner) references() ([]Reference, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Reference
 	chunk := min(refChunk, count)
-	tab := make([]byte, chunk*st.entSize)
+	tab := s.r.buffer(chunk * st.entSize)
+	defer s.r.giveBack(tab)
 	var ver []byte
 	if st.versym >= 0 {
-		ver = make([]byte, 2*chunk)
+		ver = s.r.buffer(2 * chunk)
+		defer s.r.giveBack(ver)
 	}
+	out := make([]Reference, 0, min(relocated.count(), 4096))
 	for first := uint64(0); first < count; first += refChunk {
 		n := min(refChunk, count-first)
+		if !relocated.any(first, first+n) {
+			continue // nothing here is looked up: not even read
+		}
 		if err := s.r.readDirect(tab[:n*st.entSize], st.off+int64(first*st.entSize)); err != nil {
 			return nil, s.errorf("symbol table: %v", err)
 		}
@@ -78,38 +82,44 @@ func (s *scanner) references() ([]Reference, error) {
 				return nil, s.errorf("version table: %v", err)
 			}
 		}
-		for j := uint64(0); j < n; j++ {
-			if first+j == 0 {
-				continue // the null symbol
-			}
-			if !relocated.has(first + j) {
-				continue // no relocation names it: ld.so never looks it up
-			}
-			e := s.decodeSym(tab[j*st.entSize:])
-			if e.shndx != elf.SHN_UNDEF || e.nameOff == 0 {
-				continue
-			}
-			bind := elf.ST_BIND(e.info)
-			if bind != elf.STB_GLOBAL && bind != elf.STB_WEAK {
-				continue
-			}
-			if vis := elf.ST_VISIBILITY(e.other); vis == elf.STV_HIDDEN || vis == elf.STV_INTERNAL {
-				continue
-			}
-			nm, err := st.strs.get(uint64(e.nameOff))
-			if err != nil {
-				return nil, s.errorf("name of symbol %d: %v", first+j, err)
-			}
-			ref := Reference{Name: nm, Weak: bind == elf.STB_WEAK, Hash: HashOf(nm)}
-			if st.versym >= 0 {
-				vs := s.order.Uint16(ver[2*j:])
-				if v, ok := st.versions[vs&0x7fff]; ok && vs&0x7fff > 1 {
-					ref.Version, ref.VersionHash, ref.File = v.name, v.hash, v.file
-					ref.VersionHidden = v.hidden
-				}
-			}
-			out = append(out, ref)
+		if out, err = s.chunkReferences(out, st, relocated, first, n, tab, ver); err != nil {
+			return nil, err
 		}
+	}
+	return out, nil
+}
+
+// chunkReferences appends the references among the n symbols from first
+// on, whose entries are in tab and version indexes in ver.
+func (s *scanner) chunkReferences(out []Reference, st *symtab, relocated symbolSet, first, n uint64, tab, ver []byte) ([]Reference, error) {
+	for j := uint64(0); j < n; j++ {
+		if first+j == 0 || !relocated.has(first+j) {
+			continue // the null symbol, or one no relocation names: ld.so never looks it up
+		}
+		e := s.decodeSym(tab[j*st.entSize:])
+		if e.shndx != elf.SHN_UNDEF || e.nameOff == 0 {
+			continue
+		}
+		bind := elf.ST_BIND(e.info)
+		if bind != elf.STB_GLOBAL && bind != elf.STB_WEAK {
+			continue
+		}
+		if vis := elf.ST_VISIBILITY(e.other); vis == elf.STV_HIDDEN || vis == elf.STV_INTERNAL {
+			continue
+		}
+		nm, err := st.strs.get(uint64(e.nameOff))
+		if err != nil {
+			return nil, s.errorf("name of symbol %d: %v", first+j, err)
+		}
+		ref := Reference{Name: nm, Weak: bind == elf.STB_WEAK}
+		if st.versym >= 0 {
+			vs := s.order.Uint16(ver[2*j:])
+			if v, ok := st.versions[vs&0x7fff]; ok && vs&0x7fff > 1 {
+				ref.Version, ref.VersionHash, ref.File = v.name, v.hash, v.file
+				ref.VersionHidden = v.hidden
+			}
+		}
+		out = append(out, ref)
 	}
 	return out, nil
 }
@@ -118,6 +128,33 @@ func (s *scanner) references() ([]Reference, error) {
 type symbolSet []uint64
 
 func (b symbolSet) has(i uint64) bool { return i/64 < uint64(len(b)) && b[i/64]&(1<<(i%64)) != 0 }
+
+// any reports whether the set holds an index in [from, to).
+func (b symbolSet) any(from, to uint64) bool {
+	for i := from; i < to; {
+		if i%64 == 0 && i+64 <= to {
+			if i/64 < uint64(len(b)) && b[i/64] != 0 {
+				return true
+			}
+			i += 64
+			continue
+		}
+		if b.has(i) {
+			return true
+		}
+		i++
+	}
+	return false
+}
+
+// count is the number of indexes in the set.
+func (b symbolSet) count() int {
+	n := 0
+	for _, w := range b {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
 
 // relocatedSymbols are the indexes of the symbols that the object's dynamic
 // relocations (DT_RELA, DT_REL, DT_JMPREL) name with a relocation type other
@@ -130,16 +167,17 @@ func (s *scanner) relocatedSymbols(t *dynamicTags, count uint64) (symbolSet, err
 	if !s.is64 {
 		word = 4
 	}
-	tables := []struct {
-		tag        string
-		have       bool
-		addr, size uint64
-		addend     bool
-	}{
-		{"DT_RELA", t.haveRela, t.rela, t.relasz, true},
-		{"DT_REL", t.haveRel, t.rel, t.relsz, false},
-		{"DT_JMPREL", t.haveJmprel, t.jmprel, t.pltrelsz, t.pltrel != uint64(elf.DT_REL)},
+	tables := [...]relocTable{
+		{"DT_RELA", t.haveRela, t.rela, t.relasz, true, t.relacount},
+		{"DT_REL", t.haveRel, t.rel, t.relsz, false, t.relcount},
+		{"DT_JMPREL", t.haveJmprel, t.jmprel, t.pltrelsz, t.pltrel != uint64(elf.DT_REL), 0},
 	}
+	var buf []byte
+	defer func() {
+		if buf != nil {
+			s.r.giveBack(buf)
+		}
+	}()
 	for _, tb := range tables {
 		if !tb.have || tb.size == 0 {
 			continue
@@ -156,29 +194,65 @@ func (s *scanner) relocatedSymbols(t *dynamicTags, count uint64) (symbolSet, err
 			return nil, s.errorf("%s of %d bytes at %#x runs past the end of the file", tb.tag, tb.size, off)
 		}
 		n := tb.size / ent
-		buf := make([]byte, min(refChunk, n)*ent)
-		for first := uint64(0); first < n; first += refChunk {
-			k := min(refChunk, n-first)
-			if err := s.r.readDirect(buf[:k*ent], off+int64(first*ent)); err != nil {
-				return nil, s.errorf("%s: %v", tb.tag, err)
+		// ld.so takes the first DT_RELACOUNT entries as relative ones
+		// whatever they say (elf/do-rel.h): in a large C++ library they are
+		// most of the table, and reading them would tell nothing.
+		skip := min(tb.relative, n)
+		need := min(refChunk, n-skip) * ent
+		if uint64(cap(buf)) < need {
+			if buf != nil {
+				s.r.giveBack(buf)
 			}
-			for j := uint64(0); j < k; j++ {
-				var sym, typ uint64
-				if s.is64 {
-					info := s.order.Uint64(buf[j*ent+8:])
-					sym, typ = info>>32, info&0xffffffff
-				} else {
-					info := uint64(s.order.Uint32(buf[j*ent+4:]))
-					sym, typ = info>>8, info&0xff
-				}
-				if sym != 0 && typ != 0 && sym < count {
-					set[sym/64] |= 1 << (sym % 64)
-				}
-			}
+			buf = s.r.buffer(need)
+		}
+		buf = buf[:need]
+		if err := s.markRelocated(set, buf, off+int64(skip*ent), n-skip, ent, count); err != nil {
+			return nil, s.errorf("%s: %v", tb.tag, err)
 		}
 	}
 	return set, nil
 }
+
+// relocTable is one table of dynamic relocations.
+type relocTable struct {
+	tag        string
+	have       bool
+	addr, size uint64
+	addend     bool
+	relative   uint64 // leading relative relocations
+}
+
+// markRelocated adds to set the symbols that n relocations of ent bytes at
+// off name, reading them in chunks through buf.
+func (s *scanner) markRelocated(set symbolSet, buf []byte, off int64, n, ent, count uint64) error {
+	for first := uint64(0); first < n; first += refChunk {
+		k := min(refChunk, n-first)
+		if err := s.r.readDirect(buf[:k*ent], off+int64(first*ent)); err != nil {
+			return err
+		}
+		for j := uint64(0); j < k; j++ {
+			var sym, typ uint64
+			if s.is64 {
+				info := s.order.Uint64(buf[j*ent+8:])
+				sym, typ = info>>32, info&0xffffffff
+			} else {
+				info := uint64(s.order.Uint32(buf[j*ent+4:]))
+				sym, typ = info>>8, info&0xff
+			}
+			if sym != 0 && typ != 0 && sym < count {
+				set[sym/64] |= 1 << (sym % 64)
+			}
+		}
+	}
+	return nil
+}
+
+// dtRelaCount and dtRelCount are DT_RELACOUNT and DT_RELCOUNT, which
+// debug/elf does not name.
+const (
+	dtRelaCount elf.DynTag = 0x6ffffff9
+	dtRelCount  elf.DynTag = 0x6ffffffa
+)
 
 // rawSym is one decoded Elf_Sym.
 type rawSym struct {
@@ -231,6 +305,25 @@ type SymbolTable struct {
 type gnuTable struct {
 	nbuckets, symoffset, bloomSize, shift uint64
 	bloomOff, bucketsOff, chainsOff       int64
+	word                                  uint64 // bytes in a bloom word
+	// bloom is the bloom filter, widened to 64-bit words; nil when it is
+	// too large to keep.
+	bloom []uint64
+}
+
+// maxBloomWords bounds the bloom filter kept in memory per table (512 KiB;
+// the largest real libraries have a few thousand words).
+const maxBloomWords = 1 << 16
+
+// passes is the loader's bloom filter test for hash h, on a filter in
+// memory.
+func (g *gnuTable) passes(h uint32) bool {
+	bits := g.word * 8
+	hh := uint64(h)
+	// The loader masks with bloomSize-1 (a power of two in every table a
+	// linker writes).
+	w := g.bloom[(hh/bits)&(g.bloomSize-1)]
+	return (w>>(hh%bits))&(w>>((hh>>(g.shift%64))%bits))&1 != 0
 }
 
 // symbolTable opens the dynamic symbol table for lookups through pr.
@@ -246,6 +339,9 @@ func (s *scanner) symbolTable(pr *pagedReader) (*SymbolTable, error) {
 	t.Versioned = t.st.versym >= 0 && len(t.st.versions) > 0
 	if t.st.t.haveGnu {
 		if t.gnu, err = s.openGNU(t.st.t.gnuHash); err != nil {
+			return nil, err
+		}
+		if err := s.loadBloom(t.gnu); err != nil {
 			return nil, err
 		}
 	}
@@ -278,10 +374,51 @@ func (s *scanner) openGNU(addr uint64) (*gnuTable, error) {
 	if g.bloomSize > rest/word || g.nbuckets > (rest-g.bloomSize*word)/4 {
 		return nil, s.errorf("DT_GNU_HASH of %d buckets and %d bloom words runs past the end of the file", g.nbuckets, g.bloomSize)
 	}
+	g.word = word
 	g.bloomOff = off + 16
 	g.bucketsOff = g.bloomOff + int64(word*g.bloomSize)
 	g.chainsOff = g.bucketsOff + int64(4*g.nbuckets)
 	return g, nil
+}
+
+// loadBloom reads g's bloom filter into memory when it is small enough:
+// most lookups end at the filter, which then costs no read.
+func (s *scanner) loadBloom(g *gnuTable) error {
+	if g.bloomSize == 0 || g.bloomSize > maxBloomWords {
+		return nil
+	}
+	raw := make([]byte, g.bloomSize*g.word)
+	if err := s.r.readDirect(raw, g.bloomOff); err != nil {
+		return s.errorf("DT_GNU_HASH bloom filter: %v", err)
+	}
+	g.bloom = make([]uint64, g.bloomSize)
+	for i := range g.bloom {
+		if g.word == 8 {
+			g.bloom[i] = s.order.Uint64(raw[8*i:])
+		} else {
+			g.bloom[i] = uint64(s.order.Uint32(raw[4*i:]))
+		}
+	}
+	return nil
+}
+
+// MayDefine reports whether the table may define a name of hash h: false
+// when the loader would find nothing without reading further (no hash
+// table, or a bloom filter that rules h out), which is the answer for most
+// names an object is asked about. It reads nothing: the bloom filter is
+// kept from when the table was opened.
+func (t *SymbolTable) MayDefine(h Hash) bool {
+	switch {
+	case t.st == nil:
+		return false
+	case t.gnu == nil:
+		return t.st.t.haveHash
+	case t.gnu.nbuckets == 0 || t.gnu.bloomSize == 0:
+		return false
+	case t.gnu.bloom == nil:
+		return true
+	}
+	return t.gnu.passes(h.GNU)
 }
 
 // Lookup calls fn with each symbol of the hash chain of name whose name is
@@ -342,20 +479,26 @@ func (s *scanner) walkGNU(g *gnuTable, h uint32, fn func(idx uint64) (bool, erro
 	}
 	bits := word * 8
 	hh := uint64(h)
-	var wbuf [8]byte
-	// The loader masks with bloomSize-1 (a power of two in every table a
-	// linker writes).
-	if _, err := s.r.ReadAt(wbuf[:word], g.bloomOff+int64(word*((hh/bits)&(g.bloomSize-1)))); err != nil {
-		return s.errorf("DT_GNU_HASH bloom filter: %v", err)
-	}
-	var bloom uint64
-	if s.is64 {
-		bloom = s.order.Uint64(wbuf[:])
+	if g.bloom != nil {
+		if !g.passes(h) {
+			return nil
+		}
 	} else {
-		bloom = uint64(s.order.Uint32(wbuf[:]))
-	}
-	if (bloom>>(hh%bits))&(bloom>>((hh>>(g.shift%64))%bits))&1 == 0 {
-		return nil
+		var wbuf [8]byte
+		// The loader masks with bloomSize-1 (a power of two in every table
+		// a linker writes).
+		if _, err := s.r.ReadAt(wbuf[:word], g.bloomOff+int64(word*((hh/bits)&(g.bloomSize-1)))); err != nil {
+			return s.errorf("DT_GNU_HASH bloom filter: %v", err)
+		}
+		var bloom uint64
+		if s.is64 {
+			bloom = s.order.Uint64(wbuf[:])
+		} else {
+			bloom = uint64(s.order.Uint32(wbuf[:]))
+		}
+		if (bloom>>(hh%bits))&(bloom>>((hh>>(g.shift%64))%bits))&1 == 0 {
+			return nil
+		}
 	}
 	var b [4]byte
 	if _, err := s.r.ReadAt(b[:], g.bucketsOff+int64(4*(hh%g.nbuckets))); err != nil {

@@ -142,7 +142,7 @@ type scanner struct {
 	r     *pagedReader
 	size  int64
 	name  string
-	order binary.ByteOrder
+	order byteOrder
 	is64  bool
 	f     *elf.File
 	progs []*elf.Prog
@@ -164,12 +164,38 @@ func newScanner(r *pagedReader, size int64, name string, skipSections bool) (*sc
 	if err != nil {
 		return nil, &FormatError{Path: name, Msg: trimELFError(err)}
 	}
-	s := &scanner{r: r, size: size, name: name, f: f, order: f.ByteOrder, is64: f.Class == elf.ELFCLASS64}
+	s := &scanner{r: r, size: size, name: name, f: f, order: byteOrder{big: f.ByteOrder == binary.BigEndian}, is64: f.Class == elf.ELFCLASS64}
 	if f.Class != elf.ELFCLASS32 && f.Class != elf.ELFCLASS64 {
 		return nil, s.errorf("unknown class %v", f.Class)
 	}
 	s.progs = f.Progs
 	return s, nil
+}
+
+// byteOrder decodes the object's integers. It is a concrete type, not
+// binary.ByteOrder: a call through an interface makes every small buffer
+// passed to it escape to the heap, one allocation per field read.
+type byteOrder struct{ big bool }
+
+func (o byteOrder) Uint16(b []byte) uint16 {
+	if o.big {
+		return binary.BigEndian.Uint16(b)
+	}
+	return binary.LittleEndian.Uint16(b)
+}
+
+func (o byteOrder) Uint32(b []byte) uint32 {
+	if o.big {
+		return binary.BigEndian.Uint32(b)
+	}
+	return binary.LittleEndian.Uint32(b)
+}
+
+func (o byteOrder) Uint64(b []byte) uint64 {
+	if o.big {
+		return binary.BigEndian.Uint64(b)
+	}
+	return binary.LittleEndian.Uint64(b)
 }
 
 func trimELFError(err error) string {
@@ -615,7 +641,11 @@ func (t *stringTable) get(idx uint64) (string, error) {
 // noSections presents the file with its section header table removed
 // (e_shoff, e_shnum and e_shstrndx read as zero), which is how the loader
 // sees every file.
-type noSections struct{ r io.ReaderAt }
+type noSections struct{ r *pagedReader }
+
+// sectionFields are the offsets and lengths of e_shoff, e_shnum and
+// e_shstrndx in the 64- and 32-bit headers.
+var sectionFields = [2][3][2]int64{{{40, 8}, {60, 2}, {62, 2}}, {{32, 4}, {48, 2}, {50, 2}}}
 
 func (n *noSections) ReadAt(p []byte, off int64) (int, error) {
 	got, err := n.r.ReadAt(p, off)
@@ -626,11 +656,9 @@ func (n *noSections) ReadAt(p []byte, off int64) (int, error) {
 	if c, _ := n.r.ReadAt(ident[:], 0); c < elf.EI_NIDENT {
 		return got, err
 	}
-	var fields [][2]int64 // offset, length within the header
+	fields := &sectionFields[1]
 	if elf.Class(ident[elf.EI_CLASS]) == elf.ELFCLASS64 {
-		fields = [][2]int64{{40, 8}, {60, 2}, {62, 2}}
-	} else {
-		fields = [][2]int64{{32, 4}, {48, 2}, {50, 2}}
+		fields = &sectionFields[0]
 	}
 	for _, fl := range fields {
 		for i := fl[0]; i < fl[0]+fl[1]; i++ {

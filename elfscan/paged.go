@@ -11,11 +11,20 @@ const pageSize = 4096
 // maxCachedPages bounds the memory of one read (1 MiB).
 const maxCachedPages = 256
 
+// maxSparePages bounds the page buffers a Pages keeps between reads
+// (64 KiB): most reads touch a few pages, and a Pages kept per worker must
+// not hold a megabyte each.
+const maxSparePages = 16
+
+// maxScratch bounds the buffers of table walks a Pages keeps between reads.
+const maxScratch, maxScratchSize = 4, 256 << 10
+
 // Pages keeps page buffers from one read for the next (see File.UsePages).
 // The zero value is ready to use; a Pages serves one read at a time.
 type Pages struct {
-	free  [][]byte
-	index map[int64][]byte
+	free    [][]byte
+	index   map[int64][]byte
+	scratch [][]byte // buffers of table walks (symbols, relocations)
 }
 
 // pagedReader serves small scattered reads from a few cached pages, so that
@@ -69,8 +78,28 @@ func (s *Pages) get() []byte {
 }
 
 func (s *Pages) put(b []byte) {
-	if cap(b) >= pageSize && len(s.free) < maxCachedPages {
+	if cap(b) >= pageSize && len(s.free) < maxSparePages {
 		s.free = append(s.free, b[:pageSize])
+	}
+}
+
+// buffer returns a buffer of n bytes for a table walk, from p's spare
+// buffers when it has a large enough one; giveBack returns it.
+func (p *pagedReader) buffer(n uint64) []byte {
+	if s := p.spare; s != nil {
+		for i, b := range s.scratch {
+			if uint64(cap(b)) >= n {
+				s.scratch = append(s.scratch[:i], s.scratch[i+1:]...)
+				return b[:n]
+			}
+		}
+	}
+	return make([]byte, n)
+}
+
+func (p *pagedReader) giveBack(b []byte) {
+	if s := p.spare; s != nil && cap(b) <= maxScratchSize && len(s.scratch) < maxScratch {
+		s.scratch = append(s.scratch, b)
 	}
 }
 

@@ -44,7 +44,7 @@ func TestPagesReusedAcrossReads(t *testing.T) {
 			}
 		}
 		pr.release()
-		if len(spare.free) == 0 || len(spare.free) > maxCachedPages {
+		if len(spare.free) == 0 || len(spare.free) > maxSparePages {
 			t.Fatalf("round %d: %d spare buffers after release", round, len(spare.free))
 		}
 	}
@@ -83,9 +83,25 @@ func TestUsePagesReadsTheSame(t *testing.T) {
 		ef := NewFile(f, st.Size(), p)
 		ef.UsePages(&pages)
 		got, gerr := ef.Info()
-		f.Close()
 		if (werr == nil) != (gerr == nil) || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: with reused pages %+v, %v; alone %+v, %v", p, got, gerr, want, werr)
 		}
+		// References walk the symbol and relocation tables through the
+		// spare buffers, of every size one after another.
+		gotRefs, gerr := ef.References()
+		f.Close()
+		wantRefs, werr := referencesOf(p)
+		if (werr == nil) != (gerr == nil) || !reflect.DeepEqual(gotRefs, wantRefs) {
+			t.Errorf("%s: references with reused pages differ (%v; alone %v)", p, gerr, werr)
+		}
 	}
+}
+
+func referencesOf(path string) ([]Reference, error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.References()
 }

@@ -64,6 +64,10 @@ type dynamicTags struct {
 	rela, relasz, rel, relsz      uint64
 	jmprel, pltrelsz, pltrel      uint64
 	haveRela, haveRel, haveJmprel bool
+	// relacount and relcount are DT_RELACOUNT and DT_RELCOUNT: the
+	// relative relocations at the start of DT_RELA and DT_REL, which ld.so
+	// applies without looking a symbol up.
+	relacount, relcount uint64
 }
 
 func (s *scanner) dynamicTags() (*dynamicTags, bool, error) {
@@ -117,6 +121,10 @@ func (s *scanner) dynamicTags() (*dynamicTags, bool, error) {
 			t.pltrelsz = e.val
 		case elf.DT_PLTREL:
 			t.pltrel = e.val
+		case dtRelaCount:
+			t.relacount = e.val
+		case dtRelCount:
+			t.relcount = e.val
 		}
 	}
 	return t, true, nil
