@@ -56,6 +56,8 @@ func (p *pagedReader) withPages(spare *Pages) *pagedReader {
 // release gives the page buffers back; the reader must not be used after.
 func (p *pagedReader) release() {
 	if p.spare == nil {
+		// Kept readers (a symbol table held closed) must not keep pages.
+		p.pages, p.fifo = nil, nil
 		return
 	}
 	for _, pg := range p.pages {
@@ -65,7 +67,7 @@ func (p *pagedReader) release() {
 	if p.pages != nil {
 		p.spare.index = p.pages
 	}
-	p.pages = nil
+	p.pages, p.fifo = nil, nil
 }
 
 func (s *Pages) get() []byte {

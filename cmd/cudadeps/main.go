@@ -30,16 +30,7 @@ const (
 	exitInterrupted = 130 // 128 + SIGINT, as shells report it
 )
 
-// heapTarget is the soft limit the Go runtime keeps its heap under unless
-// GOMEMLIMIT says otherwise: binding every symbol of a large environment
-// keeps many small tables alive, and past this the collector runs more
-// often instead of letting the heap double (a limit, never a failure).
-const heapTarget = 96 << 20
-
 func main() {
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(heapTarget)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
