@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/rootfs"
@@ -30,10 +31,10 @@ type rootFS struct {
 	root  string   // "" on the host; else an absolute, clean host path
 	trees []string // host paths of scanned trees reachable as themselves
 
-	mu       sync.Mutex
-	dirs     map[string]*dirListing // host dir → listing
-	stats    map[string]statResult  // host path → what stat said
-	overlays []*zipOverlay          // mounted wheels
+	mu       sync.Mutex                    // guards trees and writes of overlays
+	dirs     syncMap[string, *dirListing]  // host dir → listing
+	stats    syncMap[string, statResult]   // host path → what stat said
+	overlays atomic.Pointer[[]*zipOverlay] // mounted wheels
 }
 
 // statResult is what os.Stat said about a host path (symlinks followed).
@@ -49,7 +50,7 @@ func newRootFS(root string) (*rootFS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rootFS{r: r, root: r.Dir(), dirs: make(map[string]*dirListing), stats: make(map[string]statResult)}, nil
+	return &rootFS{r: r, root: r.Dir()}, nil
 }
 
 func (f *rootFS) describe() string {
@@ -211,20 +212,17 @@ func hasDotDot(p string) bool {
 
 // dirExists reports whether a host directory exists, from the cache.
 func (f *rootFS) listing(hostDir string) *dirListing {
-	f.mu.Lock()
-	l, ok := f.dirs[hostDir]
-	f.mu.Unlock()
-	if ok {
+	if l, ok := f.dirs.load(hostDir); ok {
 		return l
 	}
-	l = &dirListing{}
-	entries, err := os.ReadDir(hostDir)
+	l := &dirListing{}
+	names, err := readDirNames(hostDir)
 	switch {
 	case err == nil:
 		l.exists = true
-		l.names = make(map[string]bool, len(entries))
-		for _, e := range entries {
-			l.names[e.Name()] = true
+		l.names = make(map[string]bool, len(names))
+		for _, n := range names {
+			l.names[n] = true
 		}
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 	default:
@@ -233,10 +231,17 @@ func (f *rootFS) listing(hostDir string) *dirListing {
 			l.exists = true
 		}
 	}
-	f.mu.Lock()
-	f.dirs[hostDir] = l
-	f.mu.Unlock()
-	return l
+	return f.dirs.loadOrStore(hostDir, l)
+}
+
+// readDirNames lists a directory's names, unsorted.
+func readDirNames(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdirnames(-1)
 }
 
 // isDir reports whether a guest path is a directory.
@@ -256,20 +261,16 @@ func (f *rootFS) isDir(guest string) bool {
 // directories and candidates for every object it loads. Like the listings,
 // the answers assume the tree does not change during a scan.
 func (f *rootFS) stat(host string) statResult {
-	f.mu.Lock()
-	r, ok := f.stats[host]
-	f.mu.Unlock()
-	if ok {
+	if r, ok := f.stats.load(host); ok {
 		return r
 	}
+	var r statResult
 	if f.mayExist(host) {
 		if st, err := os.Stat(host); err == nil {
 			r = statResult{exists: true, dir: st.IsDir()}
 		}
 	}
-	f.mu.Lock()
-	f.stats[host] = r
-	f.mu.Unlock()
+	f.stats.store(host, r)
 	return r
 }
 
@@ -301,13 +302,12 @@ func (f *rootFS) readFile(guest string, limit int64) ([]byte, error) {
 }
 
 func (f *rootFS) cleanUnderMount(guest string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.overlays) == 0 || !path.IsAbs(guest) {
+	overlays := f.mounted()
+	if len(overlays) == 0 || !path.IsAbs(guest) {
 		return guest
 	}
 	clean := path.Clean(guest)
-	for _, o := range f.overlays {
+	for _, o := range overlays {
 		if clean == o.mount || strings.HasPrefix(clean, o.mount+"/") {
 			return clean
 		}

@@ -80,10 +80,11 @@ type Loader struct {
 
 	mu     sync.Mutex
 	arches map[archKey]*ArchConfig
-	infos  map[string]*fileInfo // host path → read result
 	byID   map[fileID]*fileInfo // file → read result, for files read without error
-	memo   map[string]*found    // search memo
-	hwdirs map[[2]string]bool   // search directory, hwcaps subdirectory → exists
+
+	infos  syncMap[string, *fileInfo] // host path → read result
+	memo   syncMap[string, *found]    // search memo
+	hwdirs syncMap[[2]string, bool]   // search directory, hwcaps subdirectory → exists
 
 	pages sync.Pool // *elfscan.Pages: page buffers reused from file to file
 }
@@ -117,10 +118,7 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 		opts:   opts,
 		fs:     fsys,
 		arches: map[archKey]*ArchConfig{},
-		infos:  map[string]*fileInfo{},
 		byID:   map[fileID]*fileInfo{},
-		hwdirs: map[[2]string]bool{},
-		memo:   map[string]*found{},
 	}
 	if opts.LDLibraryPath != nil {
 		l.llp, l.hasLLP = *opts.LDLibraryPath, true
@@ -332,28 +330,27 @@ func parsePreloadFile(data []byte) []string {
 
 // open reads a candidate file once per loader.
 func (l *Loader) open(host string) *fileInfo {
-	l.mu.Lock()
-	fi, ok := l.infos[host]
-	l.mu.Unlock()
-	if ok {
+	if fi, ok := l.infos.load(host); ok {
 		return fi
 	}
-	if mfi, ok := l.openMember(host); ok {
-		fi = mfi
-	} else {
+	fi, ok := l.openMember(host)
+	if !ok {
 		fi = l.readFile(host)
 	}
-	l.mu.Lock()
-	if prev, ok := l.infos[host]; ok {
-		fi = prev
-	} else {
-		l.infos[host] = fi
-		if fi.err == nil && fi.id != (fileID{}) && l.byID[fi.id] == nil {
+	return l.keep(host, fi)
+}
+
+// keep records what reading host gave, unless another worker did first.
+func (l *Loader) keep(host string, fi *fileInfo) *fileInfo {
+	got := l.infos.loadOrStore(host, fi)
+	if got == fi && fi.err == nil && fi.id != (fileID{}) {
+		l.mu.Lock()
+		if l.byID[fi.id] == nil {
 			l.byID[fi.id] = fi
 		}
+		l.mu.Unlock()
 	}
-	l.mu.Unlock()
-	return fi
+	return got
 }
 
 // subdirExists reports whether the hwcaps subdirectory sub of a search
@@ -361,16 +358,11 @@ func (l *Loader) open(host string) *fileInfo {
 // directory it searches, and they almost never exist.
 func (l *Loader) subdirExists(dir, sub string) bool {
 	k := [2]string{dir, sub}
-	l.mu.Lock()
-	ok, known := l.hwdirs[k]
-	l.mu.Unlock()
-	if known {
+	if ok, known := l.hwdirs.load(k); known {
 		return ok
 	}
-	ok = l.fs.dirExists(dir + sub)
-	l.mu.Lock()
-	l.hwdirs[k] = ok
-	l.mu.Unlock()
+	ok := l.fs.dirExists(dir + sub)
+	l.hwdirs.store(k, ok)
 	return ok
 }
 
@@ -386,6 +378,27 @@ func (l *Loader) readFile(host string) *fileInfo {
 		return &fileInfo{err: &fs.PathError{Op: "open", Path: host, Err: err}}
 	}
 	defer syscall.Close(fd)
+	return l.readFD(host, fd)
+}
+
+// InfoFD is Info for a file the caller opened as fd (a directory walk that
+// opened it to look at its first bytes): the file is read from fd, not
+// opened again. fd stays open.
+func (l *Loader) InfoFD(file string, fd int) (*elfscan.Info, error) {
+	_, host := l.locate(file)
+	if host != absolute(file) {
+		// Reached through a link of the root: the loader opens it there.
+		return l.Info(file)
+	}
+	if fi, ok := l.infos.load(host); ok {
+		return fi.info, fi.err
+	}
+	fi := l.keep(host, l.readFD(host, fd))
+	return fi.info, fi.err
+}
+
+// readFD reads the file open as fd, met as host.
+func (l *Loader) readFD(host string, fd int) *fileInfo {
 	var st syscall.Stat_t
 	if _, err := eintr.Retry(func() (int, error) { return 0, syscall.Fstat(fd, &st) }); err != nil {
 		return &fileInfo{err: &fs.PathError{Op: "stat", Path: host, Err: err}}

@@ -70,8 +70,9 @@ func (l *Loader) MountWheel(wheelPath, mount string) ([]string, error) {
 		names = append(names, mount+"/"+rel)
 	}
 	l.fs.mu.Lock()
-	o.seq = len(l.fs.overlays) + 1
-	l.fs.overlays = append(l.fs.overlays, o)
+	list := append(l.fs.mounted(), o)
+	o.seq = len(list)
+	l.fs.overlays.Store(&list)
 	l.fs.mu.Unlock()
 	return names, nil
 }
@@ -81,13 +82,21 @@ func (l *Loader) Close() error {
 	l.fs.mu.Lock()
 	defer l.fs.mu.Unlock()
 	var first error
-	for _, o := range l.fs.overlays {
+	for _, o := range l.fs.mounted() {
 		if err := o.archive.Close(); err != nil && first == nil {
 			first = err
 		}
 	}
-	l.fs.overlays = nil
+	l.fs.overlays.Store(nil)
 	return first
+}
+
+// mounted returns the mounted wheels.
+func (f *rootFS) mounted() []*zipOverlay {
+	if p := f.overlays.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // overlayHandle is the host-side name of a wheel member: the archive path,
@@ -96,9 +105,7 @@ func (o *zipOverlay) handle(rel string) string { return o.wheel + "!/" + rel }
 
 // lookupOverlay finds a guest path among the mounted wheels.
 func (f *rootFS) lookupOverlay(guest string) (o *zipOverlay, rel string, isDir bool, ok bool) {
-	f.mu.Lock()
-	overlays := f.overlays
-	f.mu.Unlock()
+	overlays := f.mounted()
 	if len(overlays) == 0 || !path.IsAbs(guest) {
 		return nil, "", false, false
 	}
@@ -125,9 +132,7 @@ func (f *rootFS) member(host string) (*zipOverlay, *zip.File, int) {
 	if !ok {
 		return nil, nil, 0
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, o := range f.overlays {
+	for _, o := range f.mounted() {
 		if o.wheel == wheel {
 			if m, ok := o.members[rel]; ok {
 				return o, m, o.index[rel]

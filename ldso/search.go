@@ -465,10 +465,7 @@ func (p *Process) search(name string, loader *Object, t *tracer) found {
 		}
 		b.WriteString("\x03" + p.archKey)
 		key = b.String()
-		p.l.mu.Lock()
-		f, ok := p.l.memo[key]
-		p.l.mu.Unlock()
-		if ok {
+		if f, ok := p.l.memo.load(key); ok {
 			// The memo is shared by every process of the loader: the
 			// answer found through an RPATH or RUNPATH names the list of
 			// this search (same directories, maybe another object's).
@@ -481,9 +478,7 @@ func (p *Process) search(name string, loader *Object, t *tracer) found {
 	}
 	f := p.searchUncached(name, lists, nodeflib, t)
 	if t == nil {
-		p.l.mu.Lock()
-		p.l.memo[key] = &f
-		p.l.mu.Unlock()
+		p.l.memo.store(key, &f)
 	}
 	return f
 }

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -250,125 +249,6 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 		return nil, nil
 	}
 	return []string{target}, nil
-}
-
-// walkDir lists the tree in order while workers examine its regular files
-// (opening and reading them is most of the cost of a scan), then takes the
-// results in walk order. host is where dir is on this machine (dir itself
-// but under a root, through an absolute link); the objects keep dir's name.
-func walkDir(ctx context.Context, l *ldso.Loader, dir, host string, parallel int, rep *Report) ([]string, error) {
-	type file struct {
-		path    string
-		open    string // path on this machine
-		d       fs.DirEntry
-		walkErr error
-		// Set by a worker.
-		id    [2]uint64
-		hasID bool
-		skip  bool // not ELF, gone, or too short to be ELF
-		in    *elfscan.Info
-		err   error
-	}
-	examine := func(f *file) {
-		if isELF, err := hasELFMagic(f.open); err == nil && !isELF {
-			// Most files of a tree; nothing to report, nothing to keep.
-			f.skip, f.path, f.open, f.d = true, "", "", nil
-			return
-		}
-		info, err := f.d.Info()
-		if err != nil {
-			f.skip = true
-			return
-		}
-		f.id, f.hasID = fileKey(info)
-		if info.Size() < 64 {
-			f.skip = true
-			return
-		}
-		// Read through the loader's cache: the closure of a root then
-		// starts from what was read here instead of reading the file again.
-		f.in, f.err = l.Info(f.path)
-		if f.err != nil && !errors.Is(f.err, elfscan.ErrNotELF) {
-			// The loader names files by absolute path; report the
-			// problem with the file named as the walk found it.
-			f.in, f.err = readInfo(f.open)
-			if fe := (*elfscan.FormatError)(nil); errors.As(f.err, &fe) {
-				fe.Path = f.path
-			}
-		}
-	}
-	if parallel <= 0 {
-		parallel = runtime.GOMAXPROCS(0)
-	}
-	// The workers examine files while the walk goes on listing.
-	work := make(chan *file, 256)
-	var wg sync.WaitGroup
-	for w := 0; w < parallel; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range work {
-				if ctx.Err() == nil {
-					examine(f)
-				}
-			}
-		}()
-	}
-	var files []*file
-	// A root that is a symlink to a directory is walked through the link
-	// (WalkDir would not descend into it): the paths keep the link's name,
-	// as the loader would see them opened through it.
-	root := host
-	if fi, err := os.Lstat(host); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		root = strings.TrimSuffix(host, "/") + "/"
-	}
-	name := func(p string) string { return p }
-	if host != dir {
-		name = func(p string) string { return dir + strings.TrimPrefix(p, host) }
-	}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			files = append(files, &file{path: name(p), walkErr: err})
-			return nil
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-		// Symlinks are other names of files the walk meets anyway (or of
-		// files outside the tree); regular files only.
-		if d.Type().IsRegular() {
-			f := &file{path: name(p), open: p, d: d}
-			files = append(files, f)
-			work <- f
-		}
-		return nil
-	})
-	close(work)
-	wg.Wait()
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var out []string
-	seen := map[[2]uint64]bool{}
-	for _, f := range files {
-		if f.walkErr != nil {
-			rep.Errors = append(rep.Errors, FileError{Path: f.path, Error: f.walkErr.Error()})
-			continue
-		}
-		if f.hasID {
-			if seen[f.id] {
-				continue // another name of a file met before
-			}
-			seen[f.id] = true
-		}
-		if !f.skip && classify(f.path, f.in, f.err, rep) {
-			out = append(out, f.path)
-		}
-	}
-	return out, nil
 }
 
 // hasELFMagic reports whether a file starts with the ELF magic. Most files

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -33,6 +34,14 @@ func mixedTree(t *testing.T, dir string) {
 		"pkg/lib/z/deep/y.so":  {Soname: "y.so", Needed: []string{"x.so"}, RunPath: elfwrite.Str("$ORIGIN")},
 		"pkg/lib/z/deep/w.so":  {Soname: "w.so", Needed: []string{"libc.so.6"}, VersionDefs: []string{"W_1"}, VersionNeeds: []elfwrite.VersionNeed{{File: "libc.so.6", Versions: []string{"GLIBC_2.2.5"}}}},
 		"pkg/lib/z/deep/v1.so": {Soname: "v1.so", Needed: []string{"w.so"}, RunPath: elfwrite.Str("$ORIGIN"), VersionNeeds: []elfwrite.VersionNeed{{File: "w.so", Versions: []string{"W_9"}}}},
+	}
+	// Names that sort around a directory's name ("lib" < "lib-0.so" <
+	// "lib.x" while "lib/..." comes first in a walk), and a directory of
+	// more files than one batch of the walk.
+	objs["pkg/lib-0.so"] = elfwrite.Spec{Soname: "lib-0.so", Needed: []string{"libc.so.6"}}
+	objs["pkg/lib.x/c.so"] = elfwrite.Spec{Soname: "c.so", Needed: []string{"libc.so.6"}}
+	for i := range 150 {
+		objs[fmt.Sprintf("many/m%03d.so", i)] = elfwrite.Spec{Soname: fmt.Sprintf("m%d.so", i), Needed: []string{"libc.so.6"}}
 	}
 	for p, s := range objs {
 		if err := elfwrite.Write(filepath.Join(dir, p), s); err != nil {

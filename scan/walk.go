@@ -1,0 +1,325 @@
+package scan
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/ldso"
+)
+
+// walkDir lists the loadable ELF objects of a tree. Several workers list
+// directories and examine files at once, a directory's files in batches,
+// each file opened relative to its directory (no path walk) and read only
+// when it starts with the ELF magic: a Python environment is mostly other
+// files, and listing and opening them is most of the cost of a scan. The
+// objects come out in the order a sorted depth-first walk meets them. host
+// is where dir is on this machine (dir itself but under a root, through an
+// absolute link); the objects keep dir's name.
+func walkDir(ctx context.Context, l *ldso.Loader, dir, host string, parallel int, rep *Report) ([]string, error) {
+	if parallel <= 0 {
+		parallel = runtime.GOMAXPROCS(0)
+	}
+	w := &walker{ctx: ctx, l: l, name: func(p string) string { return p }}
+	if host != dir {
+		w.name = func(p string) string { return dir + strings.TrimPrefix(p, host) }
+	}
+	w.cond = sync.NewCond(&w.mu)
+	// A root that is a symlink to a directory is walked through the link:
+	// the paths keep the link's name, as the loader would see them.
+	w.push(walkTask{list: host})
+	var wg sync.WaitGroup
+	for range parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.work()
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return w.results(rep), nil
+}
+
+// walker is the shared state of one walk's workers.
+type walker struct {
+	ctx  context.Context
+	l    *ldso.Loader
+	name func(host string) string // the name a host path is reported by
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	tasks  []walkTask
+	active int // tasks taken and not finished
+	found  []walkFile
+}
+
+// walkTask is a directory to list, or a batch of its files to examine.
+type walkTask struct {
+	list  string // host path of a directory to list
+	dir   *openDir
+	files []string
+}
+
+// openDir is a directory held open while batches of its files are examined.
+type openDir struct {
+	path string
+	fd   int
+	left atomic.Int32 // batches not yet done
+}
+
+// walkFile is an ELF file or a directory that could not be listed.
+type walkFile struct {
+	path string // as reported
+	id   [2]uint64
+	in   *elfscan.Info
+	err  error
+	// walkErr is a directory the walk could not list.
+	walkErr error
+}
+
+// batch is how many files of a directory one task examines.
+const batch = 64
+
+func (w *walker) push(t walkTask) {
+	w.mu.Lock()
+	w.tasks = append(w.tasks, t)
+	w.mu.Unlock()
+	w.cond.Signal()
+}
+
+// work runs tasks until there are none left and none running.
+func (w *walker) work() {
+	for {
+		w.mu.Lock()
+		for len(w.tasks) == 0 && w.active > 0 {
+			w.cond.Wait()
+		}
+		if len(w.tasks) == 0 {
+			w.mu.Unlock()
+			w.cond.Broadcast()
+			return
+		}
+		t := w.tasks[len(w.tasks)-1]
+		w.tasks = w.tasks[:len(w.tasks)-1]
+		w.active++
+		w.mu.Unlock()
+
+		if w.ctx.Err() == nil {
+			if t.list != "" {
+				w.list(t.list)
+			} else {
+				w.examine(t.dir, t.files)
+			}
+		} else if t.dir != nil && t.dir.left.Add(-1) == 0 {
+			syscall.Close(t.dir.fd)
+		}
+
+		w.mu.Lock()
+		w.active--
+		done := w.active == 0 && len(w.tasks) == 0
+		w.mu.Unlock()
+		if done {
+			w.cond.Broadcast()
+		}
+	}
+}
+
+func (w *walker) add(f walkFile) {
+	w.mu.Lock()
+	w.found = append(w.found, f)
+	w.mu.Unlock()
+}
+
+// list reads a directory: its subdirectories become tasks, its regular
+// files batches of tasks.
+func (w *walker) list(path string) {
+	fd, err := retryEINTR(func() (int, error) {
+		return syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		w.add(walkFile{path: w.name(path), walkErr: &fs.PathError{Op: "open", Path: path, Err: err}})
+		return
+	}
+	files, err := w.entries(fd, path)
+	if err != nil {
+		w.add(walkFile{path: w.name(path), walkErr: &fs.PathError{Op: "readdirent", Path: path, Err: err}})
+	}
+	if len(files) == 0 {
+		syscall.Close(fd)
+		return
+	}
+	d := &openDir{path: path, fd: fd}
+	d.left.Store(int32((len(files) + batch - 1) / batch))
+	for i := 0; i < len(files); i += batch {
+		w.push(walkTask{dir: d, files: files[i:min(i+batch, len(files))]})
+	}
+}
+
+// entries reads the directory open as fd: subdirectories are pushed as
+// tasks, the names of regular files returned. Symlinks are other names of
+// files the walk meets anyway (or of files outside the tree); the walk
+// does not follow them.
+func (w *walker) entries(fd int, path string) ([]string, error) {
+	var files []string
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := retryEINTR(func() (int, error) { return syscall.ReadDirent(fd, buf) })
+		if err != nil {
+			return files, err
+		}
+		if n <= 0 {
+			return files, nil
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:]))
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			typ, name := b[18], b[19:reclen]
+			if i := slices.Index(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			b = b[reclen:]
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			switch typeOf(path, string(name), typ) {
+			case syscall.DT_DIR:
+				w.push(walkTask{list: filepath.Join(path, string(name))})
+			case syscall.DT_REG:
+				files = append(files, string(name))
+			}
+		}
+	}
+}
+
+// typeOf is a directory entry's type, asked of the file system when the
+// directory does not record it (some file systems never do).
+func typeOf(dir, name string, typ byte) byte {
+	if typ != syscall.DT_UNKNOWN {
+		return typ
+	}
+	st, err := os.Lstat(filepath.Join(dir, name))
+	switch {
+	case err != nil:
+		return syscall.DT_UNKNOWN
+	case st.IsDir():
+		return syscall.DT_DIR
+	case st.Mode().IsRegular():
+		return syscall.DT_REG
+	}
+	return syscall.DT_UNKNOWN
+}
+
+// examine reads the ELF files among names, files of d.
+func (w *walker) examine(d *openDir, names []string) {
+	defer func() {
+		if d.left.Add(-1) == 0 {
+			syscall.Close(d.fd)
+		}
+	}()
+	for _, n := range names {
+		if w.ctx.Err() != nil {
+			return
+		}
+		if f, ok := w.examineFile(d, n); ok {
+			w.add(f)
+		}
+	}
+}
+
+// examineFile reads one file if it starts with the ELF magic; ok is false
+// for anything else and for a file gone since the listing. Opening it
+// costs three system calls where a full read costs six.
+func (w *walker) examineFile(d *openDir, name string) (walkFile, bool) {
+	fd, err := retryEINTR(func() (int, error) {
+		return syscall.Openat(d.fd, name, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	})
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			return walkFile{}, false
+		}
+		p := w.name(filepath.Join(d.path, name))
+		return walkFile{path: p, err: &fs.PathError{Op: "open", Path: p, Err: err}}, true
+	}
+	defer syscall.Close(fd)
+	var magic [4]byte
+	if n, err := retryEINTR(func() (int, error) { return syscall.Pread(fd, magic[:], 0) }); err != nil || n < 4 || string(magic[:]) != "\x7fELF" {
+		return walkFile{}, false
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size < 64 {
+		return walkFile{}, false
+	}
+	f := walkFile{path: w.name(filepath.Join(d.path, name)), id: [2]uint64{uint64(st.Dev), uint64(st.Ino)}}
+	// Read through the loader's cache: the closure of a root then starts
+	// from what was read here instead of reading the file again.
+	f.in, f.err = w.l.InfoFD(f.path, fd)
+	var fe *elfscan.FormatError
+	if errors.As(f.err, &fe) && fe.Path != f.path {
+		// The loader names files by absolute path; the report names the
+		// file as the walk found it.
+		named := *fe
+		named.Path = f.path
+		f.err = &named
+	}
+	return f, true
+}
+
+// results puts what the walk found in walk order and keeps the loadable
+// objects, each file once (another name of a file met before is left
+// out), recording the others on rep.
+func (w *walker) results(rep *Report) []string {
+	slices.SortFunc(w.found, func(a, b walkFile) int { return comparePaths(a.path, b.path) })
+	var out []string
+	seen := map[[2]uint64]bool{}
+	for _, f := range w.found {
+		if f.walkErr != nil {
+			rep.Errors = append(rep.Errors, FileError{Path: f.path, Error: f.walkErr.Error()})
+			continue
+		}
+		if f.id != ([2]uint64{}) {
+			if seen[f.id] {
+				continue
+			}
+			seen[f.id] = true
+		}
+		if classify(f.path, f.in, f.err, rep) {
+			out = append(out, f.path)
+		}
+	}
+	return out
+}
+
+// comparePaths orders paths as a depth-first walk that lists each
+// directory sorted meets them: component by component.
+func comparePaths(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] == b[i] {
+			continue
+		}
+		switch {
+		case a[i] == '/':
+			return -1
+		case b[i] == '/':
+			return 1
+		case a[i] < b[i]:
+			return -1
+		}
+		return 1
+	}
+	return len(a) - len(b)
+}
