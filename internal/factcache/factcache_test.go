@@ -1,0 +1,215 @@
+package factcache
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+type fact struct {
+	Inputs Inputs
+	Lines  []string
+}
+
+func TestSaveLoad(t *testing.T) {
+	d := At(filepath.Join(t.TempDir(), "facts"))
+	want := fact{Inputs: Capture([]string{"/", "/nonexistent-path"}), Lines: []string{"a", "b"}}
+	if err := d.Save("x", want); err != nil {
+		t.Fatal(err)
+	}
+	var got fact
+	if !d.Load("x", &got) || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("loaded %+v, want %+v", got, want)
+	}
+	if !got.Inputs.Stamps[1].Missing() || got.Inputs.Stamps[0].Missing() {
+		t.Errorf("stamps %+v: want / present, the other missing", got.Inputs.Stamps)
+	}
+	if d.Load("absent", &got) {
+		t.Error("an absent file loads")
+	}
+}
+
+// TestDamagedFileIsIgnored: a truncated file, a flipped byte, a file of
+// another version or of garbage never load, and saving again repairs.
+func TestDamagedFileIsIgnored(t *testing.T) {
+	d := At(t.TempDir())
+	if err := d.Save("x", fact{Lines: []string{"first", "second"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(d.Path(), "x")
+	good, _ := os.ReadFile(p)
+	damaged := map[string][]byte{
+		"truncated": good[:len(good)-3],
+		"flipped":   append(append([]byte(nil), good[:len(good)-2]...), good[len(good)-2]^1, good[len(good)-1]),
+		"version":   append([]byte("cudadeps facts 0\n"), good[len(magic):]...),
+		"garbage":   []byte("not a cache file at all"),
+		"empty":     nil,
+	}
+	for name, data := range damaged {
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var f fact
+		if d.Load("x", &f) {
+			t.Errorf("%s: loads as %+v", name, f)
+		}
+	}
+	if err := d.Save("x", fact{Lines: []string{"again"}}); err != nil {
+		t.Fatal(err)
+	}
+	var f fact
+	if !d.Load("x", &f) || len(f.Lines) != 1 {
+		t.Errorf("after saving again: %+v", f)
+	}
+}
+
+// TestUnwritableCache: saving fails with an error the caller may ignore;
+// loading finds nothing; neither panics nor blocks.
+func TestUnwritableCache(t *testing.T) {
+	base := t.TempDir()
+	blocker := filepath.Join(base, "file")
+	if err := os.WriteFile(blocker, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []Dir{{}, At(filepath.Join(blocker, "facts"))} {
+		if err := d.Save("x", fact{}); err == nil {
+			t.Errorf("%q: saved under a file", d.Path())
+		}
+		var f fact
+		if d.Load("x", &f) {
+			t.Errorf("%q: loaded", d.Path())
+		}
+	}
+}
+
+// TestUnchanged: the inputs hold until a file is rewritten (even to the
+// same size), replaced, removed, or a file appears in a directory.
+func TestUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "lib.so")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("aaaa")
+	past := time.Now().Add(-time.Hour)
+	settle := func() {
+		t.Helper()
+		for _, p := range []string{file, dir} {
+			if err := os.Chtimes(p, past, past); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	settle()
+	absent := filepath.Join(dir, "libnew.so")
+	capture := func() Inputs { return Capture([]string{dir, file, absent}) }
+	in := capture()
+	if !in.Unchanged() {
+		t.Fatal("changed without a change")
+	}
+	for name, change := range map[string]func(){
+		"rewritten":  func() { write("bbbb") },
+		"replaced":   func() { os.Remove(file); write("aaaa") },
+		"removed":    func() { os.Remove(file) },
+		"new file":   func() { os.WriteFile(absent, nil, 0o644) },
+		"mode":       func() { os.Chmod(file, 0o600) },
+		"timestamps": func() { os.Chtimes(file, past.Add(time.Second), past.Add(time.Second)) },
+	} {
+		write("aaaa")
+		os.Chmod(file, 0o644)
+		os.Remove(absent)
+		settle()
+		in := capture()
+		change()
+		if in.Unchanged() {
+			t.Errorf("%s: still unchanged", name)
+		}
+	}
+}
+
+// TestSettled: a fact whose inputs changed just now is not worth keeping.
+func TestSettled(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if Capture([]string{p}).Settled(time.Now(), 2*time.Second) {
+		t.Error("a file written now is settled")
+	}
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(p, old, old)
+	in := Capture([]string{p})
+	// The change time moved with Chtimes; only the modification time is old.
+	in.Stamps[0].Ctime = old.UnixNano()
+	if !in.Settled(time.Now(), 2*time.Second) {
+		t.Error("a file a minute old is not settled")
+	}
+}
+
+// TestConcurrentSaves: writers racing on one name leave a file that loads
+// as one of theirs, never a mix.
+func TestConcurrentSaves(t *testing.T) {
+	d := At(t.TempDir())
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lines := make([]string, 1000)
+			for j := range lines {
+				lines[j] = fmt.Sprint(i)
+			}
+			for range 5 {
+				_ = d.Save("x", fact{Lines: lines})
+			}
+		}()
+	}
+	wg.Wait()
+	var f fact
+	if !d.Load("x", &f) || len(f.Lines) != 1000 {
+		t.Fatalf("loaded %d lines", len(f.Lines))
+	}
+	for _, l := range f.Lines {
+		if l != f.Lines[0] {
+			t.Fatal("a mix of two writers")
+		}
+	}
+}
+
+func TestTrim(t *testing.T) {
+	d := At(t.TempDir())
+	for i := range 6 {
+		if err := d.Save(fmt.Sprintf("check-%d", i), fact{}); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(time.Duration(i-10) * time.Minute)
+		os.Chtimes(filepath.Join(d.Path(), fmt.Sprintf("check-%d", i)), at, at)
+	}
+	if err := d.Save("python-x", fact{}); err != nil {
+		t.Fatal(err)
+	}
+	d.Trim("check-", 2)
+	ents, _ := os.ReadDir(d.Path())
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if fmt.Sprint(names) != "[check-4 check-5 python-x]" {
+		t.Errorf("left %v, want the two newest checks and the other kind", names)
+	}
+}
+
+func TestKey(t *testing.T) {
+	if Key("check", "a", "bc") == Key("check", "ab", "c") {
+		t.Error("parts run together")
+	}
+	if Key("check", "a") == Key("python", "a") {
+		t.Error("kinds collide")
+	}
+}
