@@ -234,6 +234,25 @@ func (f *rootFS) listing(hostDir string) *dirListing {
 	return f.dirs.loadOrStore(hostDir, l)
 }
 
+// consulted lists the host paths whose state answers the loader gave
+// depend on: every directory it listed (a file added to or removed from it
+// changes it), every path it stat'ed.
+func (f *rootFS) consulted() []string {
+	var out []string
+	f.dirs.m.Range(func(k, _ any) bool {
+		out = append(out, k.(string))
+		return true
+	})
+	f.stats.m.Range(func(k, _ any) bool {
+		out = append(out, k.(string))
+		return true
+	})
+	for _, o := range f.mounted() {
+		out = append(out, o.wheel)
+	}
+	return out
+}
+
 // readDirNames lists a directory's names, unsorted.
 func readDirNames(dir string) ([]string, error) {
 	d, err := os.Open(dir)

@@ -32,6 +32,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -162,6 +163,63 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 		}
 	}
 	return l, nil
+}
+
+// Inputs lists the files and directories of this machine whose state the
+// loader's answers so far depend on: every directory it listed or
+// searched (a library added to an earlier search directory changes it),
+// every file it read or stat'ed, its configuration files and the dynamic
+// loaders it asked about themselves. Unchanged, they give the same
+// answers.
+func (l *Loader) Inputs() []string {
+	out := l.fs.consulted()
+	l.infos.m.Range(func(k, _ any) bool {
+		host := k.(string)
+		if wheel, _, ok := strings.Cut(host, "!/"); ok {
+			host = wheel
+		}
+		out = append(out, host)
+		return true
+	})
+	for _, guest := range []string{"/etc/ld.so.cache", "/etc/ld.so.preload"} {
+		if host, ok := l.fs.resolve(guest); ok {
+			out = append(out, host)
+		}
+	}
+	l.mu.Lock()
+	for _, a := range l.arches {
+		if a.Interp != "" {
+			if host, ok := l.fs.resolve(a.Interp); ok {
+				out = append(out, host)
+			}
+		}
+	}
+	l.mu.Unlock()
+	return out
+}
+
+// IsFile reports whether a regular file (or a link to one) is at the host
+// path, through the loader's cached directory listings: a question about a
+// search directory costs nothing more, and the directory counts among
+// the Inputs.
+func (l *Loader) IsFile(host string) bool {
+	st := l.fs.stat(host)
+	return st.exists && !st.dir
+}
+
+// Glob lists, sorted, the names in the host directory dir that match
+// pattern (path.Match), through the loader's cached directory listings;
+// the directory counts among the Inputs.
+func (l *Loader) Glob(dir, pattern string) []string {
+	ls := l.fs.listing(path.Clean(dir))
+	var out []string
+	for n := range ls.names {
+		if ok, _ := path.Match(pattern, n); ok {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Cache returns the ld.so.cache the loader uses (nil when there is none) and

@@ -252,16 +252,29 @@ func (r *Resolver) preload(file, item string, e Entry, sp string) string {
 }
 
 // match finds name (or the first file matching the pattern name) in dir.
+// On this host the loader's cached listings answer (and dir counts among
+// its Inputs); under a root, HostPath resolves the links inside it and
+// Lstat sees the file the root's own loader would open, never one a link
+// leads to outside the root.
 func (r *Resolver) match(dir, name string) string {
+	if r.l.Root() != "" {
+		return r.matchInRoot(dir, name)
+	}
 	if !strings.ContainsAny(name, "*[") {
-		// Under a root, HostPath resolves the links inside it: Lstat sees
-		// the file the root's own loader would open, never one a link
-		// leads to outside the root.
-		stat := os.Stat
-		if r.l.Root() != "" {
-			stat = os.Lstat
+		if r.l.IsFile(r.l.HostPath(path.Join(dir, name))) {
+			return path.Join(dir, name)
 		}
-		if st, err := stat(r.l.HostPath(path.Join(dir, name))); err == nil && st.Mode().IsRegular() {
+		return ""
+	}
+	if m := r.l.Glob(r.l.HostPath(dir), name); len(m) > 0 {
+		return path.Join(dir, m[0])
+	}
+	return ""
+}
+
+func (r *Resolver) matchInRoot(dir, name string) string {
+	if !strings.ContainsAny(name, "*[") {
+		if st, err := os.Lstat(r.l.HostPath(path.Join(dir, name))); err == nil && st.Mode().IsRegular() {
 			return path.Join(dir, name)
 		}
 		return ""
@@ -274,9 +287,16 @@ func (r *Resolver) match(dir, name string) string {
 	return path.Join(dir, filepath.Base(m[0]))
 }
 
+// exists reports whether something matches the pattern guest, whose last
+// element only may be a pattern on this host.
 func (r *Resolver) exists(guest string) bool {
-	m, err := filepath.Glob(r.l.HostPath(guest))
-	return err == nil && len(m) > 0
+	host := r.l.HostPath(guest)
+	dir, pattern := filepath.Split(host)
+	if r.l.Root() != "" || strings.ContainsAny(dir, "*?[") {
+		m, err := filepath.Glob(host)
+		return err == nil && len(m) > 0
+	}
+	return len(r.l.Glob(dir, pattern)) > 0
 }
 
 // readNotes reads an object's dlopen notes once; a file whose notes cannot
