@@ -78,6 +78,11 @@ func (p *Prefix) ProbesDir() string { return filepath.Join(p.dir, "probes") }
 
 func (p *Prefix) recordsDir() string { return filepath.Join(p.dir, "activations") }
 
+// RecordsDir is where the activation records are kept: what the loader
+// is made to search (the activation script's directories) follows from
+// them.
+func (p *Prefix) RecordsDir() string { return p.recordsDir() }
+
 // RecordFile is where the record of a target (its key) is kept.
 func (p *Prefix) RecordFile(target string) string {
 	sum := sha256.Sum256([]byte(target))

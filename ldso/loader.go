@@ -63,6 +63,10 @@ type Options struct {
 	// NoProbe stops the loader from running the host's ld.so --help to
 	// learn its configuration; the layout of the root is used instead.
 	NoProbe bool
+	// OnNew, when set, is called with every loader New makes with these
+	// options: a caller that does not make the loader itself can still
+	// ask it for its Inputs.
+	OnNew func(*Loader)
 }
 
 // Loader models the dynamic loader of one system (the host or a root). It is
@@ -161,6 +165,9 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 		default:
 			l.preloadFileNames = parsePreloadFile(data)
 		}
+	}
+	if opts.OnNew != nil {
+		opts.OnNew(l)
 	}
 	return l, nil
 }

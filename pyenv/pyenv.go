@@ -41,6 +41,10 @@ type Env struct {
 	// on sys.path (not in a virtual environment, nor with -s).
 	UserSite        string `json:"user_site,omitempty"`
 	UserSiteEnabled bool   `json:"user_site_enabled,omitempty"`
+	// Inputs are the paths the interpreter's answer depends on (every
+	// sys.path entry, existing or not, its .pth files, pyvenv.cfg, the
+	// user site directory), for DiscoverCached.
+	Inputs []string `json:"inputs,omitempty"`
 
 	files files
 }
@@ -71,15 +75,25 @@ for key in ("purelib", "platlib"):
     p = sysconfig.get_paths().get(key)
     if p and os.path.isdir(p):
         dirs.append(os.path.abspath(p))
+inputs = [os.path.abspath(p) for p in sys.path if p]
 user_site, user_enabled = "", False
 try:
     u = site.getusersitepackages()
     user_site, user_enabled = os.path.abspath(u), bool(site.ENABLE_USER_SITE)
+    inputs.append(u)
     if site.ENABLE_USER_SITE and os.path.isdir(u):
         dirs.append(os.path.abspath(u))
 except Exception:
     pass
+for d in set(dirs + inputs):
+    try:
+        inputs += [os.path.join(d, n) for n in os.listdir(d) if n.endswith(".pth")]
+    except OSError:
+        pass
+for d in (os.path.dirname(sys.executable), os.path.dirname(os.path.dirname(sys.executable))):
+    inputs.append(os.path.join(d, "pyvenv.cfg"))
 print(json.dumps({
+    "inputs": inputs,
     "executable": sys.executable,
     "prefix": sys.prefix,
     "base_prefix": sys.base_prefix,

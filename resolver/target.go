@@ -12,6 +12,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/bind"
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
 	"github.com/cudadeps/cudadeps/pymeta"
@@ -66,6 +67,9 @@ type TargetOptions struct {
 	// Root is the system SiteDir belongs to (--root; "" for this host):
 	// its files are read as that system sees them.
 	Root string
+	// Cache keeps what the interpreter said while nothing it depends on
+	// changes (the zero Dir: ask every time).
+	Cache factcache.Dir
 }
 
 // FindTarget decides what arg names: a wheel file, a directory, an ELF file,
@@ -99,7 +103,7 @@ func FindTarget(ctx context.Context, arg string, opts TargetOptions) (*Target, e
 	if opts.SiteDir != "" {
 		env, err = pyenv.FromSiteDir(opts.SiteDir, opts.Root)
 	} else {
-		env, err = pyenv.Discover(ctx, opts.Python)
+		env, err = pyenv.DiscoverCached(ctx, opts.Python, opts.Cache)
 	}
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/plan"
 	"github.com/cudadeps/cudadeps/resolver"
 )
@@ -75,7 +76,7 @@ func (a *app) runApply(cmd *cobra.Command, args []string, f resolveFlags) error 
 		return err
 	}
 	arg := applyTargetArg(p, args)
-	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root})
+	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root, Cache: factcache.Open()})
 	if err != nil {
 		return err
 	}

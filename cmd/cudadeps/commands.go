@@ -16,5 +16,6 @@ func (a *app) commands() []*cobra.Command {
 		a.configCommand(),
 		a.mirrorCommand(),
 		a.applyCommand(),
+		a.checkCommand(),
 	}
 }

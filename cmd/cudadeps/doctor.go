@@ -13,6 +13,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/doctor"
 	"github.com/cudadeps/cudadeps/gpuarch"
+	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
@@ -191,7 +192,7 @@ func (a *app) printDoctor(rep *doctor.Report) error {
 // doctorTarget fills in what doctor examines for TARGET and returns the
 // interpreter that loads it (python unless a distribution names another).
 func doctorTarget(ctx context.Context, arg, python string, opts *doctor.Options) (string, error) {
-	t, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: python})
+	t, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: python, Cache: factcache.Open()})
 	if err != nil {
 		return "", usageError("%v", err)
 	}

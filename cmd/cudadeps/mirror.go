@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/humansize"
 	"github.com/cudadeps/cudadeps/mirror"
 	"github.com/cudadeps/cudadeps/plan"
@@ -85,7 +86,7 @@ func (a *app) runMirror(cmd *cobra.Command, dir string, f mirrorFlags) error {
 		if f.siteDir != "" && f.python != "" {
 			return usageError("--python and --site-packages exclude each other")
 		}
-		t, err := resolver.FindTarget(ctx, f.target, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root})
+		t, err := resolver.FindTarget(ctx, f.target, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root, Cache: factcache.Open()})
 		if err != nil {
 			return err
 		}

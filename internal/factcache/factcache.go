@@ -82,7 +82,7 @@ type Inputs struct {
 
 // Capture stats every path (duplicates once), several at a time.
 func Capture(paths []string) Inputs {
-	ps := slices.Clone(paths)
+	ps := slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return p == "" })
 	sort.Strings(ps)
 	ps = slices.Compact(ps)
 	in := Inputs{Paths: ps, Stamps: make([]Stamp, len(ps))}
@@ -125,6 +125,17 @@ func (in Inputs) Settled(since time.Time, margin time.Duration) bool {
 		}
 	}
 	return true
+}
+
+// Newest names the input changed last.
+func (in Inputs) Newest() string {
+	newest, at := "", int64(0)
+	for i, s := range in.Stamps {
+		if t := max(s.Mtime, s.Ctime); t > at {
+			newest, at = in.Paths[i], t
+		}
+	}
+	return newest
 }
 
 // parallel calls fn for 0..n-1 from several goroutines until fn returns

@@ -1,0 +1,224 @@
+// Package check answers whether a target loads whole, within a time budget and from cache while nothing the answer depends on has changed: the question a job prologue asks on every job.
+//
+// The answer is the resolver's own analysis (resolver.Analyze, the dry run
+// of resolve without the network), as a list of problems. It is kept in
+// the cache (internal/factcache) with the stat of every file and directory
+// the analysis read or searched, and given again while each of them stats
+// the same: a no-op check of a healthy environment is then a few thousand
+// stat calls.
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cudadeps/cudadeps/activation"
+	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/resolver"
+)
+
+// Options say what to check and how.
+type Options struct {
+	// Target is an installed distribution's name, a directory, an ELF
+	// file or a wheel, as resolve takes it.
+	Target string
+	// Python and SiteDir find a distribution, as for resolve.
+	Python, SiteDir string
+	Loader          ldso.Options
+	// Catalog loads the catalog, when the analysis has to run.
+	Catalog func(context.Context) (*catalog.Catalog, error)
+	// Prefix is the cudadeps prefix whose activation counts ("" for the
+	// default one).
+	Prefix string
+	// Timeout bounds the whole check (no bound when 0).
+	Timeout time.Duration
+	// Cache keeps answers; the zero Dir keeps none.
+	Cache factcache.Dir
+	// Key are more things the answer depends on (the command line, the
+	// settings in force); Inputs more files (config files, catalogs).
+	Key    []string
+	Inputs []string
+	Logger *slog.Logger
+}
+
+// Result is the answer.
+type Result struct {
+	// Target describes what was checked.
+	Target   string             `json:"target"`
+	OK       bool               `json:"ok"`
+	Problems []resolver.Problem `json:"problems"`
+	// Cached is set when nothing the answer depends on changed since it
+	// was last computed.
+	Cached bool `json:"cached"`
+}
+
+// ErrTimeout is returned when the check did not end within its budget.
+var ErrTimeout = errors.New("check did not finish in time")
+
+// Run answers whether the target loads whole.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Timeout <= 0 {
+		return run(ctx, opts)
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	type answer struct {
+		r   *Result
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := run(ctx, opts)
+		done <- answer{r, err}
+	}()
+	// A file system that hangs (a dead network mount) holds a goroutine in
+	// a system call that no context interrupts: the budget is kept here,
+	// whatever it is doing.
+	select {
+	case a := <-done:
+		if a.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w (%s)", ErrTimeout, opts.Timeout)
+		}
+		return a.r, a.err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w (%s)", ErrTimeout, opts.Timeout)
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// verdict is a cached answer.
+type verdict struct {
+	Key    string
+	Inputs factcache.Inputs
+	Result Result
+}
+
+// settleMargin: inputs changed more recently than this before the check
+// began may change again without changing their stamps; an answer that
+// depends on them is not kept.
+const settleMargin = 2 * time.Second
+
+// keep bounds the answers kept, one per target and environment.
+const keep = 64
+
+func run(ctx context.Context, opts Options) (*Result, error) {
+	key := strings.Join(keyParts(opts), "\x00")
+	name := factcache.Key("check", key)
+	var v verdict
+	if opts.Cache.Load(name, &v) && v.Key == key && v.Inputs.Unchanged() {
+		r := v.Result
+		r.Cached = true
+		return &r, nil
+	}
+	start := time.Now()
+	r, inputs, err := analyze(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if inputs == nil {
+		return r, nil
+	}
+	v = verdict{Key: key, Inputs: factcache.Capture(inputs), Result: *r}
+	switch {
+	case opts.Cache.Path() == "":
+	case !v.Inputs.Settled(start, settleMargin):
+		opts.Logger.Debug("answer not cached: its inputs changed moments ago", "newest", v.Inputs.Newest())
+	default:
+		if err := opts.Cache.Save(name, v); err != nil {
+			opts.Logger.Debug("answer not cached", "error", err)
+		}
+		opts.Cache.Trim("check-", keep)
+	}
+	return r, nil
+}
+
+// analyze runs the resolver's analysis and lists its inputs; none for a
+// directory or a wheel, whose walk the inputs do not cover (a file added
+// deep in a tree changes no directory the loader looked at).
+func analyze(ctx context.Context, opts Options) (*Result, []string, error) {
+	t, err := resolver.FindTarget(ctx, opts.Target, resolver.TargetOptions{Python: opts.Python, SiteDir: opts.SiteDir, Cache: opts.Cache})
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, err := opts.Catalog(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	prefix, err := activation.Open(opts.Prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := resolver.Analyze(ctx, t, resolver.Options{Loader: opts.Loader, Catalog: cat, Prefix: prefix, Logger: opts.Logger})
+	if err != nil {
+		return nil, nil, err
+	}
+	problems := a.Problems()
+	r := &Result{Target: t.Describe(), OK: len(problems) == 0, Problems: problems}
+	if r.Problems == nil {
+		r.Problems = []resolver.Problem{}
+	}
+	if t.Kind != resolver.KindPython && t.Kind != resolver.KindFile {
+		return r, nil, nil
+	}
+	inputs := append(a.Inputs(), opts.Inputs...)
+	if t.Python != nil {
+		inputs = append(inputs, t.Python.Inputs...)
+		inputs = append(inputs, t.Python.Interpreter, t.Python.Executable, t.Python.RealExec)
+	}
+	if exe, err := os.Executable(); err == nil {
+		inputs = append(inputs, exe) // the catalog and the rules are in it
+	}
+	return r, inputs, nil
+}
+
+// keyParts are what the answer depends on besides files: the machine, the
+// working directory (a relative target), the options and the environment
+// the loader and the interpreter read.
+func keyParts(opts Options) []string {
+	host, _ := os.Hostname()
+	wd, _ := os.Getwd()
+	parts := []string{"host=" + host, "wd=" + wd, "target=" + opts.Target, "python=" + opts.Python, "site=" + opts.SiteDir,
+		"root=" + opts.Loader.Root, "prefix=" + opts.Prefix}
+	if opts.Loader.LDLibraryPath != nil {
+		parts = append(parts, "ld-library-path="+*opts.Loader.LDLibraryPath)
+	}
+	if opts.Loader.PreloadSet {
+		parts = append(parts, "preload="+strings.Join(opts.Loader.Preload, ":"))
+	}
+	parts = append(parts, opts.Key...)
+	return append(parts, environ()...)
+}
+
+// environ is the part of the environment the answer depends on, sorted:
+// what the loader reads (LD_LIBRARY_PATH, LD_PRELOAD, GLIBC_TUNABLES, ...),
+// what finds the interpreter and its paths, and cudadeps' own settings.
+func environ() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(name, "LD_"), strings.HasPrefix(name, "PYTHON"), strings.HasPrefix(name, "CUDADEPS_"),
+			strings.HasPrefix(name, "XDG_"), slices.Contains([]string{"GLIBC_TUNABLES", "PATH", "HOME", "VIRTUAL_ENV", "CONDA_PREFIX"}, name):
+			out = append(out, kv)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

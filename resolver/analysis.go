@@ -1,0 +1,272 @@
+package resolver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cudadeps/cudadeps/activation"
+	"github.com/cudadeps/cudadeps/declared"
+	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/scan"
+)
+
+// Analysis is what a dry run finds out about a target, without the
+// network: the outcome resolve --dry-run reports, with the scan behind it.
+type Analysis struct {
+	Outcome *Outcome
+	Report  *scan.Report
+	loaders []*ldso.Loader
+	prefix  *activation.Prefix
+}
+
+// Analyze runs Resolve as a dry run that uses no network: the same scan,
+// needs, declared distributions, placement and checks as `resolve
+// --dry-run`, planned from the catalog alone (no package index, no
+// download client, no import check).
+func Analyze(ctx context.Context, t *Target, opts Options) (*Analysis, error) {
+	opts.DryRun, opts.Verify, opts.Check = true, false, ""
+	opts.Source, opts.Index, opts.Client, opts.Confirm = SourceNVIDIA, nil, nil, nil
+	a := &Analysis{prefix: opts.Prefix}
+	opts.Loader.OnNew = func(l *ldso.Loader) { a.loaders = append(a.loaders, l) }
+	out, err := Resolve(ctx, t, opts)
+	if err != nil {
+		return nil, err
+	}
+	a.Outcome, a.Report = out, out.FinalScan
+	return a, nil
+}
+
+// ProblemKind says what is wrong.
+type ProblemKind string
+
+// The kinds of problem a target can have.
+const (
+	ProblemMissing   ProblemKind = "missing"          // a library the loader (or a run-time open) does not find
+	ProblemDriver    ProblemKind = "driver"           // the GPU driver's library is not found
+	ProblemWrongCopy ProblemKind = "wrong_copy"       // another copy than the package's is found first
+	ProblemFiles     ProblemKind = "missing_files"    // a required distribution lacks files its RECORD lists
+	ProblemDist      ProblemKind = "distribution"     // a declared NVIDIA distribution is absent, damaged or at another version
+	ProblemVersion   ProblemKind = "version"          // a symbol version the provider lacks
+	ProblemSymbol    ProblemKind = "undefined_symbol" // a reference nothing in scope defines
+	ProblemCheck     ProblemKind = "check"            // a check the loader does not make but the package fails
+)
+
+// Problem is one reason a target is not whole.
+type Problem struct {
+	Kind ProblemKind `json:"kind"`
+	// Subject is what it is about: a soname, a distribution, an object.
+	Subject string `json:"subject"`
+	Detail  string `json:"detail"`
+}
+
+// String is the problem on one line.
+func (p Problem) String() string {
+	return fmt.Sprintf("%s %s: %s", p.Kind, p.Subject, p.Detail)
+}
+
+// Problems lists what keeps the target from loading whole, in a stable
+// order: missing libraries, wrong copies, declared distributions not in
+// place, distributions missing files, version errors, undefined symbols,
+// then the checks. None means whole.
+func (a *Analysis) Problems() []Problem {
+	out := a.missing()
+	o := a.Outcome
+	for _, u := range o.Unresolved {
+		if u.Kind == UnresolvedShadowed {
+			out = append(out, Problem{ProblemWrongCopy, u.Soname, strings.TrimPrefix(u.Reason, u.Soname+": ")})
+		}
+	}
+	stated := map[string]bool{}
+	if cl := o.Distributions; cl != nil {
+		for _, d := range cl.Dists {
+			stated[d.Name] = true
+			if d.NeedsRestore() || d.State == declared.OtherVersion {
+				out = append(out, Problem{ProblemDist, d.Name, distDetail(d)})
+			}
+		}
+	}
+	for _, line := range o.Incomplete {
+		name, rest, _ := strings.Cut(line, " ")
+		if !stated[normalizeName(name)] {
+			out = append(out, Problem{ProblemFiles, name, rest})
+		}
+	}
+	for _, v := range o.VersionErrors {
+		if !v.Weak {
+			out = append(out, Problem{ProblemVersion, v.Version, v.Message})
+		}
+	}
+	out = append(out, a.undefined()...)
+	for _, c := range o.Checks {
+		out = append(out, Problem{ProblemCheck, o.Target.Name, c})
+	}
+	return out
+}
+
+// distDetail says what is wrong with a declared distribution.
+func distDetail(d *declared.Dist) string {
+	s := string(d.State)
+	if d.Version != "" {
+		s += ", wanted at " + d.Version
+	}
+	if d.Detail != "" {
+		s += ": " + d.Detail
+	}
+	return s
+}
+
+// missing are the round's needs, each with who needs it.
+func (a *Analysis) missing() []Problem {
+	var out []Problem
+	if len(a.Outcome.Rounds) == 0 {
+		return nil
+	}
+	driver := map[string]bool{}
+	for _, u := range a.Outcome.Unresolved {
+		driver[u.Soname] = u.Kind == UnresolvedDriver
+	}
+	for _, n := range a.Outcome.Rounds[0].Missing {
+		kind := ProblemMissing
+		if driver[n.Soname] {
+			kind = ProblemDriver
+		}
+		detail := "needed by " + firstOf(n.NeededBy)
+		switch {
+		case n.Restore:
+			detail = "its file is gone from " + firstOf(n.NeededBy)
+		case n.Runtime:
+			detail = "opened at run time by " + firstOf(n.NeededBy)
+		}
+		out = append(out, Problem{kind, n.Soname, detail})
+	}
+	return out
+}
+
+// undefined are the strong references that would not bind, once each.
+func (a *Analysis) undefined() []Problem {
+	if a.Report == nil {
+		return nil
+	}
+	var out []Problem
+	seen := map[scan.UndefinedSymbol]bool{}
+	for _, r := range a.Report.Roots {
+		for _, u := range r.UndefinedSymbols {
+			if !seen[u] {
+				seen[u] = true
+				out = append(out, Problem{ProblemSymbol, u.Symbol, u.Message()})
+			}
+		}
+	}
+	return out
+}
+
+// firstOf names the first of list and how many more there are.
+func firstOf(list []string) string {
+	switch len(list) {
+	case 0:
+		return "(unknown)"
+	case 1:
+		return list[0]
+	}
+	return fmt.Sprintf("%s and %d more", list[0], len(list)-1)
+}
+
+// Inputs lists the files and directories whose state the analysis
+// depends on: what the loader model read and searched; for a Python
+// target, the site directories, every distribution's metadata, the
+// directories of every file the target's and its requirements' RECORDs
+// list (whose presence decides what is missing), up to their site
+// directory, and every file of the declared NVIDIA distributions (whose
+// sizes decide whether they are damaged); the prefix's activation records.
+func (a *Analysis) Inputs() []string {
+	var out []string
+	for _, l := range a.loaders {
+		out = append(out, l.Inputs()...)
+	}
+	t := a.Outcome.Target
+	if t.Path != "" {
+		out = append(out, t.Path)
+	}
+	if t.Python != nil {
+		for _, site := range t.Python.SiteDirs {
+			out = append(out, metadataInputs(site)...)
+		}
+		for _, d := range append([]*pyenv.Dist{t.Dist}, t.Requires...) {
+			out = append(out, fileDirs(d)...)
+		}
+	}
+	if cl := a.Outcome.Distributions; cl != nil {
+		for _, d := range cl.Dists {
+			if d.Installed != nil {
+				out = append(out, d.Installed.InfoDir)
+				out = append(out, d.Installed.Files...)
+			}
+		}
+	}
+	if a.prefix != nil {
+		dir := a.prefix.RecordsDir()
+		out = append(out, a.prefix.Dir(), dir)
+		if ents, err := os.ReadDir(dir); err == nil {
+			for _, e := range ents {
+				out = append(out, filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// metadataInputs are a site directory, its files (.pth files change what
+// is importable) and every *.dist-info directory in it with its files.
+func metadataInputs(site string) []string {
+	out := []string{site}
+	ents, err := os.ReadDir(site)
+	if err != nil {
+		return out
+	}
+	for _, e := range ents {
+		p := filepath.Join(site, e.Name())
+		switch {
+		case e.Type().IsRegular():
+			out = append(out, p)
+		case e.IsDir() && strings.HasSuffix(e.Name(), ".dist-info"):
+			out = append(out, p)
+			if files, err := os.ReadDir(p); err == nil {
+				for _, f := range files {
+					out = append(out, filepath.Join(p, f.Name()))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// fileDirs are the directories of a distribution's files, each with its
+// parents up to the site directory: a file removed, or a directory
+// replaced by a link elsewhere, changes one of them. A file outside the
+// site directory (a script in bin/) counts by its own directory only.
+func fileDirs(d *pyenv.Dist) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range d.Files {
+		dir := filepath.Dir(f)
+		if !strings.HasPrefix(dir+"/", d.SiteDir+"/") {
+			if !seen[dir] {
+				seen[dir] = true
+				out = append(out, dir)
+			}
+			continue
+		}
+		for ; !seen[dir]; dir = filepath.Dir(dir) {
+			seen[dir] = true
+			out = append(out, dir)
+			if dir == d.SiteDir {
+				break
+			}
+		}
+	}
+	return out
+}
