@@ -66,11 +66,16 @@ var ErrTimeout = errors.New("check did not finish in time")
 
 // Run answers whether the target loads whole.
 func Run(ctx context.Context, opts Options) (*Result, error) {
+	return runWithin(ctx, opts, settleMargin)
+}
+
+// runWithin is Run with the margin answers must be settled by.
+func runWithin(ctx context.Context, opts Options, margin time.Duration) (*Result, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Timeout <= 0 {
-		return run(ctx, opts)
+		return run(ctx, opts, margin)
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
@@ -80,7 +85,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		r, err := run(ctx, opts)
+		r, err := run(ctx, opts, margin)
 		done <- answer{r, err}
 	}()
 	// A file system that hangs (a dead network mount) holds a goroutine in
@@ -115,7 +120,7 @@ const settleMargin = 2 * time.Second
 // keep bounds the answers kept, one per target and environment.
 const keep = 64
 
-func run(ctx context.Context, opts Options) (*Result, error) {
+func run(ctx context.Context, opts Options, margin time.Duration) (*Result, error) {
 	key := strings.Join(keyParts(opts), "\x00")
 	name := factcache.Key("check", key)
 	var v verdict
@@ -138,7 +143,7 @@ func run(ctx context.Context, opts Options) (*Result, error) {
 	v = verdict{Key: key, Inputs: factcache.Capture(inputs), Result: *r}
 	switch {
 	case opts.Cache.Path() == "":
-	case !v.Inputs.Settled(start, settleMargin):
+	case !v.Inputs.Settled(start, margin):
 		opts.Logger.Debug("answer not cached: its inputs changed moments ago", "newest", v.Inputs.Newest())
 	default:
 		if err := opts.Cache.Save(name, v); err != nil {

@@ -73,6 +73,7 @@ func TestCLIOneVocabulary(t *testing.T) {
 		schemaScan:           {"scan", lib, "--json", "--ld-library-path", ""},
 		schemaResolve:        {"resolve", ok, "--dry-run", "--json", "--ld-library-path", ""},
 		schemaStoreList:      {"store", "list", "--json", "--prefix", prefix},
+		schemaCheck:          {"check", lib, "--json", "--ld-library-path", "", "--prefix", prefix},
 		schemaUndo:           {"undo", "--yes", "--json", "--prefix", prefix},
 		schemaCatalogList:    {"catalog", "list", "--json"},
 		schemaCatalogWhich:   {"catalog", "which", "libcudss.so.0", "--platform", "linux-sbsa", "--cuda", "13", "--json"},

@@ -1,0 +1,265 @@
+package check
+
+import (
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/resolver"
+)
+
+func embedded(ctx context.Context) (*catalog.Catalog, error) {
+	return catalog.Load(ctx, catalog.LoadOptions{})
+}
+
+func noEnv() ldso.Options {
+	empty := ""
+	return ldso.Options{LDLibraryPath: &empty, PreloadSet: true}
+}
+
+// lib writes a shared object for this host.
+func lib(t *testing.T, path string, spec elfwrite.Spec) {
+	t.Helper()
+	spec.Machine = elf.EM_X86_64
+	if err := elfwrite.Write(path, spec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheckFile checks one library through every change that matters to
+// it, each time against the real loader: the answer comes from cache while
+// nothing changed, and is computed again, right, after a library is added
+// to a directory searched before the one it was found in, removed, made
+// unreadable as ELF, or when LD_LIBRARY_PATH or the cache itself change.
+func TestCheckFile(t *testing.T) {
+	ldsoPath, ok := lddtest.HostLoader()
+	lddtest.Need(t, ok, "no x86_64 ld.so")
+	dir := t.TempDir()
+	root := filepath.Join(dir, "pkg/libroot.so")
+	lib(t, root, elfwrite.Spec{Soname: "libroot.so", Needed: []string{"libx.so", "libc.so.6"}, RunPath: elfwrite.Str("$ORIGIN/first:$ORIGIN/second")})
+	lib(t, filepath.Join(dir, "pkg/second/libx.so"), elfwrite.Spec{Soname: "libx.so", Needed: []string{"libc.so.6"}})
+	if err := os.MkdirAll(filepath.Join(dir, "pkg/first"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cache := factcache.At(filepath.Join(dir, "cache"))
+	ctx := context.Background()
+	opts := Options{Target: root, Loader: noEnv(), Catalog: embedded, Cache: cache, Timeout: time.Minute}
+	ask := func(wantCached bool) *Result {
+		t.Helper()
+		r, err := runWithin(ctx, opts, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Cached != wantCached {
+			t.Fatalf("cached %v, want %v", r.Cached, wantCached)
+		}
+		want, err := lddtest.List(ctx, ldsoPath, root, []string{"LD_LIBRARY_PATH="})
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := want.Fatal == ""
+		for _, l := range want.Lines {
+			whole = whole && !l.NotFound
+		}
+		if r.OK != whole {
+			t.Fatalf("check says ok=%v with problems %v; ld.so:\n%s", r.OK, r.Problems, want.Raw)
+		}
+		return r
+	}
+	ask(false)
+	ask(true)
+
+	// Found first now: the directory searched in vain before changed.
+	lib(t, filepath.Join(dir, "pkg/first/libx.so"), elfwrite.Spec{Soname: "libx.so", Needed: []string{"libc.so.6"}})
+	ask(false)
+	ask(true)
+
+	os.Remove(filepath.Join(dir, "pkg/first/libx.so"))
+	os.Remove(filepath.Join(dir, "pkg/second/libx.so"))
+	r := ask(false)
+	if len(r.Problems) != 1 || r.Problems[0].Kind != resolver.ProblemMissing || r.Problems[0].Subject != "libx.so" {
+		t.Fatalf("problems %v, want libx.so missing", r.Problems)
+	}
+	ask(true)
+
+	// A file rewritten in place, same name: no longer a library.
+	lib(t, filepath.Join(dir, "pkg/second/libx.so"), elfwrite.Spec{Soname: "libx.so", Needed: []string{"libc.so.6"}})
+	ask(false)
+	if err := os.WriteFile(filepath.Join(dir, "pkg/second/libx.so"), []byte("\x7fELF but no more"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ask(false)
+
+	opts.Loader.LDLibraryPath = new(string)
+	*opts.Loader.LDLibraryPath = filepath.Join(dir, "pkg")
+	ask(false)
+	ask(true)
+
+	for _, e := range mustReadDir(t, cache.Path()) {
+		if err := os.WriteFile(filepath.Join(cache.Path(), e), []byte("damaged"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask(false)
+	ask(true)
+}
+
+// TestCheckPython checks a distribution of a real interpreter's environment
+// whose extension module needs a library of another distribution: whole,
+// then from cache; a file its RECORD lists removed, and it says which.
+func TestCheckPython(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	lddtest.Need(t, err == nil, "python3 is not installed")
+	dir := t.TempDir()
+	venv := filepath.Join(dir, "venv")
+	if out, err := exec.Command(py, "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
+		lddtest.Need(t, false, "python3 -m venv: %v: %s", err, out)
+	}
+	site := sitePackages(t, venv)
+	writeDist(t, site, "gpupkg", "1.0", []string{"libdep==2.0"}, map[string]elfwrite.Spec{
+		"gpupkg/_core.cpython-3-x86_64-linux-gnu.so": {Needed: []string{"libdep.so.2", "libc.so.6"}, RPath: elfwrite.Str("$ORIGIN/../libdep/lib")},
+	})
+	writeDist(t, site, "libdep", "2.0", nil, map[string]elfwrite.Spec{
+		"libdep/lib/libdep.so.2": {Soname: "libdep.so.2", Needed: []string{"libc.so.6"}},
+	})
+	cache := factcache.At(filepath.Join(dir, "cache"))
+	ctx := context.Background()
+	opts := Options{Target: "gpupkg", Python: filepath.Join(venv, "bin", "python3"), Loader: noEnv(), Catalog: embedded, Cache: cache}
+	for i, wantCached := range []bool{false, true} {
+		r, err := runWithin(ctx, opts, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK || r.Cached != wantCached {
+			t.Fatalf("run %d: ok %v cached %v, problems %v", i, r.OK, r.Cached, r.Problems)
+		}
+	}
+	if err := os.Remove(filepath.Join(site, "libdep/lib/libdep.so.2")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := runWithin(ctx, opts, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range r.Problems {
+		got = append(got, string(p.Kind)+" "+p.Subject)
+	}
+	if r.OK || r.Cached || !strings.Contains(strings.Join(got, "\n"), "missing libdep.so.2") || !strings.Contains(strings.Join(got, "\n"), "missing_files libdep") {
+		t.Fatalf("after removing libdep.so.2: ok %v cached %v, problems %q", r.OK, r.Cached, got)
+	}
+}
+
+// TestCheckWithoutCache: an unwritable cache, or none, still answers.
+func TestCheckWithoutCache(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "libroot.so")
+	lib(t, root, elfwrite.Spec{Soname: "libroot.so", Needed: []string{"libc.so.6"}})
+	blocker := filepath.Join(dir, "file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cache := range []factcache.Dir{{}, factcache.At(filepath.Join(blocker, "cache"))} {
+		for range 2 {
+			r, err := runWithin(context.Background(), Options{Target: root, Loader: noEnv(), Catalog: embedded, Cache: cache}, 0)
+			if err != nil || !r.OK || r.Cached {
+				t.Fatalf("cache %q: %+v, %v", cache.Path(), r, err)
+			}
+		}
+	}
+}
+
+// TestCheckTimeout: past its budget, check ends with ErrTimeout, whatever
+// the analysis is doing.
+func TestCheckTimeout(t *testing.T) {
+	slow := func(ctx context.Context) (*catalog.Catalog, error) {
+		time.Sleep(time.Second) // a catalog on a hung file system
+		return nil, errors.New("too late")
+	}
+	dir := t.TempDir()
+	root := filepath.Join(dir, "libroot.so")
+	lib(t, root, elfwrite.Spec{Soname: "libroot.so"})
+	start := time.Now()
+	_, err := Run(context.Background(), Options{Target: root, Loader: noEnv(), Catalog: slow, Timeout: 50 * time.Millisecond})
+	if !errors.Is(err, ErrTimeout) || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("after %s: %v, want ErrTimeout at once", time.Since(start), err)
+	}
+}
+
+func sitePackages(t *testing.T, venv string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(venv, "lib", "python3*", "site-packages"))
+	if len(m) != 1 {
+		t.Fatalf("site-packages of %s: %v", venv, m)
+	}
+	return m[0]
+}
+
+// writeDist installs a distribution as pip would: its files, METADATA and
+// a RECORD listing them.
+func writeDist(t *testing.T, site, name, version string, requires []string, objs map[string]elfwrite.Spec) {
+	t.Helper()
+	info := fmt.Sprintf("%s-%s.dist-info", name, version)
+	meta := fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\n", name, version)
+	for _, r := range requires {
+		meta += "Requires-Dist: " + r + "\n"
+	}
+	files := map[string][]byte{info + "/METADATA": []byte(meta)}
+	for p, spec := range objs {
+		spec.Machine = elf.EM_X86_64
+		b, err := elfwrite.Build(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[p] = b
+	}
+	var names []string
+	for p := range files {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	var record strings.Builder
+	for _, p := range names {
+		full := filepath.Join(site, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, files[p], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(files[p])
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", p, base64.RawURLEncoding.EncodeToString(sum[:]), len(files[p]))
+	}
+	fmt.Fprintf(&record, "%s/RECORD,,\n", info)
+	if err := os.WriteFile(filepath.Join(site, info, "RECORD"), []byte(record.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustReadDir(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
