@@ -43,7 +43,7 @@ func discoverCached(ctx context.Context, python string, cache factcache.Dir, mar
 	key := factcache.Key("python", append([]string{python, exe}, pythonEnviron()...)...)
 	var c cachedEnv
 	if cache.Load(key, &c) && c.Exe == exe && c.Inputs.Unchanged() {
-		return &c.Env, nil
+		return c.Env.remember(), nil
 	}
 	start := time.Now()
 	env, err := Discover(ctx, python)

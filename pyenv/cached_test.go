@@ -72,3 +72,16 @@ func TestDiscoverCached(t *testing.T) {
 	ask(4)
 	ask(4)
 }
+
+// TestRecordPaths: the short way of making a RECORD path absolute gives
+// what cleaning the joined path gives.
+func TestRecordPaths(t *testing.T) {
+	for _, site := range []string{"/venv/lib/python3.12/site-packages", "/", "/site/"} {
+		d := &Dist{SiteDir: site}
+		for _, p := range []string{"torch/lib/libtorch.so", "a", "../../../bin/torchrun", "./x/y", "x//y", "x/./y", "x/../y", "/abs/file", "x/", "..", ".", "x/.hidden/..y"} {
+			if got, want := d.path(p), filepath.Clean(filepath.Join(site, p)); got != want && !(filepath.IsAbs(p) && got == filepath.Clean(p)) {
+				t.Errorf("site %s, %q: %q, want %q", site, p, got, want)
+			}
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cudadeps/cudadeps/internal/rootfs"
@@ -47,6 +48,45 @@ type Env struct {
 	Inputs []string `json:"inputs,omitempty"`
 
 	files files
+	// read keeps the distributions read, by dist-info directory: finding
+	// the target and resolving its requirements read the same ones.
+	read *distMemo
+}
+
+type distMemo struct {
+	mu    sync.Mutex
+	dists map[string]*Dist
+	errs  map[string]error
+}
+
+// cachedDist reads the distribution of a dist-info directory once.
+func (e *Env) cachedDist(di distInfo) (*Dist, error) {
+	if e.read == nil {
+		return e.readDist(di.dir, di.site)
+	}
+	m := e.read
+	m.mu.Lock()
+	d, ok := m.dists[di.dir]
+	err := m.errs[di.dir]
+	m.mu.Unlock()
+	if ok || err != nil {
+		return d, err
+	}
+	d, err = e.readDist(di.dir, di.site)
+	m.mu.Lock()
+	if err != nil {
+		m.errs[di.dir] = err
+	} else {
+		m.dists[di.dir] = d
+	}
+	m.mu.Unlock()
+	return d, err
+}
+
+// remember makes e keep the distributions it reads.
+func (e *Env) remember() *Env {
+	e.read = &distMemo{dists: map[string]*Dist{}, errs: map[string]error{}}
+	return e
 }
 
 // Markers are the PEP 508 marker variables of an environment.
@@ -166,6 +206,7 @@ func Discover(ctx context.Context, python string) (*Env, error) {
 	}
 	env.FromPython = true
 	env.Interpreter = exe
+	env.remember()
 	env.SiteDirs = uniqueDirs(env.SiteDirs)
 	if real, err := filepath.EvalSymlinks(env.Executable); err == nil {
 		env.RealExec = real
@@ -195,7 +236,7 @@ func FromSiteDir(dir, root string) (*Env, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s: not a directory", dir)
 	}
-	return env, nil
+	return env.remember(), nil
 }
 
 func uniqueDirs(dirs []string) []string {
@@ -259,7 +300,7 @@ func (e *Env) Find(name string) (*Dist, error) {
 	want := pymeta.NormalizeName(name)
 	for _, di := range e.distInfoDirs() {
 		if di.name == want {
-			return e.readDist(di.dir, di.site)
+			return e.cachedDist(di)
 		}
 	}
 	return nil, fmt.Errorf("no installed distribution %q in %s", name, strings.Join(e.SiteDirs, ", "))
@@ -276,7 +317,7 @@ func (e *Env) Installed() (map[string]*Dist, []string) {
 		if out[di.name] != nil {
 			continue
 		}
-		d, err := e.readDist(di.dir, di.site)
+		d, err := e.cachedDist(di)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
@@ -376,9 +417,31 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 
 // path is the absolute path of a RECORD path.
 func (d *Dist) path(p string) string {
+	if isPlain(p) && d.SiteDir != "" && !strings.HasSuffix(d.SiteDir, "/") {
+		return d.SiteDir + "/" + p // what Join would make, without cleaning
+	}
 	p = filepath.FromSlash(p)
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(d.SiteDir, p)
 	}
 	return filepath.Clean(p)
+}
+
+// isPlain reports a relative slash-separated path that cleaning leaves as
+// it is: no empty, "." or ".." element. Most RECORD paths are.
+func isPlain(p string) bool {
+	if p == "" || p[0] == '/' || p[len(p)-1] == '/' {
+		return false
+	}
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		if el := p[start:i]; el == "" || el == "." || el == ".." {
+			return false
+		}
+		start = i + 1
+	}
+	return true
 }

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cudadeps/cudadeps/bind"
 	"github.com/cudadeps/cudadeps/elfscan"
@@ -308,42 +310,84 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 			}
 		}
 	}
+	// Each root is imported into a process of its own, as the loader model
+	// needs; the processes share the loader's and the binder's caches, and
+	// several are built at once.
+	results := make([]importResult, len(roots))
+	binder := bind.New()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(roots)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				results[i] = t.importRoot(ctx, l, roots[i], required, preloads, rt, binder)
+			}
+		}()
+	}
+	for i := range roots {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var out []*scan.Root
 	var errs []scan.FileError
-	binder := bind.New()
-	for _, root := range roots {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	for _, r := range results {
+		switch {
+		case r.err != nil:
+			return nil, r.err
+		case r.fileErr != nil:
+			errs = append(errs, *r.fileErr)
+		default:
+			out = append(out, r.root)
 		}
-		p, err := t.process(ctx, l, root)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range required {
-			// What another distribution's import misses is its own
-			// business; a foreign wheel's modules simply do not load.
-			_, _ = p.Dlopen(ctx, r)
-		}
-		for _, lib := range preloads {
-			_, _ = p.Dlopen(ctx, lib)
-		}
-		o, err := p.Dlopen(ctx, root)
-		if err != nil {
-			errs = append(errs, scan.FileError{Path: root, Error: err.Error()})
-			continue
-		}
-		root := scan.NewRoot(p.Reach(o))
-		if rt != nil {
-			scan.AddRuntimeOpens(ctx, rt, p, root)
-		}
-		if err := scan.BindImported(ctx, binder, p, o, root); err != nil {
-			return nil, err
-		}
-		out = append(out, root)
 	}
 	rep := scan.NewReport(out)
 	rep.Errors = errs
 	return rep, nil
+}
+
+// importResult is what importing one root gave.
+type importResult struct {
+	root    *scan.Root
+	fileErr *scan.FileError // the root cannot be loaded into the process
+	err     error
+}
+
+// importRoot loads root the way an import does, after the required
+// distributions' modules and the package's preloads.
+func (t *Target) importRoot(ctx context.Context, l *ldso.Loader, root string, required, preloads []string, rt *runtimeopen.Resolver, binder *bind.Binder) importResult {
+	p, err := t.process(ctx, l, root)
+	if err != nil {
+		return importResult{err: err}
+	}
+	for _, r := range required {
+		// What another distribution's import misses is its own
+		// business; a foreign wheel's modules simply do not load.
+		_, _ = p.Dlopen(ctx, r)
+	}
+	for _, lib := range preloads {
+		_, _ = p.Dlopen(ctx, lib)
+	}
+	o, err := p.Dlopen(ctx, root)
+	if err != nil {
+		return importResult{fileErr: &scan.FileError{Path: root, Error: err.Error()}}
+	}
+	r := scan.NewRoot(p.Reach(o))
+	if rt != nil {
+		scan.AddRuntimeOpens(ctx, rt, p, r)
+	}
+	if err := scan.BindImported(ctx, binder, p, o, r); err != nil {
+		return importResult{err: err}
+	}
+	return importResult{root: r}
 }
 
 // isExtensionModule tells a Python extension module (torch/_C.cpython-
