@@ -56,13 +56,13 @@ type Binder struct {
 	mu    sync.Mutex
 	files map[string]*file
 	all   []*file // by id - 1
-	syms  symbols
+	syms  *symbols
 	pages sync.Pool
 }
 
 // New returns an empty Binder.
 func New() *Binder {
-	return &Binder{files: map[string]*file{}, syms: symbols{ids: map[symbolKey]*symbol{}}}
+	return &Binder{files: map[string]*file{}, syms: newSymbols()}
 }
 
 func (b *Binder) file(path string) *file {
@@ -235,24 +235,10 @@ func (b *Binder) bindIn(m *file, todo []pending) (int, error) {
 	return bound, nil
 }
 
-// table is m's symbol table, read once and kept closed (its bloom filter
-// answers most questions without the file).
+// table is m's symbol table, kept closed (its bloom filter answers most
+// questions without the file).
 func (b *Binder) table(m *file) (*elfscan.SymbolTable, error) {
-	m.tableOnce.Do(func() {
-		ef, err := elfscan.Open(m.path)
-		if err != nil {
-			m.tableErr = err
-			return
-		}
-		defer ef.Close()
-		t, err := ef.SymbolTable()
-		if err != nil {
-			m.tableErr = err
-			return
-		}
-		t.Close()
-		m.table = t
-	})
+	b.read(m)
 	return m.table, m.tableErr
 }
 
@@ -272,27 +258,41 @@ func (b *Binder) close(t *elfscan.SymbolTable, fh *os.File, pages *elfscan.Pages
 	b.pages.Put(pages)
 }
 
-// readReferences reads the strong references of f once.
+// readReferences reads the strong references of f.
 func (b *Binder) readReferences(f *file) error {
+	b.read(f)
+	return f.err
+}
+
+// read reads, once, f's references and symbol table: a file is checked
+// and a member of scopes alike, and one opening parses its headers and
+// version records for both.
+func (b *Binder) read(f *file) {
 	f.once.Do(func() {
 		ef, err := elfscan.Open(f.path)
 		if err != nil {
-			f.err = err
+			f.err, f.tableErr = err, err
 			return
 		}
-		defer ef.Close()
 		pages := b.getPages()
 		ef.UsePages(pages)
-		refs, err := ef.References()
-		b.pages.Put(pages)
-		if err != nil {
+		defer func() {
+			ef.Close()
+			b.pages.Put(pages)
+		}()
+		if refs, err := ef.References(); err != nil {
 			f.err = err
-			return
+		} else {
+			f.refs = b.syms.intern(refs)
+			f.provider = make([]atomic.Int32, len(f.refs))
 		}
-		f.refs = b.syms.intern(refs)
-		f.provider = make([]atomic.Int32, len(f.refs))
+		if t, err := ef.SymbolTable(); err != nil {
+			f.tableErr = err
+		} else {
+			t.Close()
+			f.table = t
+		}
 	})
-	return f.err
 }
 
 // allowedTypes are the symbol types the loader takes as definitions: code

@@ -22,14 +22,13 @@ type file struct {
 	groups atomic.Pointer[groups]
 	stale  atomic.Bool
 
-	tableOnce sync.Once
-	table     *elfscan.SymbolTable // closed: reopened for lookups
-	tableErr  error
+	table    *elfscan.SymbolTable // closed: reopened for lookups
+	tableErr error
 
-	mu sync.Mutex
 	// known holds what lookups past the bloom filter found: whether this
-	// file defines each symbol asked.
-	known map[*symbol]bool
+	// file defines each symbol asked (*symbol → bool). A sync.Map: the
+	// files every scope holds (libc) are asked by every worker at once.
+	known sync.Map
 }
 
 // groups are a file's references by the file known to define them: a
@@ -103,20 +102,14 @@ func (f *file) summarize() {
 
 // knows says whether f was found to define symbol id, if it was asked.
 func (f *file) knows(s *symbol) (def, known bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	def, known = f.known[s]
-	return def, known
+	v, known := f.known.Load(s)
+	if !known {
+		return false, false
+	}
+	return v.(bool), true
 }
 
-func (f *file) learn(s *symbol, def bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.known == nil {
-		f.known = map[*symbol]bool{}
-	}
-	f.known[s] = def
-}
+func (f *file) learn(s *symbol, def bool) { f.known.Store(s, def) }
 
 func sortInt32(s []int32) {
 	// Insertion sort: the lists are short and nearly sorted.

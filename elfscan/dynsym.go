@@ -68,7 +68,7 @@ func (s *scanner) references() ([]Reference, error) {
 		ver = s.r.buffer(2 * chunk)
 		defer s.r.giveBack(ver)
 	}
-	out := make([]Reference, 0, min(relocated.count(), 4096))
+	out := make([]Reference, 0, min(relocated.count(), 256))
 	for first := uint64(0); first < count; first += refChunk {
 		n := min(refChunk, count-first)
 		if !relocated.any(first, first+n) {
@@ -348,8 +348,12 @@ func (s *scanner) symbolTable(pr *pagedReader) (*SymbolTable, error) {
 	return t, nil
 }
 
-// Close releases the table's pages.
-func (t *SymbolTable) Close() { t.pages.release() }
+// Close gives the table's pages back; a table kept after Close reads
+// nothing through them again (only Reopen copies read).
+func (t *SymbolTable) Close() {
+	t.pages.release()
+	t.pages.spare = nil
+}
 
 func (s *scanner) openGNU(addr uint64) (*gnuTable, error) {
 	off, err := s.vaddrToOffset(addr)

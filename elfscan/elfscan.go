@@ -146,6 +146,12 @@ type scanner struct {
 	is64  bool
 	f     *elf.File
 	progs []*elf.Prog
+
+	// The dynamic symbol table, once opened: References and SymbolTable
+	// of one File open it once.
+	symtab     *symtab
+	symtabErr  error
+	symtabDone bool
 }
 
 func newScanner(r *pagedReader, size int64, name string, skipSections bool) (*scanner, error) {

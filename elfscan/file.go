@@ -19,7 +19,10 @@ type File struct {
 	name   string
 	closer io.Closer
 	pages  *Pages
-	stats  Stats
+	// pr reads for every question; scanners are the headers parsed, with
+	// and without the section headers, kept for the next question.
+	pr       *pagedReader
+	scanners [2]*scanner
 }
 
 // Open opens the regular file at path; Close closes it.
@@ -70,12 +73,47 @@ func OpenMember(archive io.ReaderAt, m *zip.File) (*File, error) {
 
 // UsePages makes the reads of f take their page buffers from p and give
 // them back when each read ends, so that reading many files one after
-// another does not allocate and clear every page anew. p serves one read
-// at a time.
-func (f *File) UsePages(p *Pages) { f.pages = p }
+// another does not allocate and clear every page anew. p must serve f
+// alone until f's last read.
+func (f *File) UsePages(p *Pages) {
+	f.pages = p
+	if f.pr != nil {
+		f.pr.spare = p
+	}
+}
 
 // Stats counts what the reads of f cost so far.
-func (f *File) Stats() Stats { return f.stats }
+func (f *File) Stats() Stats {
+	if f.pr == nil {
+		return Stats{}
+	}
+	return f.pr.stats
+}
+
+// reader is f's paged reader.
+func (f *File) reader() *pagedReader {
+	if f.pr == nil {
+		f.pr = newPagedReader(f.r, f.size).withPages(f.pages)
+	}
+	return f.pr
+}
+
+// scanner parses f's headers once for each way of reading them.
+func (f *File) scanner(skipSections bool) (*scanner, error) {
+	i := 0
+	if skipSections {
+		i = 1
+	}
+	if f.scanners[i] != nil {
+		return f.scanners[i], nil
+	}
+	s, err := startScanner(f.reader(), f.size, f.name, skipSections)
+	if err != nil {
+		return nil, err
+	}
+	f.scanners[i] = s
+	return s, nil
+}
 
 // Close releases the file.
 func (f *File) Close() error {
@@ -138,21 +176,7 @@ func (f *File) References() ([]Reference, error) {
 // table; the table reads through f until its Close. An object without a
 // symbol table or a hash table has a table that defines nothing.
 func (f *File) SymbolTable() (t *SymbolTable, err error) {
-	pr := newPagedReader(f.r, f.size).withPages(f.pages)
-	defer func() {
-		if p := recover(); p != nil {
-			t, err = nil, &FormatError{Path: f.name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
-		}
-		if err != nil {
-			f.stats.add(pr.stats)
-			pr.release()
-		}
-	}()
-	s, err := startScanner(pr, f.size, f.name, true)
-	if err != nil {
-		return nil, err
-	}
-	return s.symbolTable(pr)
+	return withScanner(f, true, func(s *scanner) (*SymbolTable, error) { return s.symbolTable(f.reader()) })
 }
 
 // DlopenNotes reads the dlopen notes of the object: from its SHT_NOTE
@@ -168,15 +192,9 @@ type Stats struct {
 	Reads     int
 }
 
-func (s *Stats) add(o Stats) {
-	s.BytesRead += o.BytesRead
-	s.Reads += o.Reads
-}
-
 // withScanner checks the ELF magic of f, prepares a scanner over it and
 // runs fn, counting what was read.
 func withScanner[T any](f *File, skipSections bool, fn func(*scanner) (T, error)) (out T, err error) {
-	pr := newPagedReader(f.r, f.size).withPages(f.pages)
 	defer func() {
 		// debug/elf and our own walk are bounds-checked; this is a last line of
 		// defence so that a hostile file can never crash a scan of a whole tree.
@@ -184,10 +202,11 @@ func withScanner[T any](f *File, skipSections bool, fn func(*scanner) (T, error)
 			var zero T
 			out, err = zero, &FormatError{Path: f.name, Msg: fmt.Sprintf("unreadable structure (%v)", p)}
 		}
-		f.stats.add(pr.stats)
-		pr.release()
+		// The page buffers go back after each question; the parsed
+		// headers stay for the next.
+		f.reader().release()
 	}()
-	s, err := startScanner(pr, f.size, f.name, skipSections)
+	s, err := f.scanner(skipSections)
 	if err != nil {
 		return out, err
 	}

@@ -350,6 +350,15 @@ func (st *symtab) name(idx uint32) (string, error) {
 }
 
 func (s *scanner) openSymtab() (*symtab, error) {
+	if !s.symtabDone {
+		s.symtab, s.symtabErr = s.readSymtab()
+		s.symtabDone = true
+	}
+	return s.symtab, s.symtabErr
+}
+
+// readSymtab opens the dynamic symbol table, nil when there is none.
+func (s *scanner) readSymtab() (*symtab, error) {
 	t, ok, err := s.dynamicTags()
 	if err != nil || !ok || !t.haveSymtab {
 		return nil, err
@@ -491,6 +500,8 @@ func (s *scanner) symbolsFrom(st *symtab, keep SymbolFilter) ([]Symbol, error) {
 	if err := st.load(count); err != nil {
 		return nil, err
 	}
+	// The loaded tables serve this walk only.
+	defer func() { st.tab, st.strData, st.verData = nil, nil, nil }()
 	var out []Symbol
 	for i := uint64(1); i < count; i++ {
 		sym, ok, err := st.entry(i, keep)

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# gpu-env.sh CUDADEPS: the speed and memory table of docs/performance.md,
+# measured on the GPU machine over its real environment (python3's platlib:
+# torch 2.11 cu130, JAX with its CUDA 13 plugin, CuPy), in one run, logged
+# with the date to $OUT/gpu-env-DATE.log (a temporary directory when OUT is
+# unset). CUDADEPS is a built binary; the host needs bash, coreutils,
+# python3 and ldd; libtree is timed when installed.
+#
+# It measures, against the goals of the table:
+#   scan, loader only (16 processors, and GOMAXPROCS=1)   <= 0.08 s, >= 6x over one
+#   vs an ldd loop over the ELF files                     >= 80x
+#   vs a libtree loop                                     >= 10x
+#   scan, default (symbols, run-time opens)               <= 0.15 s
+#   vs ldd -r on every root, 16 at a time                 >= 50x
+#   resolve torch --dry-run, warm                         <= 0.1 s
+#   check torch, nothing changed since the last check     <= 0.03 s
+#   doctor torch, warm                                    <= 0.15 s
+#   peak RSS of the default scan (GOMEMLIMIT=off)         < 64 MiB
+# "Warm" is the second and later runs: the page cache and cudadeps' own
+# cache ($XDG_CACHE_HOME/cudadeps/facts, a fresh one here) hold the
+# environment.
+#
+# Usage: bash bench/gpu-env.sh CUDADEPS
+# Environment: OUT, PYTHON (default python3), SITE (default its platlib),
+# TARGET (default torch), RUNS (default 10), SLOW_RUNS (default 3).
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: $0 CUDADEPS" >&2; exit 2; }
+CUDADEPS=$(readlink -f "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/scanlib.sh"
+
+PYTHON=${PYTHON:-python3}
+SITE=${SITE:-$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')}
+TARGET=${TARGET:-torch}
+RUNS=${RUNS:-10}
+SLOW_RUNS=${SLOW_RUNS:-3}
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+LOG="$OUT/gpu-env-$(date -u +%Y%m%dT%H%M%SZ).log"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export XDG_CACHE_HOME="$work/cache"
+py=(--python "$(command -v "$PYTHON")")
+
+{
+  echo "== $(date -u +%Y-%m-%dT%H:%M:%SZ) $(hostname) $(uname -srm), $(nproc) processors"
+  echo "cudadeps: $("$CUDADEPS" --version 2>&1 | head -1)"
+  echo "python: $("$PYTHON" --version 2>&1), platlib $SITE"
+  echo "page cache warmed by one untimed scan of each kind first"
+  "$CUDADEPS" scan --quiet "$SITE" >/dev/null 2>&1 || true
+
+  echo
+  echo "== scan $SITE"
+  scan_table "$CUDADEPS" "$SITE" "$work" "$RUNS" "$SLOW_RUNS"
+
+  echo
+  echo "== $TARGET"
+  "$CUDADEPS" resolve "$TARGET" "${py[@]}" --dry-run >"$work/resolve.txt" 2>&1 || true
+  T_RESOLVE=$(median_wall "$RUNS" 1 "$CUDADEPS" resolve "$TARGET" "${py[@]}" --dry-run)
+  RSS_RESOLVE=$(peak_rss "$CUDADEPS" resolve "$TARGET" "${py[@]}" --dry-run)
+  T_DOCTOR=$(median_wall "$RUNS" 1 "$CUDADEPS" doctor "$TARGET" "${py[@]}")
+  s=$(date +%s%N)
+  "$CUDADEPS" check "$TARGET" "${py[@]}" >"$work/check.txt" 2>&1 && code=0 || code=$?
+  e=$(date +%s%N)
+  T_CHECK_FIRST=$(awk -v d=$((e - s)) 'BEGIN { printf "%.4f", d / 1e9 }')
+  # Inputs changed within two seconds of a check are not trusted to keep
+  # their stamps: the cached answer is only kept once they settle.
+  sleep 3
+  "$CUDADEPS" check "$TARGET" "${py[@]}" >/dev/null 2>&1 || true
+  T_CHECK=$(median_wall "$RUNS" 0 "$CUDADEPS" check "$TARGET" "${py[@]}")
+  cached=$("$CUDADEPS" check "$TARGET" "${py[@]}" --json 2>/dev/null | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["cached"])' || echo "?")
+  printf '  %-46s %9s s, peak RSS %s MiB\n' "resolve $TARGET --dry-run (warm)" "$T_RESOLVE" "$(awk -v k="$RSS_RESOLVE" 'BEGIN { printf "%.1f", k / 1024 }')"
+  printf '  %-46s %9s s\n' "doctor $TARGET (warm)" "$T_DOCTOR"
+  printf '  %-46s %9s s, exit %s\n' "check $TARGET, first" "$T_CHECK_FIRST" "$code"
+  printf '  %-46s %9s s (answered from cache: %s)\n' "check $TARGET, nothing changed" "$T_CHECK" "$cached"
+  echo "  check's answer:"
+  sed 's/^/    /' "$work/check.txt"
+  echo "  resolve --dry-run said:"
+  sed 's/^/    /' "$work/resolve.txt" | head -40
+
+  echo
+  echo "== against the goals"
+  verdict "scan, loader only <= 0.08 s ($T_LOADER)" "$T_LOADER <= 0.08"
+  verdict "scan, loader only >= 6x over one processor ($(ratio "$T_LOADER1" "$T_LOADER"))" "$T_LOADER1 >= 6 * $T_LOADER"
+  [ "$T_LDD" != nan ] && verdict "scan, loader only >= 80x an ldd loop ($(ratio "$T_LDD" "$T_LOADER"))" "$T_LDD >= 80 * $T_LOADER"
+  [ "$T_LIBTREE" != nan ] && verdict "scan, loader only >= 10x a libtree loop ($(ratio "$T_LIBTREE" "$T_LOADER"))" "$T_LIBTREE >= 10 * $T_LOADER"
+  verdict "scan, default <= 0.15 s ($T_DEFAULT)" "$T_DEFAULT <= 0.15"
+  [ "$T_LDDR" != nan ] && verdict "scan, default >= 50x ldd -r ($(ratio "$T_LDDR" "$T_DEFAULT"))" "$T_LDDR >= 50 * $T_DEFAULT"
+  verdict "resolve $TARGET --dry-run, warm <= 0.1 s ($T_RESOLVE)" "$T_RESOLVE <= 0.1"
+  verdict "check $TARGET, nothing changed <= 0.03 s ($T_CHECK)" "$T_CHECK <= 0.03"
+  verdict "doctor $TARGET, warm <= 0.15 s ($T_DOCTOR)" "$T_DOCTOR <= 0.15"
+  verdict "peak RSS of the default scan < 64 MiB" "$RSS_DEFAULT < 64 * 1024"
+} 2>&1 | tee "$LOG"
+echo "log: $LOG"
