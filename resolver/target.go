@@ -310,9 +310,31 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 			}
 		}
 	}
-	// Each root is imported into a process of its own, as the loader model
-	// needs; the processes share the loader's and the binder's caches, and
-	// several are built at once.
+	results := t.importAll(ctx, l, roots, required, preloads, rt)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []*scan.Root
+	var errs []scan.FileError
+	for _, r := range results {
+		switch {
+		case r.err != nil:
+			return nil, r.err
+		case r.fileErr != nil:
+			errs = append(errs, *r.fileErr)
+		default:
+			out = append(out, r.root)
+		}
+	}
+	rep := scan.NewReport(out)
+	rep.Errors = errs
+	return rep, nil
+}
+
+// importAll imports each root into a process of its own, as the loader
+// model needs; the processes share the loader's and the binder's caches,
+// and several are built at once.
+func (t *Target) importAll(ctx context.Context, l *ldso.Loader, roots, required, preloads []string, rt *runtimeopen.Resolver) []importResult {
 	results := make([]importResult, len(roots))
 	binder := bind.New()
 	work := make(chan int)
@@ -334,24 +356,7 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 	}
 	close(work)
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var out []*scan.Root
-	var errs []scan.FileError
-	for _, r := range results {
-		switch {
-		case r.err != nil:
-			return nil, r.err
-		case r.fileErr != nil:
-			errs = append(errs, *r.fileErr)
-		default:
-			out = append(out, r.root)
-		}
-	}
-	rep := scan.NewReport(out)
-	rep.Errors = errs
-	return rep, nil
+	return results
 }
 
 // importResult is what importing one root gave.

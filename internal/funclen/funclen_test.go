@@ -27,6 +27,12 @@ var limited = map[string]string{
 	"../../pypi":         "pypi",
 	"../../resolver":     "resolver",
 	"../../runtimeopen":  "runtimeopen",
+	"../../elfscan":      "elfscan",
+	"../../bind":         "bind",
+	"../../scan":         "scan",
+	"../../ldso":         "ldso",
+	"../../check":        "check",
+	"../factcache":       "internal/factcache",
 }
 
 // notYetSplit lists files whose long functions are being split elsewhere;
