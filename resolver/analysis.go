@@ -110,11 +110,11 @@ func (a *Analysis) Problems() []Problem {
 // distDetail says what is wrong with a declared distribution.
 func distDetail(d *declared.Dist) string {
 	s := string(d.State)
-	if d.Version != "" {
+	if d.Version != "" && (d.State == declared.Absent || d.State == declared.OtherVersion) {
 		s += ", wanted at " + d.Version
 	}
 	if d.Detail != "" {
-		s += ": " + d.Detail
+		s += "; " + d.Detail
 	}
 	return s
 }
