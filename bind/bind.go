@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -57,12 +58,12 @@ type Binder struct {
 	files map[string]*file
 	all   []*file // by id - 1
 	syms  *symbols
-	pages sync.Pool
+	pages *elfscan.PagesPool
 }
 
 // New returns an empty Binder.
 func New() *Binder {
-	return &Binder{files: map[string]*file{}, syms: newSymbols()}
+	return &Binder{files: map[string]*file{}, syms: newSymbols(), pages: elfscan.NewPagesPool(2 * runtime.GOMAXPROCS(0))}
 }
 
 func (b *Binder) file(path string) *file {
@@ -84,12 +85,7 @@ func (b *Binder) count() int {
 	return len(b.all)
 }
 
-func (b *Binder) getPages() *elfscan.Pages {
-	if p, ok := b.pages.Get().(*elfscan.Pages); ok {
-		return p
-	}
-	return new(elfscan.Pages)
-}
+func (b *Binder) getPages() *elfscan.Pages { return b.pages.Get() }
 
 // ErrUnreadable reports an object of the scope whose file cannot be read
 // here (a member of a wheel, a file removed since): nothing can be said
@@ -182,7 +178,14 @@ func (b *Binder) pendingOf(ctx context.Context, check []*ldso.Object, inScope []
 		if err := b.readReferences(f); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 		}
-		for _, i := range f.unboundIn(inScope) {
+		list, all := f.unboundIn(inScope)
+		if all {
+			for i := range f.refs {
+				todo = append(todo, pending{o: o, f: f, idx: int32(i)})
+			}
+			continue
+		}
+		for _, i := range list {
 			todo = append(todo, pending{o: o, f: f, idx: i})
 		}
 	}

@@ -40,15 +40,11 @@ type groups struct {
 }
 
 // unboundIn lists the references of f not known to bind to a member of a
-// scope, in order.
-func (f *file) unboundIn(inScope []bool) []int32 {
+// scope, in order; all is set instead when none is known to bind yet.
+func (f *file) unboundIn(inScope []bool) (list []int32, all bool) {
 	g := f.groups.Load()
 	if g == nil {
-		all := make([]int32, len(f.refs))
-		for i := range all {
-			all[i] = int32(i)
-		}
-		return all
+		return nil, true
 	}
 	out := g.unbound
 	sorted := true
@@ -65,7 +61,7 @@ func (f *file) unboundIn(inScope []bool) []int32 {
 	if !sorted {
 		sortInt32(out)
 	}
-	return out
+	return out, false
 }
 
 // bound records that reference idx binds to the file of id provider.

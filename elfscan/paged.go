@@ -12,12 +12,12 @@ const pageSize = 4096
 const maxCachedPages = 256
 
 // maxSparePages bounds the page buffers a Pages keeps between reads
-// (64 KiB): most reads touch a few pages, and a Pages kept per worker must
-// not hold a megabyte each.
-const maxSparePages = 16
+// (256 KiB): a walk of references touches tens of pages of strings, and a
+// Pages kept per worker must not hold a megabyte each.
+const maxSparePages = 64
 
 // maxScratch bounds the buffers of table walks a Pages keeps between reads.
-const maxScratch, maxScratchSize = 4, 256 << 10
+const maxScratch, maxScratchSize = 4, 64 << 10
 
 // Pages keeps page buffers from one read for the next (see File.UsePages).
 // The zero value is ready to use; a Pages serves one read at a time.
@@ -25,6 +25,32 @@ type Pages struct {
 	free    [][]byte
 	index   map[int64][]byte
 	scratch [][]byte // buffers of table walks (symbols, relocations)
+}
+
+// PagesPool keeps a few Pages for the workers of a scan. Unlike a
+// sync.Pool it survives garbage collections, which a scan of thousands of
+// files runs many of: its buffers are allocated once, not once per cycle.
+type PagesPool struct{ c chan *Pages }
+
+// NewPagesPool keeps up to n Pages.
+func NewPagesPool(n int) *PagesPool { return &PagesPool{c: make(chan *Pages, n)} }
+
+// Get returns a Pages of the pool, or a new one.
+func (p *PagesPool) Get() *Pages {
+	select {
+	case pg := <-p.c:
+		return pg
+	default:
+		return new(Pages)
+	}
+}
+
+// Put gives pg back; beyond the pool's size it is dropped.
+func (p *PagesPool) Put(pg *Pages) {
+	select {
+	case p.c <- pg:
+	default:
+	}
 }
 
 // pagedReader serves small scattered reads from a few cached pages, so that
@@ -95,6 +121,10 @@ func (p *pagedReader) buffer(n uint64) []byte {
 				return b[:n]
 			}
 		}
+	}
+	if n <= maxScratchSize {
+		// Sized for the largest walk it may serve next.
+		return make([]byte, n, maxScratchSize)
 	}
 	return make([]byte, n)
 }

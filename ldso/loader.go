@@ -32,6 +32,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -91,7 +92,7 @@ type Loader struct {
 	memo   syncMap[string, *found]    // search memo
 	hwdirs syncMap[[2]string, bool]   // search directory, hwcaps subdirectory → exists
 
-	pages sync.Pool // *elfscan.Pages: page buffers reused from file to file
+	pages *elfscan.PagesPool // page buffers reused from file to file
 }
 
 type archKey struct {
@@ -124,6 +125,7 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 		fs:     fsys,
 		arches: map[archKey]*ArchConfig{},
 		byID:   map[fileID]*fileInfo{},
+		pages:  elfscan.NewPagesPool(2 * runtime.GOMAXPROCS(0)),
 	}
 	if opts.LDLibraryPath != nil {
 		l.llp, l.hasLLP = *opts.LDLibraryPath, true
@@ -486,10 +488,7 @@ func (l *Loader) readFD(host string, fd int) *fileInfo {
 		fi.info = prev.info
 		return fi
 	}
-	pages, _ := l.pages.Get().(*elfscan.Pages)
-	if pages == nil {
-		pages = new(elfscan.Pages)
-	}
+	pages := l.pages.Get()
 	f := elfscan.NewFile(fdReader(fd), st.Size, host)
 	f.UsePages(pages)
 	fi.info, fi.err = f.Info()
