@@ -121,7 +121,7 @@ const settleMargin = 2 * time.Second
 const keep = 64
 
 func run(ctx context.Context, opts Options, margin time.Duration) (*Result, error) {
-	key := strings.Join(keyParts(opts), "\x00")
+	key := joinKey(opts)
 	name := factcache.Key("check", key)
 	var v verdict
 	if opts.Cache.Load(name, &v) && v.Key == key && v.Inputs.Unchanged() {
@@ -192,6 +192,9 @@ func analyze(ctx context.Context, opts Options) (*Result, []string, error) {
 	}
 	return r, inputs, nil
 }
+
+// joinKey is the text of everything the answer depends on besides files.
+func joinKey(opts Options) string { return strings.Join(keyParts(opts), "\x00") }
 
 // keyParts are what the answer depends on besides files: the machine, the
 // working directory (a relative target), the options and the environment

@@ -133,3 +133,27 @@ func TestReadCostIsBounded(t *testing.T) {
 	sort.Slice(costs, func(i, j int) bool { return costs[i].bytes > costs[j].bytes })
 	t.Logf("%d dynamic objects: %d bytes read per file on average, at most %d (%s)", len(costs), total/int64(len(costs)), costs[0].bytes, costs[0].path)
 }
+
+// BenchmarkReferencesHostLibrary reads the references of the host's
+// largest library, as binding does for every object of a closure.
+func BenchmarkReferencesHostLibrary(b *testing.B) {
+	p := largestHostLibrary(b)
+	b.Logf("%s", p)
+	b.ReportAllocs()
+	var pages Pages
+	var refs int
+	for range b.N {
+		f, err := Open(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.UsePages(&pages)
+		r, err := f.References()
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		refs = len(r)
+	}
+	b.ReportMetric(float64(refs), "references")
+}

@@ -213,3 +213,33 @@ func TestKey(t *testing.T) {
 		t.Error("kinds collide")
 	}
 }
+
+// BenchmarkUnchanged checks the stamps of a thousand paths (files and
+// their directories), what a cached check costs on top of loading its
+// answer.
+func BenchmarkUnchanged(b *testing.B) {
+	dir := b.TempDir()
+	var paths []string
+	for i := range 100 {
+		sub := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		paths = append(paths, sub)
+		for j := range 9 {
+			p := filepath.Join(sub, fmt.Sprint(j))
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			paths = append(paths, p)
+		}
+	}
+	in := Capture(paths)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if !in.Unchanged() {
+			b.Fatal("changed")
+		}
+	}
+}
