@@ -68,7 +68,8 @@ py=(--python "$(command -v "$PYTHON")")
   sleep 3
   "$CUDADEPS" check "$TARGET" "${py[@]}" >/dev/null 2>&1 || true
   T_CHECK=$(median_wall "$RUNS" 0 "$CUDADEPS" check "$TARGET" "${py[@]}")
-  cached=$("$CUDADEPS" check "$TARGET" "${py[@]}" --json 2>/dev/null | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["cached"])' || echo "?")
+  "$CUDADEPS" check "$TARGET" "${py[@]}" --json >"$work/check.json" 2>/dev/null || true
+  cached=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["cached"])' "$work/check.json" 2>/dev/null || echo "?")
   printf '  %-46s %9s s, peak RSS %s MiB\n' "resolve $TARGET --dry-run (warm)" "$T_RESOLVE" "$(awk -v k="$RSS_RESOLVE" 'BEGIN { printf "%.1f", k / 1024 }')"
   printf '  %-46s %9s s\n' "doctor $TARGET (warm)" "$T_DOCTOR"
   printf '  %-46s %9s s, exit %s\n' "check $TARGET, first" "$T_CHECK_FIRST" "$code"
