@@ -16,12 +16,29 @@ median_wall() {
   done | sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) printf "%.4f\n", v[(NR + 1) / 2] / 1e9; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2e9 }'
 }
 
-# peak_rss CMD...: the peak resident memory of CMD and its children, in
-# KiB.
+# peak_rss CMD...: the peak resident memory of CMD, in KiB: GNU time's
+# when installed (it forks), else the high-water mark python3 reads from
+# /proc/PID/status while CMD runs (a child started by vfork counts its
+# parent's peak in its rusage).
 peak_rss() {
-  python3 -c 'import resource, subprocess, sys
-subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
+  if [ -x /usr/bin/time ]; then
+    /usr/bin/time -f '%M' -o "${TMPDIR:-/tmp}/peak_rss.$$" "$@" >/dev/null 2>&1 || true
+    tail -1 "${TMPDIR:-/tmp}/peak_rss.$$"
+    rm -f "${TMPDIR:-/tmp}/peak_rss.$$"
+    return
+  fi
+  python3 -c 'import subprocess, sys, time
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+peak = 0
+while p.poll() is None:
+    try:
+        for line in open("/proc/%d/status" % p.pid):
+            if line.startswith("VmHWM:"):
+                peak = max(peak, int(line.split()[1]))
+    except OSError:
+        pass
+    time.sleep(0.001)
+print(peak)' "$@"
 }
 
 # elf_files TREE: the regular files under TREE that start with the ELF
