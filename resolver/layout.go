@@ -2,7 +2,6 @@ package resolver
 
 import (
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -76,8 +75,9 @@ func newLayout(t *Target, cl *declared.Closure, site string) *Layout {
 		if p, ok := t.Pins[pymeta.NormalizeName(d.Name)]; ok {
 			st.Pin, st.PinnedBy = p.Requirement, p.By
 		}
-		for _, f := range d.Files {
-			present := fileExists(f)
+		exists := presence(d.Files)
+		for i, f := range d.Files {
+			present := exists[i]
 			if !present {
 				st.Missing = append(st.Missing, f)
 			}
@@ -130,11 +130,6 @@ func (l *Layout) declared(d *declared.Dist, site string) {
 		}
 		l.own(path.Base(f.Path), p, d.Name, d.Version, p != "" && fileExists(p))
 	}
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // isSharedLibrary tells a library a catalog may provide from the other
