@@ -11,6 +11,7 @@ import (
 	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/pymeta"
 	"github.com/cudadeps/cudadeps/scan"
 )
 
@@ -91,7 +92,7 @@ func (a *Analysis) Problems() []Problem {
 	}
 	for _, line := range o.Incomplete {
 		name, rest, _ := strings.Cut(line, " ")
-		if !stated[normalizeName(name)] {
+		if !stated[pymeta.NormalizeName(name)] {
 			out = append(out, Problem{ProblemFiles, name, rest})
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/ldso"
 )
 
@@ -146,7 +147,7 @@ func (w *walker) add(f walkFile) {
 // list reads a directory: its subdirectories become tasks, its regular
 // files batches of tasks.
 func (w *walker) list(path string) {
-	fd, err := retryEINTR(func() (int, error) {
+	fd, err := eintr.Retry(func() (int, error) {
 		return syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	})
 	if err != nil {
@@ -176,7 +177,7 @@ func (w *walker) entries(fd int, path string) ([]string, error) {
 	var files []string
 	buf := make([]byte, 16<<10)
 	for {
-		n, err := retryEINTR(func() (int, error) { return syscall.ReadDirent(fd, buf) })
+		n, err := eintr.Retry(func() (int, error) { return syscall.ReadDirent(fd, buf) })
 		if err != nil {
 			return files, err
 		}
@@ -245,7 +246,7 @@ func (w *walker) examine(d *openDir, names []string) {
 // for anything else and for a file gone since the listing. Opening it
 // costs three system calls where a full read costs six.
 func (w *walker) examineFile(d *openDir, name string) (walkFile, bool) {
-	fd, err := retryEINTR(func() (int, error) {
+	fd, err := eintr.Retry(func() (int, error) {
 		return syscall.Openat(d.fd, name, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	})
 	if err != nil {
@@ -257,7 +258,7 @@ func (w *walker) examineFile(d *openDir, name string) (walkFile, bool) {
 	}
 	defer syscall.Close(fd)
 	var magic [4]byte
-	if n, err := retryEINTR(func() (int, error) { return syscall.Pread(fd, magic[:], 0) }); err != nil || n < 4 || string(magic[:]) != "\x7fELF" {
+	if n, err := eintr.Retry(func() (int, error) { return syscall.Pread(fd, magic[:], 0) }); err != nil || n < 4 || string(magic[:]) != "\x7fELF" {
 		return walkFile{}, false
 	}
 	var st syscall.Stat_t
