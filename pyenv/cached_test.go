@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
 
 // TestDiscoverCached asks an interpreter through a wrapper that counts its
@@ -17,17 +18,11 @@ import (
 // cache make it ask again.
 func TestDiscoverCached(t *testing.T) {
 	py, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CUDADEPS_REQUIRE_ORACLES") == "1" {
-			t.Fatal("python3 is not installed")
-		}
-		t.Skip("python3 is not installed")
-	}
+	lddtest.Need(t, err == nil, "python3 is not installed")
 	dir := t.TempDir()
 	venv := filepath.Join(dir, "venv")
-	if out, err := exec.Command(py, "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
-		t.Skipf("python3 -m venv: %v: %s", err, out)
-	}
+	out, err := exec.Command(py, "-m", "venv", "--without-pip", venv).CombinedOutput()
+	lddtest.Need(t, err == nil, "python3 -m venv: %v: %s", err, out)
 	log := filepath.Join(dir, "runs")
 	wrapper := filepath.Join(dir, "python")
 	script := "#!/bin/sh\necho run >>" + log + "\nexec " + filepath.Join(venv, "bin", "python3") + " \"$@\"\n"
