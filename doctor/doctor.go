@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	checkpkg "github.com/cudadeps/cudadeps/check"
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
@@ -153,8 +154,16 @@ type Options struct {
 	// Env is the Python environment that holds the target, when it is an
 	// installed distribution: doctor then says whether a uv project's
 	// `uv sync` would remove what cudadeps installed.
-	Env    *pyenv.Env
-	Logger *slog.Logger
+	Env *pyenv.Env
+	// Analysis is what resolve's own analysis (check.Run) found about the
+	// target; ImportCommand imports a Python target in a new process
+	// (bounded by ImportTimeout). Doctor fails while either does.
+	Analysis      *checkpkg.Result
+	AnalysisError string // why there is no Analysis, when it failed
+	ImportModule  string // the module ImportCommand imports
+	ImportCommand []string
+	ImportTimeout time.Duration
+	Logger        *slog.Logger
 }
 
 // DefaultProbeTimeout is used when Options.ProbeTimeout is zero.
@@ -194,8 +203,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		checks = append(checks, d.checkStaticRuntime())
 	}
 	checks = append(checks, d.checkShims())
-	if c := checkUV(opts.Env); c != nil {
-		checks = append(checks, *c)
+	for _, c := range []*Check{checkAnalysis(opts.Analysis, opts.AnalysisError), checkImport(ctx, opts.ImportCommand, opts.ImportTimeout), checkUV(opts.Env)} {
+		if c != nil {
+			checks = append(checks, *c)
+		}
 	}
 	if opts.Probe {
 		checks = append(checks, d.checkProbe())

@@ -74,13 +74,10 @@ func (p Problem) String() string {
 // place, distributions missing files, version errors, undefined symbols,
 // then the checks. None means whole.
 func (a *Analysis) Problems() []Problem {
-	out := a.missing()
 	o := a.Outcome
-	for _, u := range o.Unresolved {
-		if u.Kind == UnresolvedShadowed {
-			out = append(out, Problem{ProblemWrongCopy, u.Soname, strings.TrimPrefix(u.Reason, u.Soname+": ")})
-		}
-	}
+	// What the package declares comes first: a missing library is most
+	// often a declared distribution gone.
+	var out []Problem
 	stated := map[string]bool{}
 	if cl := o.Distributions; cl != nil {
 		for _, d := range cl.Dists {
@@ -88,6 +85,12 @@ func (a *Analysis) Problems() []Problem {
 			if d.NeedsRestore() || d.State == declared.OtherVersion {
 				out = append(out, Problem{ProblemDist, d.Name, distDetail(d)})
 			}
+		}
+	}
+	out = append(out, a.missing()...)
+	for _, u := range o.Unresolved {
+		if u.Kind == UnresolvedShadowed {
+			out = append(out, Problem{ProblemWrongCopy, u.Soname, strings.TrimPrefix(u.Reason, u.Soname+": ")})
 		}
 	}
 	for _, line := range o.Incomplete {

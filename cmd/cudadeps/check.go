@@ -85,7 +85,9 @@ func (a *app) checkCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) runCheck(cmd *cobra.Command, opts check.Options) error {
+// checkSettings fills in what check takes from the command line and the
+// settings: the prefix, the loader, the catalog; doctor asks the same.
+func (a *app) checkSettings(cmd *cobra.Command, opts *check.Options) error {
 	prefix, err := a.prefix()
 	if err != nil {
 		return err
@@ -94,6 +96,13 @@ func (a *app) runCheck(cmd *cobra.Command, opts check.Options) error {
 	opts.Catalog = a.loadCatalog
 	opts.Key = append([]string{"mirror=" + string(a.opts.mirror)}, a.opts.catalogs...)
 	opts.Inputs = append(a.configInputs(), a.opts.catalogs...)
+	return nil
+}
+
+func (a *app) runCheck(cmd *cobra.Command, opts check.Options) error {
+	if err := a.checkSettings(cmd, &opts); err != nil {
+		return err
+	}
 	r, err := check.Run(cmd.Context(), opts)
 	if errors.Is(err, check.ErrTimeout) {
 		return &codeError{code: exitTimeout, err: err}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cudadeps/cudadeps/check"
 	"github.com/cudadeps/cudadeps/doctor"
 	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/factcache"
@@ -78,6 +79,8 @@ func (a *app) doctorCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return a.runDoctor(cmd, args, f) },
 	}
 	a.opts.addLoaderFlags(cmd)
+	a.opts.addCatalogFlags(cmd)
+	a.opts.addStoreFlags(cmd)
 	a.opts.addJSONFlag(cmd)
 	f.register(cmd)
 	return cmd
@@ -104,6 +107,9 @@ func (a *app) runDoctor(cmd *cobra.Command, args []string, f doctorFlags) error 
 	if len(args) == 1 {
 		var err error
 		if python, err = doctorTarget(cmd.Context(), args[0], python, &opts); err != nil {
+			return err
+		}
+		if err := a.doctorAnalysis(cmd, args[0], f.python, &opts); err != nil {
 			return err
 		}
 	}
@@ -198,7 +204,7 @@ func doctorTarget(ctx context.Context, arg, python string, opts *doctor.Options)
 	}
 	switch t.Kind {
 	case resolver.KindPython:
-		opts.TargetName, opts.TargetFiles, opts.Env = t.Dist.Name, t.Dist.Files, t.Python
+		opts.TargetName, opts.TargetFiles, opts.Env, opts.ImportModule = t.Dist.Name, t.Dist.Files, t.Python, t.Module
 		// The interpreter is the program that will load the package: its
 		// loader view is the one that matters.
 		opts.From = t.Python.Executable
@@ -214,6 +220,29 @@ func doctorTarget(ctx context.Context, arg, python string, opts *doctor.Options)
 		opts.Target = t.Path
 	}
 	return python, nil
+}
+
+// doctorAnalysis runs, for TARGET, the analysis resolve and check make
+// (from check's cache when nothing changed), and for a Python target the
+// import itself.
+func (a *app) doctorAnalysis(cmd *cobra.Command, target, python string, opts *doctor.Options) error {
+	co := check.Options{Target: target, Python: python, Timeout: doctor.ImportTimeout, Cache: factcache.Open()}
+	if err := a.checkSettings(cmd, &co); err != nil {
+		return err
+	}
+	r, err := check.Run(cmd.Context(), co)
+	switch {
+	case err != nil && cmd.Context().Err() != nil:
+		return err
+	case err != nil:
+		opts.AnalysisError = err.Error()
+	default:
+		opts.Analysis = r
+	}
+	if opts.Env != nil && opts.ImportModule != "" {
+		opts.ImportCommand = []string{opts.Env.Executable, "-c", "import " + opts.ImportModule}
+	}
+	return nil
 }
 
 func doctorArgs(_ *cobra.Command, args []string) error {

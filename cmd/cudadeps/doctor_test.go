@@ -161,9 +161,22 @@ func TestDoctorTarget(t *testing.T) {
 	if err := elfwrite.Write(lib, elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libcudart.so.13"}}); err != nil {
 		t.Fatal(err)
 	}
+	// The root has no libcudart.so.13: doctor says the target does not
+	// load whole, as check and resolve --dry-run do, and fails.
 	code, out, _ := doctorCLI("doctor", "--root", root, lib)
-	if code != exitOK || !strings.Contains(out, "libapp.so needs CUDA 13 (libcudart.so.13 in its closure)") || !strings.Contains(out, "static-runtime") {
+	if code != exitError || !strings.Contains(out, "libapp.so needs CUDA 13 (libcudart.so.13 in its closure)") || !strings.Contains(out, "static-runtime") ||
+		!strings.Contains(out, "FAIL  target") || !strings.Contains(out, "libcudart.so.13") {
 		t.Errorf("exit %d\n%s", code, out)
+	}
+	if err := elfwrite.Write(filepath.Join(root, "opt/app/libcudart.so.13"), elfwrite.Spec{Soname: "libcudart.so.13"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := elfwrite.Write(lib, elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libcudart.so.13"}, RunPath: elfwrite.Str("$ORIGIN")}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = doctorCLI("doctor", "--root", root, lib)
+	if code != exitOK || !strings.Contains(out, "ok    target") {
+		t.Errorf("with libcudart beside it: exit %d\n%s", code, out)
 	}
 }
 

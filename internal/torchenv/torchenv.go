@@ -70,6 +70,13 @@ func Build(t testing.TB, opts Options) string {
 		keep = func(string) bool { return true }
 	}
 	infos := distInfos(t, filepath.Join(shared, DistInfoFile))
+	// Files RECORD lists outside site-packages (console scripts in
+	// ../../../bin) are written when site is a venv's
+	// PREFIX/lib/pythonX.Y/site-packages, inside PREFIX.
+	within := site
+	if lib := filepath.Dir(filepath.Dir(site)); filepath.Base(lib) == "lib" && filepath.Base(site) == "site-packages" {
+		within = filepath.Dir(lib)
+	}
 	if opts.ELF {
 		owner := ownersByPath(t, infos)
 		recs, err := torchtree.LoadFile(corpus)
@@ -99,7 +106,7 @@ func Build(t testing.TB, opts Options) string {
 		}
 		for _, e := range entries {
 			p := filepath.Join(site, filepath.FromSlash(e.Path))
-			if !strings.HasPrefix(p, site+string(filepath.Separator)) || strings.Contains(e.Path, ".dist-info/") {
+			if !strings.HasPrefix(p, within+string(filepath.Separator)) || strings.Contains(e.Path, ".dist-info/") {
 				continue
 			}
 			if _, err := os.Lstat(p); err == nil {
