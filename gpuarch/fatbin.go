@@ -31,7 +31,12 @@ import (
 //	28 u32 architecture (90 for sm_90)
 //	32 u32 offset and 36 u32 size of the entry's identifier, from the header
 //	40 u64 flags: 0x1 64-bit, 0x2 debug, 0x10 Linux, 0xf00 optimisation
-//	   level, 0x1000 and 0x2000 LZ-compressed, 0x8000 zstd-compressed
+//	   level, 0x1000 and 0x2000 LZ-compressed, 0x8000 zstd-compressed,
+//	   0x100000 arch-specific code (sm_90a), 0x200000 family-specific
+//	   code (sm_100f): read off entries nvcc 13.0 wrote for sm_90,
+//	   sm_90a and sm_100f on the GPU machine (e2e/gpu/coverage.sh), and
+//	   agreeing with cuobjdump's names for every library of its
+//	   environment
 //	48 u64 reserved
 //	56 u64 uncompressed payload size
 //
@@ -43,6 +48,8 @@ const (
 	containerHeader  = 16
 	entryHeader      = 64
 	flagCompressMask = 0x1000 | 0x2000 | 0x8000
+	flagArchSpecific = 0x100000
+	flagFamily       = 0x200000
 )
 
 // Bounds on what a file may make the reader do.
@@ -403,11 +410,22 @@ func decodeEntry(h []byte, payload uint64) Entry {
 	} else {
 		e.Size = e.Bytes
 	}
-	// The variant: from the strings the header carries (the identifier,
-	// the PTX-assembler options), when they name this architecture.
+	// The variant: the flags say it (nvcc sets them since CUDA 12 made
+	// variants; older code has none). A header string that names a variant
+	// of this architecture (the identifier, the PTX-assembler options) is
+	// read too, for writers that set no flag.
+	e.VariantKnown = true
+	switch {
+	case flags&flagArchSpecific != 0:
+		e.Target.Variant = ArchSpecific
+		return e
+	case flags&flagFamily != 0:
+		e.Target.Variant = FamilySpecific
+		return e
+	}
 	for _, s := range headerStrings(h) {
 		if v, ok := variantIn(s, e.Target.SM); ok {
-			e.Target.Variant, e.VariantKnown = v, true
+			e.Target.Variant = v
 			break
 		}
 	}

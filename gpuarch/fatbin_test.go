@@ -87,6 +87,8 @@ func TestReadHeaders(t *testing.T) {
 			{Kind: fb.ELF, Arch: 120, Identifier: "sm_90a names another architecture"},
 			{Kind: fb.IR, Arch: 90},
 			{Kind: 0x40, Arch: 90},
+			{Kind: fb.ELF, Arch: 103, ArchSpecific: true},
+			{Kind: fb.ELF, Arch: 110, Family: true},
 		}, PadAfter: 16},
 		fb.PTXFor(80))
 	c, err := ReadFile(p)
@@ -96,13 +98,15 @@ func TestReadHeaders(t *testing.T) {
 	want := []Code{
 		{Target: Target{90, ArchSpecific}, Entries: 1, Bytes: 1008, Size: 1008, VariantKnown: true},
 		{Target: Target{100, FamilySpecific}, Entries: 1, Bytes: 1001, Size: 5000, VariantKnown: true},
-		{Target: Target{120, Plain}, Entries: 1, Bytes: 40, Size: 40},
+		{Target: Target{103, ArchSpecific}, Entries: 1, Bytes: 40, Size: 40, VariantKnown: true},
+		{Target: Target{110, FamilySpecific}, Entries: 1, Bytes: 40, Size: 40, VariantKnown: true},
+		{Target: Target{120, Plain}, Entries: 1, Bytes: 40, Size: 40, VariantKnown: true},
 	}
 	if !slices.Equal(c.SASS, want) {
 		t.Errorf("SASS %+v", c.SASS)
 	}
 	wantPTX := []Code{
-		{Target: Target{80, Plain}, ISA: Version{9, 0}, Entries: 1, Bytes: 40, Size: 40},
+		{Target: Target{80, Plain}, ISA: Version{9, 0}, Entries: 1, Bytes: 40, Size: 40, VariantKnown: true},
 		{Target: Target{90, ArchSpecific}, ISA: Version{9, 0}, Entries: 1, Bytes: 1001, Size: 7000, VariantKnown: true},
 	}
 	if !slices.Equal(c.PTX, wantPTX) {

@@ -31,6 +31,9 @@ type Entry struct {
 	UncompressedSize uint64
 	// Identifier and Options are the strings the header may carry.
 	Identifier, Options string
+	// ArchSpecific and Family set the variant flags (0x100000 for
+	// sm_90a, 0x200000 for sm_100f), as nvcc 13 writes them.
+	ArchSpecific, Family bool
 }
 
 // Container is one fat binary container.
@@ -119,6 +122,12 @@ func entry(e Entry) []byte {
 	}
 	if e.Zstd {
 		flags |= 0x8000
+	}
+	if e.ArchSpecific {
+		flags |= 0x100000
+	}
+	if e.Family {
+		flags |= 0x200000
 	}
 	le.PutUint64(h[40:], flags)
 	if e.LZ || e.Zstd {
