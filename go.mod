@@ -11,6 +11,7 @@ require (
 	github.com/spf13/pflag v1.0.9
 	github.com/ulikunitz/xz v0.5.15
 	go.yaml.in/yaml/v3 v3.0.4
+	golang.org/x/crypto v0.32.0
 	golang.org/x/term v0.28.0
 )
 

@@ -373,7 +373,9 @@ func (c *Catalog) check() error {
 	return problems.orNil()
 }
 
-// NormalizeMirror checks a mirror URL and makes it end in "/".
+// NormalizeMirror checks a mirror URL and makes it end in "/". An oci://
+// mirror is only checked for a host and a repository here; package
+// fleet/registry reads the rest.
 func NormalizeMirror(m string) (string, error) {
 	u, err := url.Parse(m)
 	if err != nil {
@@ -391,8 +393,14 @@ func NormalizeMirror(m string) (string, error) {
 		if !strings.HasPrefix(u.Path, "/") {
 			return "", fmt.Errorf("mirror %q: a file URL needs an absolute path: file:///PATH", m)
 		}
+	case "oci":
+		// A repository of an OCI registry (package fleet/registry), which
+		// serves each archive as the blob of its sha256.
+		if u.Host == "" || strings.Trim(u.Path, "/") == "" {
+			return "", fmt.Errorf("mirror %q: an OCI mirror names a registry and a repository: oci://HOST/REPOSITORY", m)
+		}
 	default:
-		return "", fmt.Errorf("mirror %q: must be an https://, http:// or file:/// URL", m)
+		return "", fmt.Errorf("mirror %q: must be an https://, http://, file:/// or oci:// URL", m)
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return "", fmt.Errorf("mirror %q: no query or fragment allowed", m)

@@ -96,6 +96,46 @@ func (c *Client) NeedsDownload(req Request) bool {
 	return true
 }
 
+// DownloadAll brings each request's verified archive into the cache as
+// Download does, several at once (Options.Parallel) under one progress
+// report, and returns their paths in the order asked. The error joins
+// every request's that failed; the others' paths are still returned.
+func (c *Client) DownloadAll(ctx context.Context, reqs []Request) ([]string, error) {
+	for _, r := range reqs {
+		if err := r.validate(); err != nil {
+			return nil, err
+		}
+	}
+	paths := make([]string, len(reqs))
+	errs := make([]error, len(reqs))
+	prog := c.newProgress(reqs)
+	sem := make(chan struct{}, c.parallel)
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = fmt.Errorf("download %s: %w", r.label(), ctx.Err())
+				return
+			}
+			defer func() { <-sem }()
+			tr := prog.track(r)
+			paths[i], errs[i] = c.produce(ctx, r, nil, tr)
+			tr.done(errs[i])
+		}()
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
+	if serr := sweepLocks(filepath.Join(c.cacheDir, "archives")); serr != nil {
+		c.log.Warn("could not sweep the download cache's lock files", "error", serr)
+	}
+	prog.finish(err)
+	return paths, err
+}
+
 // Unpack downloads the archive (through the cache), verifies it and
 // extracts it into destDir as Extract does, decompressing while the bytes
 // arrive where the format allows. This is what a caller needs to read an
@@ -225,6 +265,17 @@ func (c *Client) produce(ctx context.Context, req Request, consume consumer, tr 
 		}
 		tr.start(false)
 		return p, c.fromFile(ctx, req, p, consume, tr)
+	}
+	if u.Scheme != "https" && u.Scheme != "http" && c.locate != nil {
+		// Content-addressed: the bytes of this sha256, wherever they lie.
+		loc, err := c.locate(ctx, req.URL, req.SHA256)
+		if err != nil {
+			return "", fmt.Errorf("download %s: %w", req.label(), err)
+		}
+		if u, err = url.Parse(loc); err != nil {
+			return "", fmt.Errorf("download %s: %w", req.label(), err)
+		}
+		req.URL = loc
 	}
 	if err := urlpolicy.Check(u, c.allowHTTP, urlpolicy.Configured); err != nil {
 		return "", err

@@ -130,6 +130,15 @@ type Options struct {
 	Progress io.Writer
 	// Limits bound what an extraction may write.
 	Limits Limits
+	// Transport, when set, carries the client's HTTP requests instead of
+	// a transport of its own (which takes the proxy from the environment):
+	// a registry's, which authenticates to it (package fleet/registry).
+	Transport http.RoundTripper
+	// Locate, when set, turns the URL of a request whose scheme is none of
+	// https, http and file (oci://) into the https or http URL its bytes
+	// are downloaded from; sha256 is the request's. Without it such a URL
+	// is refused.
+	Locate func(ctx context.Context, rawURL, sha256 string) (string, error)
 	// XZ picks the .xz decoder: XZAuto (default), XZGo, or the path of an xz
 	// program. The system xz-utils decoder is about twice as fast as the
 	// pure-Go one and runs in its own process, so archives stream into it
@@ -153,6 +162,7 @@ type Client struct {
 	lim       Limits
 	dec       decoder
 	http      *retryablehttp.Client
+	locate    func(ctx context.Context, rawURL, sha256 string) (string, error)
 }
 
 // NewClient checks opts and builds a Client.
@@ -168,6 +178,7 @@ func NewClient(opts Options) (*Client, error) {
 		log:       opts.Logger,
 		progress:  opts.Progress,
 		lim:       opts.Limits.withDefaults(),
+		locate:    opts.Locate,
 	}
 	if c.retries < 0 {
 		c.retries = 0
@@ -204,9 +215,12 @@ func NewClient(opts Options) (*Client, error) {
 		}
 		c.dec.xz = p
 	}
-	c.http = c.newHTTPClient(orDefault(opts.HeaderTimeout, DefaultHeaderTimeout))
+	c.http = c.newHTTPClient(orDefault(opts.HeaderTimeout, DefaultHeaderTimeout), opts.Transport)
 	return c, nil
 }
+
+// CacheDir is the download cache's directory (absolute).
+func (c *Client) CacheDir() string { return c.cacheDir }
 
 func orDefault[T comparable](v, def T) T {
 	var zero T
@@ -225,8 +239,8 @@ func DefaultCacheDir() (string, error) {
 	return filepath.Join(dir, "cudadeps"), nil
 }
 
-func (c *Client) newHTTPClient(headerTimeout time.Duration) *retryablehttp.Client {
-	transport := &http.Transport{
+func (c *Client) newHTTPClient(headerTimeout time.Duration, given http.RoundTripper) *retryablehttp.Client {
+	var transport http.RoundTripper = &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: (&net.Dialer{
 			Timeout:   30 * time.Second,
@@ -242,6 +256,9 @@ func (c *Client) newHTTPClient(headerTimeout time.Duration) *retryablehttp.Clien
 		// Archives are already compressed; a transparent gunzip would break
 		// both the size check and Range offsets.
 		DisableCompression: true,
+	}
+	if given != nil {
+		transport = given
 	}
 	rc := retryablehttp.NewClient()
 	rc.HTTPClient = &http.Client{

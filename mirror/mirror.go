@@ -183,27 +183,14 @@ type located struct {
 // locate finds the step's archive in the catalog: the same component,
 // version, platform and CUDA variant, with the same sha256.
 func locate(c *catalog.Catalog, s plan.Step) (located, error) {
-	comp, ok := c.Component(s.Component)
-	if ok {
-		for _, r := range comp.Releases {
-			if r.Version != s.Version {
-				continue
-			}
-			for _, a := range r.Archives {
-				if a.Platform != s.Platform || a.CUDAVariant != s.CUDAVariant {
-					continue
-				}
-				if a.SHA256 != s.SHA256 {
-					return located{}, fmt.Errorf("%s: the plan's sha256 is %s, the catalog's %s: make the plan and the mirror with the same catalog", s, s.SHA256, a.SHA256)
-				}
-				if !filepath.IsLocal(filepath.FromSlash(a.RelativePath)) {
-					return located{}, fmt.Errorf("%s: relative path %q leaves the mirror", s, a.RelativePath)
-				}
-				return located{step: s, rel: a.RelativePath, comp: comp, release: r, archive: a}, nil
-			}
-		}
+	comp, r, a, err := c.Find(s.ArchiveID())
+	if err != nil {
+		return located{}, err
 	}
-	return located{}, fmt.Errorf("%s: no catalog here lists this archive, so its place in NVIDIA's layout is unknown: add the catalog the plan was made with (--catalog or CUDADEPS_CATALOG)", s)
+	if !filepath.IsLocal(filepath.FromSlash(a.RelativePath)) {
+		return located{}, fmt.Errorf("%s: relative path %q leaves the mirror", s, a.RelativePath)
+	}
+	return located{step: s, rel: a.RelativePath, comp: comp, release: r, archive: a}, nil
 }
 
 // bring puts f into dir from the first of the URLs from that has it,

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/internal/regfile"
 	"github.com/cudadeps/cudadeps/resolver"
 )
@@ -119,6 +120,12 @@ func (s Step) String() string {
 		out += ", " + s.CUDAVariant
 	}
 	return out + ")"
+}
+
+// ArchiveID names the step's archive in a catalog (an NVIDIA archive's
+// step; a wheel's names nothing there).
+func (s Step) ArchiveID() catalog.ArchiveID {
+	return catalog.ArchiveID{Component: s.Component, Version: s.Version, Platform: s.Platform, CUDAVariant: s.CUDAVariant, SHA256: s.SHA256}
 }
 
 var (
