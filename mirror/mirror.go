@@ -255,3 +255,46 @@ func copyFile(src, dst string) error {
 	defer in.Close()
 	return atomicfile.WriteFrom(dst, in, 0o644)
 }
+
+// Linked is a file already verified on this machine, shown in a mirror at
+// Path.
+type Linked struct {
+	Step plan.Step
+	// Path is where the mirror shows it, relative to its directory, as
+	// Write lays it out.
+	Path string
+	// File is the verified file (absolute).
+	File string
+}
+
+// Assemble writes into dir a mirror of files already verified on this
+// machine (a registry's blobs in the download cache): each a symbolic link
+// to its file rather than a copy, the wheels listed in the simple index. It
+// writes no manifests: a catalog layer says what the archives are.
+func Assemble(dir string, files []Linked) error {
+	var wheels []File
+	for _, f := range files {
+		if !filepath.IsLocal(filepath.FromSlash(f.Path)) {
+			return fmt.Errorf("mirror: %s: path %q leaves the mirror", f.Step, f.Path)
+		}
+		if !filepath.IsAbs(f.File) {
+			return fmt.Errorf("mirror: %s: %q is not an absolute path", f.Step, f.File)
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("mirror: %w", err)
+		}
+		if err := atomicfile.Symlink(f.File, dst); err != nil {
+			return fmt.Errorf("mirror: %w", err)
+		}
+		if f.Step.Wheel() {
+			wheels = append(wheels, File{Step: f.Step, Path: f.Path})
+		}
+	}
+	if len(wheels) > 0 {
+		if _, err := writeSimpleIndex(dir, wheels); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/regfile"
 	"github.com/cudadeps/cudadeps/resolver"
 )
@@ -37,6 +38,8 @@ type Plan struct {
 	Host *Host `json:"host"`
 	// File is where the plan was read from, for messages.
 	File string `json:"-"`
+	// Raw is the document the plan was read from, as it was.
+	Raw []byte `json:"-"`
 }
 
 // Target is the plan's target as resolve names it.
@@ -122,6 +125,12 @@ func (s Step) String() string {
 	return out + ")"
 }
 
+// Key is the store key of the step's archive, as the resolver names it.
+func (s Step) Key() fetch.Key {
+	rs := resolver.Step{Source: s.Source, Filename: s.Filename, Component: s.Component, Version: s.Version, Platform: s.Platform, CUDAVariant: s.CUDAVariant}
+	return rs.Key()
+}
+
 // ArchiveID names the step's archive in a catalog (an NVIDIA archive's
 // step; a wheel's names nothing there).
 func (s Step) ArchiveID() catalog.ArchiveID {
@@ -161,7 +170,7 @@ func Parse(data []byte, name string) (*Plan, error) {
 	if err := json.Unmarshal(data, &p); err != nil {
 		return nil, fmt.Errorf("%s: not a plan (the JSON of cudadeps resolve --dry-run --json): %w", name, err)
 	}
-	p.File = name
+	p.File, p.Raw = name, data
 	if p.Schema != Schema {
 		return nil, fmt.Errorf("%s: schema %q is not a plan's (%s): make one with cudadeps resolve TARGET --dry-run --json", name, p.Schema, Schema)
 	}

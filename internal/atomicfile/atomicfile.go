@@ -3,10 +3,14 @@ package atomicfile
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // WriteFile writes data to a temporary file beside path, syncs it, gives it
@@ -42,4 +46,28 @@ func WriteFrom(path string, r io.Reader, perm os.FileMode) (err error) {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// Symlink makes path a symbolic link to target: a link made beside it,
+// renamed over it. A link to target already there is left alone.
+func Symlink(target, path string) error {
+	if old, err := os.Readlink(path); err == nil && old == target {
+		return nil
+	}
+	for range 100 {
+		tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
+		err := os.Symlink(target, tmp)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("link %s: %w", path, err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("link %s: %w", path, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("link %s: no free temporary name beside it", path)
 }

@@ -43,3 +43,32 @@ func TestWriteFileLeavesNothingOnError(t *testing.T) {
 		t.Errorf("left behind: %v", ents)
 	}
 }
+
+func TestSymlinkReplaces(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "link")
+	for _, target := range []string{"/a", "/a", "/b"} {
+		if err := Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.Readlink(p); err != nil || got != target {
+			t.Fatalf("link to %q, want %q (%v)", got, target, err)
+		}
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("a file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Symlink("/c", p); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.Readlink(p); got != "/c" {
+		t.Fatalf("a file was not replaced by the link: %q", got)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("left behind: %v", ents)
+	}
+}

@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -302,19 +301,6 @@ func (r *Registry) DockerConfig(t testing.TB, hosts ...string) string {
 // BlobFile is where the registry stores the blob of a sha256 (hex).
 func (r *Registry) BlobFile(sha256 string) string {
 	return filepath.Join(r.Storage, "docker", "registry", "v2", "blobs", "sha256", sha256[:2], sha256, "data")
-}
-
-// Requests counts the requests of the access log whose method and URI
-// path contain the given strings (docker-registry logs each request with
-// http.request.method and http.request.uri).
-func (r *Registry) Requests(method, uriPart string) int {
-	n := 0
-	for _, line := range strings.Split(r.Log.String(), "\n") {
-		if strings.Contains(line, "http.request.method="+method+" ") && strings.Contains(line, uriPart) && strings.Contains(line, "response completed") {
-			n++
-		}
-	}
-	return n
 }
 
 func freePort(t testing.TB) int {
