@@ -125,6 +125,9 @@ func (c *Client) DownloadAll(ctx context.Context, reqs []Request) ([]string, err
 			tr := prog.track(r)
 			paths[i], errs[i] = c.produce(ctx, r, nil, tr)
 			tr.done(errs[i])
+			if errs[i] != nil && !strings.Contains(errs[i].Error(), r.label()) {
+				errs[i] = fmt.Errorf("%s: %w", r.label(), errs[i]) // which of several
+			}
 		}()
 	}
 	wg.Wait()

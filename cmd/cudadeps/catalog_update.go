@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/fleet/registry"
 )
 
 // userLayer is the user catalog layer file that `catalog update` writes,
@@ -47,6 +48,9 @@ A mirror on a shared file system is file:///DIR, as for every command.`,
 			if mirror != "" {
 				if _, err := catalog.NormalizeMirror(mirror); err != nil {
 					return usageError("--mirror: %v", err)
+				}
+				if registry.IsReference(mirror) {
+					return usageError("catalog update reads NVIDIA's manifests from https://, http:// or file:// mirrors; a registry (%s) carries the catalog entries of each plan pushed to it, which apply reads", mirror)
 				}
 			}
 			dir, err := catalog.UserLayerDir(os.Getenv)

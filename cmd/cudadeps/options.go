@@ -9,6 +9,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/fleet/registry"
 	"github.com/cudadeps/cudadeps/platform"
 )
 
@@ -63,7 +64,7 @@ func (o *globalOptions) addLoaderFlags(cmd *cobra.Command) {
 func (o *globalOptions) addCatalogFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringArrayVar(&o.catalogs, "catalog", nil, "layer this catalog `FILE` over the embedded one (repeatable; later wins)")
-	f.Var(&o.mirror, "mirror", "fetch archives from this `URL` instead of NVIDIA (https://..., http://127.0.0.1..., file:///...)")
+	f.Var(&o.mirror, "mirror", "fetch archives from this `URL` instead of NVIDIA (https://..., http://127.0.0.1..., file:///..., or a registry's repository oci://HOST/REPOSITORY)")
 	o.addPlatformFlag(cmd, "NVIDIA platform (default: from the scanned files or this host)")
 	o.addCUDAFlag(cmd, "CUDA major version when it cannot be read from libcudart (12, 13)")
 	_ = cmd.MarkFlagFilename("catalog", "yaml", "yml")
@@ -143,6 +144,11 @@ func (m *mirrorFlag) Type() string   { return "URL" }
 func (m *mirrorFlag) Set(s string) error {
 	if _, err := catalog.NormalizeMirror(s); err != nil {
 		return err
+	}
+	if registry.IsReference(s) {
+		if _, err := registry.ParseReference(s); err != nil {
+			return err
+		}
 	}
 	*m = mirrorFlag(s)
 	return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/fleet/registry"
 	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/humansize"
@@ -200,8 +201,36 @@ func (a *app) recoverPrefix(ctx context.Context, p *activation.Prefix) error {
 	return err
 }
 
+// newClient is a download client; where the mirror is a registry
+// (oci://), one that fetches its blobs with its login.
 func (a *app) newClient(cacheDir string, allowHTTP bool) (*fetch.Client, error) {
-	return fetch.NewClient(fetch.Options{CacheDir: cacheDir, AllowHTTP: allowHTTP, Logger: a.logger, Progress: a.progressWriter(), Limits: a.opts.limits})
+	var rem *registry.Remote
+	if m := string(a.opts.mirror); registry.IsReference(m) {
+		var err error
+		if rem, err = a.openRegistry(m, allowHTTP); err != nil {
+			return nil, err
+		}
+	}
+	return a.clientFor(rem, cacheDir, allowHTTP)
+}
+
+// clientFor is a download client that fetches rem's blobs (rem may be nil).
+func (a *app) clientFor(rem *registry.Remote, cacheDir string, allowHTTP bool) (*fetch.Client, error) {
+	opts := fetch.Options{CacheDir: cacheDir, AllowHTTP: allowHTTP, Logger: a.logger, Progress: a.progressWriter(), Limits: a.opts.limits}
+	if rem != nil {
+		opts = rem.FetchOptions(opts)
+	}
+	return fetch.NewClient(opts)
+}
+
+// openRegistry opens the repository an oci:// reference names, with the
+// logins of Docker's configuration.
+func (a *app) openRegistry(ref string, allowHTTP bool) (*registry.Remote, error) {
+	r, err := registry.ParseReference(ref)
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	return registry.Open(r, registry.Options{AllowHTTP: allowHTTP, Logger: a.logger})
 }
 
 func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {

@@ -40,6 +40,16 @@ type Index struct {
 	byProj map[string][]string // normalized project → file names
 	hashes map[string]string   // file name → the sha256 the index states
 	hits   map[string]int      // path → requests
+	// forbidden, when set, is failed by every request.
+	forbidden testing.TB
+}
+
+// Forbid makes every later request fail t: an index that must not be
+// asked any more.
+func (ix *Index) Forbid(t testing.TB) {
+	ix.mu.Lock()
+	ix.forbidden = t
+	ix.mu.Unlock()
 }
 
 // Serve builds the wheels and serves them; the server stops with the test.
@@ -102,7 +112,13 @@ func (ix *Index) Requests() int {
 func (ix *Index) serve(w http.ResponseWriter, r *http.Request) {
 	ix.mu.Lock()
 	ix.hits[r.Method+" "+r.URL.Path]++
+	forbidden := ix.forbidden
 	ix.mu.Unlock()
+	if forbidden != nil {
+		forbidden.Errorf("the package index was asked for %s %s, which nothing may ask for now", r.Method, r.URL.Path)
+		http.Error(w, "forbidden by the test", http.StatusForbidden)
+		return
+	}
 	if name, ok := strings.CutPrefix(r.URL.Path, "/files/"); ok {
 		data, ok := ix.files[name]
 		if !ok || strings.HasSuffix(name, ".metadata") && !ix.CoreMetadata {

@@ -20,9 +20,18 @@ type Mirror struct {
 	// Catalog is a catalog layer (for --catalog) naming every archive.
 	Catalog string
 
-	server *httptest.Server
-	mu     sync.Mutex
-	hits   map[string]int
+	server    *httptest.Server
+	mu        sync.Mutex
+	hits      map[string]int
+	forbidden testing.TB
+}
+
+// Forbid makes every later request fail t: a stand-in that must not be
+// asked any more.
+func (m *Mirror) Forbid(t testing.TB) {
+	m.mu.Lock()
+	m.forbidden = t
+	m.mu.Unlock()
 }
 
 // Requests returns how many requests each served path received.
@@ -75,7 +84,13 @@ func ServeDir(t testing.TB, dir string) *Mirror {
 	m.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		m.hits[r.URL.Path]++
+		forbidden := m.forbidden
 		m.mu.Unlock()
+		if forbidden != nil {
+			forbidden.Errorf("the NVIDIA stand-in was asked for %s %s, which nothing may ask for now", r.Method, r.URL.Path)
+			http.Error(w, "forbidden by the test", http.StatusForbidden)
+			return
+		}
 		files.ServeHTTP(w, r)
 	}))
 	t.Cleanup(m.server.Close)

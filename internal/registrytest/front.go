@@ -3,6 +3,7 @@ package registrytest
 import (
 	"crypto/tls"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -54,6 +55,8 @@ func (r *Registry) Front(t testing.TB) *Front {
 	}
 	proxy.Transport = tr
 	proxy.FlushInterval = -1
+	// A client that goes away mid-answer is what the holds are for.
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
 	proxy.ModifyResponse = func(resp *http.Response) error {
 		req := resp.Request
 		f.mu.Lock()
