@@ -92,7 +92,11 @@ func connectProxy(t *testing.T, to string) (string, *atomic.Int64) {
 		_, _ = conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n"))
 		var wg sync.WaitGroup
 		wg.Add(2)
-		go func() { defer wg.Done(); _, _ = io.Copy(up, bufio.NewReader(io.MultiReader(buf.Reader, conn))); up.(*net.TCPConn).CloseWrite() }()
+		go func() {
+			defer wg.Done()
+			_, _ = io.Copy(up, bufio.NewReader(io.MultiReader(buf.Reader, conn)))
+			up.(*net.TCPConn).CloseWrite()
+		}()
 		go func() { defer wg.Done(); _, _ = io.Copy(conn, up); conn.Close() }()
 		wg.Wait()
 		up.Close()
