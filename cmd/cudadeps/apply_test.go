@@ -35,7 +35,7 @@ func nvidiaStandIn(t *testing.T) *mirrortest.Mirror {
 
 // appTree writes one node's copy of an application whose library needs
 // both, beside the libcudart it ships.
-func appTree(t *testing.T) string {
+func appTree(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := elfwrite.Write(filepath.Join(dir, "app/lib/libapp.so"), elfwrite.Spec{Soname: "libapp.so",
@@ -50,7 +50,7 @@ func appTree(t *testing.T) string {
 
 // nodeEnv is one machine's environment: its own cache, data and config
 // directories, and the site's catalog from CUDADEPS_CATALOG.
-func nodeEnv(t *testing.T, extra ...string) []string {
+func nodeEnv(t testing.TB, extra ...string) []string {
 	env := append(userEnv(t), "XDG_CONFIG_HOME="+t.TempDir(), "XDG_CONFIG_DIRS="+t.TempDir())
 	var out []string
 	for _, kv := range env {

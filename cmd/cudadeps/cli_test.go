@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 }
 
 // binary builds cudadeps once for this test binary.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	cliBuild.once.Do(func() {
 		if cliBuild.dir, cliBuild.err = os.MkdirTemp("", "cudadeps-cli-"); cliBuild.err != nil {
@@ -61,7 +61,7 @@ type cliResult struct {
 
 // userEnv is a clean environment: its own store and cache, no colour
 // settings, no LD_ variables.
-func userEnv(t *testing.T) []string {
+func userEnv(t testing.TB) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LD_") && !strings.HasPrefix(kv, "NO_COLOR=") && !strings.HasPrefix(kv, "XDG_") {
@@ -72,7 +72,7 @@ func userEnv(t *testing.T) []string {
 }
 
 // runBinary runs cudadeps with stdin from a pipe (not a terminal).
-func runBinary(t *testing.T, env []string, stdin string, args ...string) cliResult {
+func runBinary(t testing.TB, env []string, stdin string, args ...string) cliResult {
 	t.Helper()
 	cmd := exec.Command(binary(t), args...)
 	cmd.Env = env

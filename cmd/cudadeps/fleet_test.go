@@ -60,7 +60,7 @@ type fleetNode struct {
 	front        *registrytest.Front
 }
 
-func newFleetNode(t *testing.T, reg *registrytest.Registry, tree string) *fleetNode {
+func newFleetNode(t testing.TB, reg *registrytest.Registry, tree string) *fleetNode {
 	t.Helper()
 	n := &fleetNode{tree: tree, prefix: filepath.Join(t.TempDir(), "prefix"), front: reg.Front(t)}
 	n.env = nodeEnv(t, "SSL_CERT_FILE="+reg.CA.File, "DOCKER_CONFIG="+reg.DockerConfig(t, n.front.Host))
