@@ -34,7 +34,7 @@ type mirrorFlags struct {
 func (a *app) mirrorCommand() *cobra.Command {
 	var f mirrorFlags
 	cmd := &cobra.Command{
-		Use:   "mirror DIR | mirror --to oci://HOST/REPOSITORY:TAG",
+		Use:   "mirror DIR | --to oci://HOST/REPOSITORY:TAG",
 		Short: "Put exactly the archives a plan needs into a directory laid out as NVIDIA's redist tree, or push them to an OCI registry, to serve a cluster",
 		Long: `mirror downloads and verifies the archives (and wheels) that a plan needs and
 writes them into DIR as NVIDIA lays them out, with their manifests, so that
