@@ -88,7 +88,7 @@ func Write(ctx context.Context, steps []plan.Step, opts Options) (*Result, error
 	var wheels []File
 	for _, s := range steps {
 		if s.Wheel() {
-			wheels = append(wheels, File{Step: s, Path: "simple/" + pymeta.NormalizeName(s.Project) + "/" + s.Filename})
+			wheels = append(wheels, File{Step: s, Path: WheelPath(s)})
 			continue
 		}
 		loc, err := locate(opts.Catalog, s)
@@ -141,6 +141,12 @@ func Write(ctx context.Context, steps []plan.Step, opts Options) (*Result, error
 		res.Indexes = append(res.Indexes, idx...)
 	}
 	return res, nil
+}
+
+// WheelPath is where a mirror keeps a wheel, relative to its directory:
+// simple/<project>/<file>, in its PEP 503 index.
+func WheelPath(s plan.Step) string {
+	return "simple/" + pymeta.NormalizeName(s.Project) + "/" + s.Filename
 }
 
 // linkRedistPath makes the archive at rel also reachable where NVIDIA's

@@ -12,7 +12,6 @@ import (
 
 	"github.com/cudadeps/cudadeps/plan"
 	"github.com/cudadeps/cudadeps/platform"
-	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // The media types of what Push writes. The artifact type marks the index
@@ -98,11 +97,6 @@ func targetOf(p *plan.Plan) Target {
 		t.Version = p.Target.Dist.Version
 	}
 	return t
-}
-
-// wheelPath is where a directory mirror keeps a wheel.
-func wheelPath(s plan.Step) string {
-	return path.Join("simple", pymeta.NormalizeName(s.Project), s.Filename)
 }
 
 // fileOf describes step s at path p.

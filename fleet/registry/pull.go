@@ -247,7 +247,7 @@ func (a *Artifact) match(blobs []ocispec.Descriptor) error {
 		if b.Size != s.Size {
 			return fmt.Errorf("%s: the blob takes %d bytes, the plan says %d", s, b.Size, s.Size)
 		}
-		want := wheelPath(s)
+		want := mirror.WheelPath(s)
 		if !s.Wheel() {
 			if layer == nil {
 				return errors.New("the plan takes archives, and the artifact has no catalog layer")

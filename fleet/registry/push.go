@@ -20,6 +20,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/mirror"
 	"github.com/cudadeps/cudadeps/plan"
 )
 
@@ -108,7 +109,7 @@ func (r *Remote) Push(ctx context.Context, p *plan.Plan, opts PushOptions) (*Pus
 	sources := map[string][]string{}
 	for _, s := range steps {
 		if s.Wheel() {
-			contents.Files = append(contents.Files, fileOf(s, wheelPath(s)))
+			contents.Files = append(contents.Files, fileOf(s, mirror.WheelPath(s)))
 			sources[s.SHA256] = []string{s.URL}
 			continue
 		}

@@ -287,7 +287,6 @@ func (r *Remote) scheme() string {
 func (r *Remote) explain(err error) error {
 	var resp *errcode.ErrorResponse
 	var unknownCA x509.UnknownAuthorityError
-	var badHost x509.HostnameError
 	switch {
 	case err == nil:
 		return nil
@@ -298,8 +297,6 @@ func (r *Remote) explain(err error) error {
 		return fmt.Errorf("%s: the login is not allowed this: %w", r.ref, err)
 	case errors.As(err, &unknownCA):
 		return fmt.Errorf("%s: %w (trust the registry's certificate authority: SSL_CERT_FILE=CA.pem)", r.ref, err)
-	case errors.As(err, &badHost):
-		return fmt.Errorf("%s: %w", r.ref, err)
 	}
 	return fmt.Errorf("%s: %w", r.ref, err)
 }
