@@ -505,3 +505,36 @@ func writeJSON(t *testing.T, p string, v any) {
 		t.Fatal(err)
 	}
 }
+
+// TestPlainHTTPRule: plain HTTP is for loopback registries, or where
+// allowed; a redirect beyond loopback to plain HTTP is refused likewise.
+func TestPlainHTTPRule(t *testing.T) {
+	for _, c := range []struct {
+		ref   string
+		allow bool
+		plain bool
+	}{
+		{"oci://127.0.0.1:5000/a", false, true},
+		{"oci://localhost:5000/a", false, true},
+		{"oci://[::1]:5000/a", false, true},
+		{"oci://10.0.0.5:5000/a", false, false},
+		{"oci://registry.internal/a", false, false},
+		{"oci://registry.internal/a", true, true},
+	} {
+		r, err := ParseReference(c.ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rem, err := Open(r, Options{AllowHTTP: c.allow, DockerConfig: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rem.plainAllowed(); got != c.plain {
+			t.Errorf("%s (allow-http %v): plain HTTP allowed %v, want %v", c.ref, c.allow, got, c.plain)
+		}
+		req, _ := http.NewRequest(http.MethodGet, "http://objects.example/blob", nil)
+		if err := rem.checkRedirect(req, nil); (err == nil) != c.allow {
+			t.Errorf("%s (allow-http %v): a redirect to plain http beyond loopback: %v", c.ref, c.allow, err)
+		}
+	}
+}
