@@ -1,6 +1,6 @@
 module github.com/cudadeps/cudadeps
 
-go 1.25.0
+go 1.24
 
 require (
 	github.com/ebitengine/purego v0.9.1
@@ -15,7 +15,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/crypto v0.32.0
 	golang.org/x/term v0.28.0
-	oras.land/oras-go/v2 v2.6.2
+	oras.land/oras-go/v2 v2.6.0
 )
 
 require (
@@ -23,6 +23,6 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
-	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sync v0.14.0 // indirect
 	golang.org/x/sys v0.29.0 // indirect
 )

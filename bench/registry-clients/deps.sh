@@ -26,7 +26,7 @@ cp "$root/go.mod" "$root/go.sum" "$work/base/"
 	-droprequire github.com/opencontainers/go-digest -droprequire golang.org/x/sync)
 measure "$work/base" "cudadeps without a registry client"
 
-for lib in oras.land/oras-go/v2@v2.6.2 github.com/google/go-containerregistry@v0.20.7 github.com/containerd/containerd/v2@v2.1.4; do
+for lib in oras.land/oras-go/v2@v2.6.0 github.com/google/go-containerregistry@v0.20.7 github.com/containerd/containerd/v2@v2.1.4; do
 	d="$work/$(echo "$lib" | tr '/@' '__')"
 	cp -r "$work/base" "$d"
 	(cd "$d" && go get "$lib" >/dev/null 2>&1)
