@@ -132,7 +132,8 @@ type Options struct {
 	Limits Limits
 	// Transport, when set, carries the client's HTTP requests instead of
 	// a transport of its own (which takes the proxy from the environment):
-	// a registry's, which authenticates to it (package fleet/registry).
+	// a registry's, which authenticates to it (package fleet/registry). An
+	// error it returns wrapped by Refusal is not tried again.
 	Transport http.RoundTripper
 	// Locate, when set, turns the URL of a request whose scheme is none of
 	// https, http and file (oci://) into the https or http URL its bytes
@@ -354,6 +355,11 @@ type policyError struct{ err error }
 
 func (e *policyError) Error() string { return e.err.Error() }
 func (e *policyError) Unwrap() error { return e.err }
+
+// Refusal marks err, returned by a given Transport, as a refusal of the
+// transport's own (a request it will not send): the client does not try
+// it again.
+func Refusal(err error) error { return &policyError{err} }
 
 // backoff is the wait before retry attempt+1: the server's Retry-After when
 // it sent one with 429 or 5xx, else exponential from lo to hi with jitter so

@@ -87,8 +87,11 @@ const (
 	KindWheel   = "wheel"
 )
 
-// maxSmall bounds a manifest, an index, the contents and the catalog
-// layer read from a registry; the plan has its own bound.
+// maxSmall bounds every manifest, index, config (the contents) and layer
+// read whole from a registry (the plan, the catalog layer): oras-go
+// v2.6.0's content.ReadAll allocates what a descriptor declares, so the
+// bound is checked before reading (docs/fleet.md, "The credential guard").
+// Real ones take a few hundred KiB.
 const maxSmall = 16 << 20
 
 func targetOf(p *plan.Plan) Target {

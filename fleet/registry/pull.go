@@ -96,9 +96,15 @@ func (r *Remote) Read(ctx context.Context, sel Select) (*Artifact, error) {
 			return nil, err
 		}
 		a.Index = desc.Digest.String()
-		if desc, data, err = r.fetchManifest(ctx, chosen.Digest.String()); err != nil {
+		if chosen.MediaType != ocispec.MediaTypeImageManifest {
+			return nil, fmt.Errorf("%s: the index lists a %s, not what cudadeps pushes", r.ref, chosen.MediaType)
+		}
+		// Read as the index describes it: its size bounded before any
+		// request, then checked with its digest.
+		if data, err = r.fetchSmall(ctx, chosen); err != nil {
 			return nil, err
 		}
+		desc = chosen
 	}
 	if desc.MediaType != ocispec.MediaTypeImageManifest {
 		return nil, fmt.Errorf("%s holds a %s, not what cudadeps pushes", r.ref, desc.MediaType)
@@ -112,7 +118,7 @@ func (r *Remote) Read(ctx context.Context, sel Select) (*Artifact, error) {
 	if m.ArtifactType != ArtifactType || m.Config.MediaType != MediaTypeContents {
 		return nil, fmt.Errorf("%s is not an artifact cudadeps pushed: artifact type %q, config %q", a.Reference, m.ArtifactType, m.Config.MediaType)
 	}
-	cfg, err := r.fetchBlob(ctx, m.Config, maxSmall)
+	cfg, err := r.fetchSmall(ctx, m.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -124,11 +130,11 @@ func (r *Remote) Read(ctx context.Context, sel Select) (*Artifact, error) {
 	for _, l := range m.Layers {
 		switch l.MediaType {
 		case MediaTypePlan:
-			if planData, err = r.fetchBlob(ctx, l, plan.MaxFileSize); err != nil {
+			if planData, err = r.fetchSmall(ctx, l); err != nil {
 				return nil, err
 			}
 		case MediaTypeCatalog:
-			if a.Catalog, err = r.fetchBlob(ctx, l, maxSmall); err != nil {
+			if a.Catalog, err = r.fetchSmall(ctx, l); err != nil {
 				return nil, err
 			}
 		case MediaTypeArchive, MediaTypeWheel:
@@ -208,16 +214,39 @@ func orNone(list []string) string {
 	return strings.Join(list, "; ")
 }
 
-// fetchBlob reads a small blob, bounded and verified by its digest.
-func (r *Remote) fetchBlob(ctx context.Context, d ocispec.Descriptor, limit int64) ([]byte, error) {
-	if d.Size < 0 || d.Size > limit {
-		return nil, fmt.Errorf("%s: blob %s of %s takes %d bytes, more than %d", r.ref, d.Digest, d.MediaType, d.Size, limit)
+// fetchSmall reads a manifest, an index, the contents or the plan or
+// catalog layer whole, as its descriptor describes it: one that declares
+// more than maxSmall is refused before anything is asked of the registry,
+// and what is read must have the size and digest declared.
+func (r *Remote) fetchSmall(ctx context.Context, d ocispec.Descriptor) ([]byte, error) {
+	if err := r.checkSmall(d, d.Digest.String()); err != nil {
+		return nil, err
 	}
 	data, err := content.FetchAll(ctx, r.repo, d)
 	if err != nil {
-		return nil, fmt.Errorf("%s: blob %s: %w", r.ref, d.Digest, r.explain(err))
+		return nil, fmt.Errorf("%s: %s %s: %w", r.ref, kindOf(d.MediaType), d.Digest, r.explain(err))
 	}
 	return data, nil
+}
+
+// checkSmall refuses a descriptor of what reference names that declares
+// a size out of maxSmall's bound.
+func (r *Remote) checkSmall(d ocispec.Descriptor, reference string) error {
+	if d.Size < 0 || d.Size > maxSmall {
+		return fmt.Errorf("%s: %s %s declares %d bytes, more than the %d cudadeps reads of one: refused", r.ref, kindOf(d.MediaType), reference, d.Size, maxSmall)
+	}
+	return nil
+}
+
+// kindOf names what a media type is, for errors.
+func kindOf(mediaType string) string {
+	switch mediaType {
+	case ocispec.MediaTypeImageManifest:
+		return "the manifest"
+	case ocispec.MediaTypeImageIndex:
+		return "the image index"
+	}
+	return "the blob of " + mediaType
 }
 
 // match pairs each step of the plan with its blob and its path.

@@ -101,6 +101,9 @@ func (r *Remote) Push(ctx context.Context, p *plan.Plan, opts PushOptions) (*Pus
 	if err != nil {
 		return nil, err
 	}
+	if len(p.Raw) > maxSmall {
+		return nil, fmt.Errorf("%s: the plan takes %d bytes, more than the %d a registry's artifact carries", p.File, len(p.Raw), maxSmall)
+	}
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
@@ -390,8 +393,10 @@ func (r *Remote) fetchManifest(ctx context.Context, reference string) (ocispec.D
 		return desc, nil, r.explain(err)
 	}
 	defer rc.Close()
-	if desc.Size > maxSmall {
-		return desc, nil, fmt.Errorf("%s: the manifest of %s takes %d bytes, more than the %d a cudadeps artifact's does", r.ref, reference, desc.Size, maxSmall)
+	// desc is the registry's answer (its Content-Length): bounded before
+	// anything is read.
+	if err := r.checkSmall(desc, reference); err != nil {
+		return desc, nil, err
 	}
 	data, err := content.ReadAll(rc, desc)
 	if err != nil {

@@ -109,13 +109,14 @@ type Options struct {
 // Remote is one repository of a registry, with the login and transport
 // to reach it. It is safe for concurrent use.
 type Remote struct {
-	ref       Reference
-	oref      orasregistry.Reference
-	repo      *remote.Repository
-	auth      *auth.Client
-	base      *http.Transport
-	allowHTTP bool
-	log       *slog.Logger
+	ref   Reference
+	oref  orasregistry.Reference
+	repo  *remote.Repository
+	auth  *auth.Client
+	base  *http.Transport // the registry's, under the guard
+	other *http.Transport // for hosts the user names (a mirror's, NVIDIA's)
+	guard *guard
+	log   *slog.Logger
 
 	mu    sync.Mutex
 	ready bool // the scheme is known (repo.PlainHTTP set)
@@ -135,9 +136,10 @@ func Open(ref Reference, opts Options) (*Remote, error) {
 	if err != nil {
 		return nil, err
 	}
+	g := &guard{host: oref.Host(), allowHTTP: opts.AllowHTTP, realms: map[string]bool{}}
 	base := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           g.dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
 		TLSClientConfig:       &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          64,
@@ -150,9 +152,13 @@ func Open(ref Reference, opts Options) (*Remote, error) {
 		// as stored.
 		DisableCompression: true,
 	}
-	r := &Remote{ref: ref, oref: oref, base: base, allowHTTP: opts.AllowHTTP, log: log}
+	g.base = base
+	other := base.Clone()
+	other.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	r := &Remote{ref: ref, oref: oref, base: base, other: other, guard: g, log: log}
 	r.auth = &auth.Client{
-		Client: &http.Client{Transport: base, CheckRedirect: r.checkRedirect},
+		// The guard keeps the login with the registry.
+		Client: &http.Client{Transport: g, CheckRedirect: g.checkRedirect},
 		Cache:  auth.NewCache(),
 		Header: http.Header{"User-Agent": {"cudadeps"}},
 		// The login is looked up by host only when the registry asks.
@@ -192,7 +198,7 @@ func dockerCredentials(dir string, log *slog.Logger) (auth.CredentialFunc, error
 // plainAllowed reports whether the registry may be reached over plain
 // HTTP: on loopback, or where allowed.
 func (r *Remote) plainAllowed() bool {
-	return r.allowHTTP || isLoopback(r.oref.Host())
+	return r.guard.allowHTTP || isLoopback(r.oref.Host())
 }
 
 func isLoopback(hostport string) bool {
@@ -205,23 +211,6 @@ func isLoopback(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// checkRedirect holds redirects (a registry may send a blob to an object
-// store) to the rule for the registry itself.
-func (r *Remote) checkRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
-	}
-	switch req.URL.Scheme {
-	case "https":
-		return nil
-	case "http":
-		if r.allowHTTP || isLoopback(req.URL.Host) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%s: a redirect to plain http is refused for hosts other than loopback (pass --allow-http)", req.URL.Redacted())
 }
 
 // prepare finds the scheme and checks the login, once: https, except
@@ -250,6 +239,7 @@ func (r *Remote) prepare(ctx context.Context) error {
 		case errors.Is(err, http.ErrSchemeMismatch):
 			r.log.Debug("the registry speaks plain HTTP", "host", r.ref.Host)
 			r.repo.PlainHTTP = true
+			r.guard.plain.Store(true)
 		default:
 			return r.explain(err)
 		}
@@ -339,18 +329,24 @@ func (r *Remote) FetchOptions(o fetch.Options) fetch.Options {
 	return o
 }
 
-// loginTransport sends requests for the registry through its login, and
-// others (an object store a blob redirects to is followed inside) as they
-// are.
+// loginTransport sends requests for the registry through its login (and
+// the guard), and others, to hosts the user named (the mirror or NVIDIA a
+// push downloads from), as they are. A blob's redirect (to an object
+// store) is followed inside the login client, under the guard.
 type loginTransport struct{ r *Remote }
 
 func (t loginTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Host != t.r.oref.Host() {
-		return t.r.base.RoundTrip(req)
+		return t.r.other.RoundTrip(req)
 	}
 	// The scope up front spares a bearer-token registry's challenge on
-	// every blob. Errors go back as they are: the download client tells
-	// by their type which are worth another try.
+	// every blob.
 	ctx := auth.AppendRepositoryScope(req.Context(), t.r.oref, auth.ActionPull)
-	return t.r.auth.Do(req.WithContext(ctx))
+	resp, err := t.r.auth.Do(req.WithContext(ctx))
+	// Errors go back as they are, the download client telling by their
+	// type which are worth another try; the guard's refusals are not.
+	if rf := asRefusal(err); rf != nil {
+		return nil, fetch.Refusal(rf)
+	}
+	return resp, err
 }

@@ -533,7 +533,7 @@ func TestPlainHTTPRule(t *testing.T) {
 			t.Errorf("%s (allow-http %v): plain HTTP allowed %v, want %v", c.ref, c.allow, got, c.plain)
 		}
 		req, _ := http.NewRequest(http.MethodGet, "http://objects.example/blob", nil)
-		if err := rem.checkRedirect(req, nil); (err == nil) != c.allow {
+		if err := rem.guard.checkRedirect(req, nil); (err == nil) != c.allow {
 			t.Errorf("%s (allow-http %v): a redirect to plain http beyond loopback: %v", c.ref, c.allow, err)
 		}
 	}
