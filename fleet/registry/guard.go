@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 )
 
 // guard is the transport and the redirect policy under oras-go's login
@@ -164,14 +166,8 @@ func (g *guard) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return refuse("stopped after 10 redirects")
 	}
-	switch req.URL.Scheme {
-	case "https":
-	case "http":
-		if !g.allowHTTP && !isLoopback(req.URL.Host) {
-			return refuse("%s: a redirect to plain http is refused for hosts other than loopback (pass --allow-http)", req.URL.Redacted())
-		}
-	default:
-		return refuse("%s: a redirect to neither https nor http: refused", req.URL.Redacted())
+	if err := urlpolicy.Check(req.URL, g.allowHTTP, urlpolicy.Remote); err != nil {
+		return &refusal{err.Error()}
 	}
 	if origin(req.URL) != origin(g.registry()) {
 		req.Header.Del("Authorization")
@@ -233,7 +229,7 @@ func refusedAddress(host, registryHost string) string {
 		return "a link-local address (where cloud metadata services answer)"
 	case ip.IsUnspecified():
 		return "the unspecified address"
-	case ip.IsLoopback() && !isLoopback(registryHost):
+	case ip.IsLoopback() && !urlpolicy.IsLoopback(registryHost):
 		return "a loopback address, and the registry is not on loopback"
 	}
 	return ""

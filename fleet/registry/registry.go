@@ -41,6 +41,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 )
 
 // Scheme starts every reference this package reads.
@@ -198,19 +199,7 @@ func dockerCredentials(dir string, log *slog.Logger) (auth.CredentialFunc, error
 // plainAllowed reports whether the registry may be reached over plain
 // HTTP: on loopback, or where allowed.
 func (r *Remote) plainAllowed() bool {
-	return r.guard.allowHTTP || isLoopback(r.oref.Host())
-}
-
-func isLoopback(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return r.guard.allowHTTP || urlpolicy.IsLoopback(r.guard.registry().Hostname())
 }
 
 // prepare finds the scheme and checks the login, once: https, except
