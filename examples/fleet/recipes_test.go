@@ -88,6 +88,7 @@ type site struct {
 func newSite(t *testing.T) *site {
 	t.Helper()
 	if runtime.GOARCH != "amd64" {
+		// Not an oracle: the stand-in archives are x86_64, which another machine does not apply.
 		t.Skip("the stand-in archives are x86_64")
 	}
 	reg := registrytest.Start(t, registrytest.Options{})
