@@ -339,11 +339,17 @@ func diffLines(a, b string) string {
 
 // oldCopies puts older releases of cuDNN and cuBLAS, and cuSPARSELt at
 // exactly the pinned release, in a directory of LD_LIBRARY_PATH, named as
-// NVIDIA's packages name them (libcudnn.so.9 → libcudnn.so.9.14.0), as a
-// system toolkit would.
+// NVIDIA's packages name them (libcudnn.so.9 → libcudnn.so.9.14.0): the lib
+// directory of a conda environment that holds CUDA packages.
 func (f *absentFixture) oldCopies(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	env := t.TempDir()
+	dir := filepath.Join(env, "lib")
+	for _, d := range []string{dir, filepath.Join(env, "conda-meta")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for soname, real := range map[string]string{
 		"libcudnn.so.9": "libcudnn.so.9.14.0", "libcublas.so.13": "libcublas.so.13.0.0.19", "libcublasLt.so.13": "libcublasLt.so.13.0.0.19",
 		"libcusparseLt.so.0": "libcusparseLt.so.0.8.0.4",
@@ -386,6 +392,9 @@ func TestAbsentWithOlderCopiesVisible(t *testing.T) {
 	shadowed := map[string]string{}
 	for _, sh := range dry.Shadowed {
 		shadowed[sh.Soname] = sh.FoundVersion
+		if sh.Conda != filepath.Dir(old) || !strings.Contains(sh.String(), "conda environment") {
+			t.Errorf("%s: not named as a conda package: %s", sh.Soname, sh.String())
+		}
 	}
 	if shadowed["libcudnn.so.9"] != "9.14.0" || shadowed["libcublas.so.13"] != "13.0.0.19" {
 		t.Errorf("wrong copies reported: %v", shadowed)

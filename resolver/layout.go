@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -232,6 +233,10 @@ type Shadow struct {
 	Via          ldso.Via `json:"via"`
 	From         string   `json:"from,omitempty"`
 	NeededBy     []string `json:"needed_by"`
+	// Conda is the conda environment whose package holds Found (it has a
+	// conda-meta directory), "" when none does: conda's CUDA packages
+	// (cuda-cudart, libcublas, cudnn) are a common source of other copies.
+	Conda string `json:"conda_env,omitempty"`
 	// Owner is the copy the package was built for.
 	Owner *OwnedLib `json:"owner"`
 	// Fixable is set when restoring the owned copy makes the loader find
@@ -244,6 +249,9 @@ func (s *Shadow) String() string {
 	found := s.Found
 	if s.FoundVersion != "" {
 		found += " (" + s.FoundVersion + ")"
+	}
+	if s.Conda != "" {
+		found += ", a CUDA package of the conda environment " + s.Conda
 	}
 	state := "present"
 	if !s.Owner.Present {
@@ -274,7 +282,7 @@ func (l *Layout) Shadows(rep *scan.Report) []Shadow {
 			}
 			sh, ok := byName[path0(o)]
 			if !ok {
-				sh = &Shadow{Soname: path0(o), Found: o.HostPath, FoundVersion: fileVersion(o.HostPath, path0(o)),
+				sh = &Shadow{Soname: path0(o), Found: o.HostPath, FoundVersion: fileVersion(o.HostPath, path0(o)), Conda: condaEnv(o.HostPath),
 					Via: o.Via, From: o.From, Owner: owner, NeededBy: []string{}}
 				sh.Fixable, sh.Remedy = fixable(o)
 				byName[sh.Soname] = sh
@@ -340,4 +348,18 @@ func fixable(o *ldso.Object) (bool, string) {
 		return false, fmt.Sprintf("%s is loaded before the package asks for it (%s): remove it from the preload list", o.HostPath, o.Via)
 	}
 	return false, fmt.Sprintf("the objects that need %s search %s first: remove or rename it, or put the owned copy's directory first on LD_LIBRARY_PATH", path0(o), filepath.Dir(o.HostPath))
+}
+
+// condaEnv is the conda environment a library file lies in: the nearest
+// directory above it with a conda-meta directory, within a few levels
+// (ENV/lib/libcudart.so.13, ENV/targets/x86_64-linux/lib/...); "" when none.
+func condaEnv(file string) string {
+	dir := filepath.Dir(file)
+	for i := 0; i < 4 && dir != "/" && dir != "."; i++ {
+		if st, err := os.Stat(filepath.Join(dir, "conda-meta")); err == nil && st.IsDir() {
+			return dir
+		}
+		dir = filepath.Dir(dir)
+	}
+	return ""
 }
