@@ -281,6 +281,9 @@ func TestAbsentDistributionsFromIndex(t *testing.T) {
 	if !slices.Equal(installed, want) {
 		t.Errorf("installed:\n%s\nwant:\n%s", strings.Join(installed, "\n"), strings.Join(want, "\n"))
 	}
+	if len(out.Activation.Distributions) != len(want) || len(out.Activation.InPlace) != 0 {
+		t.Errorf("activation: distributions %q, libraries linked into %q", out.Activation.Distributions, out.Activation.InPlace)
+	}
 	for _, d := range out.DistributionsAfter.Dists {
 		if d.State != declared.Intact {
 			t.Errorf("after the resolve %s is %s (%s)", d.Name, d.State, d.Detail)
@@ -392,6 +395,9 @@ func TestAbsentWithOlderCopiesVisible(t *testing.T) {
 	shadowed := map[string]string{}
 	for _, sh := range dry.Shadowed {
 		shadowed[sh.Soname] = sh.FoundVersion
+		if sh.Exact != (sh.Soname == "libcusparseLt.so.0") {
+			t.Errorf("%s %s: exact %v", sh.Soname, sh.FoundVersion, sh.Exact)
+		}
 		if sh.Conda != filepath.Dir(old) || !strings.Contains(sh.String(), "conda environment") {
 			t.Errorf("%s: not named as a conda package: %s", sh.Soname, sh.String())
 		}

@@ -233,6 +233,9 @@ type Shadow struct {
 	Via          ldso.Via `json:"via"`
 	From         string   `json:"from,omitempty"`
 	NeededBy     []string `json:"needed_by"`
+	// Exact is set when Found's file name says it is exactly the release
+	// the owner must come at: no wrong copy, though not the package's own.
+	Exact bool `json:"exact,omitempty"`
 	// Conda is the conda environment whose package holds Found (it has a
 	// conda-meta directory), "" when none does: conda's CUDA packages
 	// (cuda-cudart, libcublas, cudnn) are a common source of other copies.
@@ -285,6 +288,7 @@ func (l *Layout) Shadows(rep *scan.Report) []Shadow {
 				sh = &Shadow{Soname: path0(o), Found: o.HostPath, FoundVersion: fileVersion(o.HostPath, path0(o)), Conda: condaEnv(o.HostPath),
 					Via: o.Via, From: o.From, Owner: owner, NeededBy: []string{}}
 				sh.Fixable, sh.Remedy = fixable(o)
+				sh.Exact = sh.FoundVersion != "" && sameRelease(sh.FoundVersion, owner.Version)
 				byName[sh.Soname] = sh
 				out = append(out, sh)
 			}

@@ -142,8 +142,13 @@ const (
 
 // Activation says how the loader is made to find what was installed.
 type Activation struct {
-	// InPlace are the directories that received links (or copies).
+	// InPlace are the directories that received links (or copies) of
+	// libraries, outside the distributions installed whole.
 	InPlace []string `json:"in_place"`
+	// Distributions are the declared distributions restored for the
+	// target ("nvidia-cublas 13.1.0.3"): installed whole from wheels, or
+	// supplied from NVIDIA's archives.
+	Distributions []string `json:"distributions,omitempty"`
 	// Script is set when LD_LIBRARY_PATH is needed: source it.
 	Script     string   `json:"script,omitempty"`
 	ScriptDirs []string `json:"env_dirs,omitempty"`
@@ -843,7 +848,20 @@ func (o *Outcome) fillActivation(opts Options, change *activation.Change) {
 	}
 	rec := change.Record()
 	for _, p := range rec.Placed {
+		if p.Dist != "" {
+			continue
+		}
 		o.Activation.InPlace = uniq.Append(o.Activation.InPlace, filepath.Dir(p.Path))
+	}
+	for _, r := range o.Rounds {
+		if r.Plan == nil || len(r.Placed) == 0 {
+			continue
+		}
+		for _, st := range r.Plan.Steps {
+			if rs := st.Restore; rs != nil {
+				o.Activation.Distributions = uniq.Append(o.Activation.Distributions, fmt.Sprintf("%s %s (%s into %s)", rs.Dist, rs.Version, restoreVerb(rs.Mode), rs.Site))
+			}
+		}
 	}
 	if len(rec.ScriptDirs) > 0 {
 		o.Activation.Script = opts.Prefix.EnvScript()
@@ -852,4 +870,11 @@ func (o *Outcome) fillActivation(opts Options, change *activation.Change) {
 	if len(rec.Placed) > 0 || len(rec.ScriptDirs) > 0 {
 		o.Activation.Record = opts.Prefix.RecordFile(rec.Target)
 	}
+}
+
+func restoreVerb(m RestoreMode) string {
+	if m == RestoreSupply {
+		return "supplied from NVIDIA's archive"
+	}
+	return "installed"
 }

@@ -62,13 +62,27 @@ func renderLayout(w io.Writer, o *resolver.Outcome) {
 			fmt.Fprintf(w, "  %s\n", s)
 		}
 	}
-	if len(o.Shadowed) > 0 {
+	var wrong, exact []resolver.Shadow
+	for _, sh := range o.Shadowed {
+		if sh.Exact {
+			exact = append(exact, sh)
+		} else {
+			wrong = append(wrong, sh)
+		}
+	}
+	if len(wrong) > 0 {
 		fmt.Fprintln(w, "\nWrong copies found first (the package was built for the owned copy):")
-		for _, s := range o.Shadowed {
+		for _, s := range wrong {
 			fmt.Fprintf(w, "  %s\n", s.String())
 			if !s.Fixable && s.Remedy != "" {
 				fmt.Fprintf(w, "      %s\n", s.Remedy)
 			}
+		}
+	}
+	if len(exact) > 0 {
+		fmt.Fprintln(w, "\nCopies found elsewhere at exactly the required release (no wrong copies; the owned copy is still what the package searches first):")
+		for _, s := range exact {
+			fmt.Fprintf(w, "  %s\n", s.String())
 		}
 	}
 	if len(o.Notes) > 0 {

@@ -332,10 +332,13 @@ func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) 
 	if o.DryRun {
 		return
 	}
+	if len(o.Activation.Distributions) > 0 {
+		fmt.Fprintf(w, "Distributions restored: %s\n", strings.Join(o.Activation.Distributions, "; "))
+	}
 	if len(o.Activation.InPlace) > 0 {
 		fmt.Fprintf(w, "Libraries were linked into: %s\n", strings.Join(o.Activation.InPlace, ", "))
 	}
-	if len(o.Activation.InPlace) > 0 || o.Activation.Script != "" {
+	if len(o.Activation.InPlace) > 0 || len(o.Activation.Distributions) > 0 || o.Activation.Script != "" {
 		fmt.Fprintf(w, "Undo with: %s\n", command("undo", t.Name))
 	}
 }
