@@ -55,13 +55,17 @@ func breadthFirst(start []*ldso.Object) []*ldso.Object {
 	return out
 }
 
-// Dlopened binds what dlopen(o, RTLD_NOW|RTLD_LOCAL) relocates in process
-// p: the objects of o's dependency group that were not loaded before
-// (neither in the global scope nor counted as loaded already), each looked
-// up in the global scope and then in o's group, as Python imports an
-// extension module. globals are objects opened earlier with RTLD_GLOBAL:
-// their dependency groups join the global scope, in order, after the
-// program's.
+// Dlopened binds what dlopen(o, RTLD_NOW|RTLD_LOCAL) relocated in process
+// p, as Python imports an extension module: the objects of o's dependency
+// group that this dlopen loaded (neither in the global scope, nor counted
+// as loaded already, nor loaded by an earlier dlopen, which relocated them
+// then), each looked up in the global scope and then in o's group. When o
+// itself was loaded earlier, as a dependency of an object dlopen'ed before
+// (a package's library that its extension module needs), the objects of
+// o's group that that dlopen loaded are bound as it bound them: in the
+// global scope, then in that object's group. globals are objects opened
+// earlier with RTLD_GLOBAL: their dependency groups join the global scope,
+// in order, after the program's.
 func (b *Binder) Dlopened(ctx context.Context, p *ldso.Process, o *ldso.Object, globals ...*ldso.Object) ([]Undefined, error) {
 	global := GlobalScope(p)
 	isGlobal := map[*ldso.Object]bool{}
@@ -76,13 +80,35 @@ func (b *Binder) Dlopened(ctx context.Context, p *ldso.Process, o *ldso.Object, 
 			}
 		}
 	}
-	group := breadthFirst([]*ldso.Object{o})
+	objs := p.Objects()
+	index := make(map[*ldso.Object]int, len(objs))
+	for i, x := range objs {
+		index[x] = i
+	}
+	// by is the object whose dlopen loaded o: o itself, or the last object
+	// opened by path before it.
+	by := o
+	if i, ok := index[o]; ok && o.Via != ldso.ViaDlopen {
+		for j := i - 1; j >= 0; j-- {
+			if objs[j].Via == ldso.ViaDlopen {
+				by = objs[j]
+				break
+			}
+		}
+	}
+	from, ok := index[by]
+	if !ok {
+		from = 0
+	}
 	var check []*ldso.Object
-	for _, x := range group {
+	for _, x := range breadthFirst([]*ldso.Object{o}) {
 		if isGlobal[x] || x.Via == ldso.ViaLoaded || x.Via == ldso.ViaInterpreter {
 			continue
 		}
+		if i, ok := index[x]; ok && i < from {
+			continue // an earlier dlopen relocated it
+		}
 		check = append(check, x)
 	}
-	return b.Check(ctx, append(global, group...), check)
+	return b.Check(ctx, append(global, breadthFirst([]*ldso.Object{by})...), check)
 }

@@ -7,12 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
-	"slices"
 	"strings"
-	"sync"
 
-	"github.com/cudadeps/cudadeps/bind"
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/ldso"
@@ -128,11 +124,7 @@ func FindTarget(ctx context.Context, arg string, opts TargetOptions) (*Target, e
 // (jax-cuda13-plugin[with-cuda]): an extra counts when a distribution it
 // names is installed.
 func (t *Target) resolveRequirements() error {
-	spec := t.Dist.Name
-	if extras := installedExtras(t.Dist, t.Python); len(extras) > 0 {
-		spec += "[" + strings.Join(extras, ",") + "]"
-	}
-	res, err := t.Python.Resolve(spec)
+	res, err := t.Python.Resolve(t.Python.Spec(t.Dist))
 	if err != nil {
 		return err
 	}
@@ -193,30 +185,6 @@ func (t *Target) installSite() string {
 	return ""
 }
 
-// installedExtras are the extras of d whose requirements name an installed
-// distribution.
-func installedExtras(d *pyenv.Dist, env *pyenv.Env) []string {
-	if d.Metadata == nil {
-		return nil
-	}
-	var out []string
-	for _, x := range d.Metadata.ProvidesExtra {
-		for _, req := range d.Metadata.RequiresDist {
-			if ok, _ := req.Applies(env.Markers, nil); ok {
-				continue // not an extra's requirement
-			}
-			if ok, _ := req.Applies(env.Markers, []string{x}); !ok {
-				continue
-			}
-			if _, err := env.Find(req.Name); err == nil {
-				out = append(out, x)
-				break
-			}
-		}
-	}
-	return out
-}
-
 // importName guesses the top-level module to import: top_level.txt when the
 // distribution has one, else the package directory named like it.
 func importName(d *pyenv.Dist) string {
@@ -263,164 +231,27 @@ func (t *Target) Scan(ctx context.Context, l *ldso.Loader, mount string, rt *run
 	}
 }
 
-// ELFFiles lists the distribution's loadable ELF objects (from RECORD).
-func elfFiles(l *ldso.Loader, files []string) []string {
-	var out []string
-	for _, f := range files {
-		if !strings.Contains(filepath.Base(f), ".so") {
-			continue // Python wheels name every shared object *.so*
-		}
-		in, err := l.Info(f)
-		if err != nil || !in.Dynamic || (in.Type != 3 && in.Type != 2) {
-			continue
-		}
-		out = append(out, f)
-	}
-	return out
-}
-
 // scanPython loads each shared object of the distribution the way an import
-// does: into a process whose main program is the interpreter, where the
-// libraries of the distributions it requires are already loaded, by
-// dlopen'ing its path.
+// does (scan.Importer): into the interpreter's process, after what the
+// import of the distributions it requires, and of its own package, loads.
 func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen.Resolver) (*scan.Report, error) {
-	roots := elfFiles(l, t.Dist.Files)
-	// Importing the package imports the distributions it requires first:
-	// their extension modules, and what those load, are in the process.
-	// A wheel of bare libraries (nvidia-cudnn-cu13) loads nothing by
-	// itself; its files are found, or not, by the loader's search.
-	var required []string
-	for _, d := range t.Requires {
-		for _, f := range elfFiles(l, d.Files) {
-			if isExtensionModule(filepath.Base(f)) {
-				required = append(required, f)
-			}
-		}
+	python := ""
+	if t.Python.FromPython {
+		python = t.Python.Executable
 	}
-	// What the package loads by path when it is imported, before its
-	// extension modules (CuPy through CUDA Python's pathfinder), meets
-	// those modules' own needs.
-	var preloads []string
-	if rt != nil {
-		for _, root := range roots {
-			for _, lib := range rt.Preloads(root) {
-				if !slices.Contains(preloads, lib) {
-					preloads = append(preloads, lib)
-				}
-			}
-		}
-	}
-	results := t.importAll(ctx, l, roots, required, preloads, rt)
-	if err := ctx.Err(); err != nil {
+	im := scan.NewImporter(l, t.Python, scan.ImportOptions{Python: python, RuntimeOpens: rt, Symbols: true})
+	roots, errs, err := im.ImportAll(ctx, scan.LoadableFiles(l, t.Dist.Files), 0)
+	if err != nil {
 		return nil, err
 	}
-	var out []*scan.Root
-	var errs []scan.FileError
-	for _, r := range results {
-		switch {
-		case r.err != nil:
-			return nil, r.err
-		case r.fileErr != nil:
-			errs = append(errs, *r.fileErr)
-		default:
-			out = append(out, r.root)
-		}
-	}
-	rep := scan.NewReport(out)
+	rep := scan.NewReport(roots)
 	rep.Errors = errs
 	return rep, nil
 }
 
-// importAll imports each root into a process of its own, as the loader
-// model needs; the processes share the loader's and the binder's caches,
-// and several are built at once.
-func (t *Target) importAll(ctx context.Context, l *ldso.Loader, roots, required, preloads []string, rt *runtimeopen.Resolver) []importResult {
-	results := make([]importResult, len(roots))
-	binder := bind.New()
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(roots)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				results[i] = t.importRoot(ctx, l, roots[i], required, preloads, rt, binder)
-			}
-		}()
-	}
-	for i := range roots {
-		if ctx.Err() != nil {
-			break
-		}
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	return results
-}
-
-// importResult is what importing one root gave.
-type importResult struct {
-	root    *scan.Root
-	fileErr *scan.FileError // the root cannot be loaded into the process
-	err     error
-}
-
-// importRoot loads root the way an import does, after the required
-// distributions' modules and the package's preloads.
-func (t *Target) importRoot(ctx context.Context, l *ldso.Loader, root string, required, preloads []string, rt *runtimeopen.Resolver, binder *bind.Binder) importResult {
-	p, err := t.process(ctx, l, root)
-	if err != nil {
-		return importResult{err: err}
-	}
-	for _, r := range required {
-		// What another distribution's import misses is its own
-		// business; a foreign wheel's modules simply do not load.
-		_, _ = p.Dlopen(ctx, r)
-	}
-	for _, lib := range preloads {
-		_, _ = p.Dlopen(ctx, lib)
-	}
-	o, err := p.Dlopen(ctx, root)
-	if err != nil {
-		return importResult{fileErr: &scan.FileError{Path: root, Error: err.Error()}}
-	}
-	r := scan.NewRoot(p.Reach(o))
-	if rt != nil {
-		scan.AddRuntimeOpens(ctx, rt, p, r)
-	}
-	if err := scan.BindImported(ctx, binder, p, o, r); err != nil {
-		return importResult{err: err}
-	}
-	return importResult{root: r}
-}
-
-// isExtensionModule tells a Python extension module (torch/_C.cpython-
-// 312-x86_64-linux-gnu.so, _foo.abi3.so) from a shared library.
-func isExtensionModule(name string) bool {
-	return strings.HasSuffix(name, ".so") && (strings.Contains(name, ".cpython-") || strings.Contains(name, ".abi3.") || strings.Contains(name, ".pypy"))
-}
-
-// process starts the interpreter, or, without one, an empty program of the
-// root's kind.
-func (t *Target) process(ctx context.Context, l *ldso.Loader, root string) (*ldso.Process, error) {
-	if t.Python != nil && t.Python.FromPython && t.Python.Executable != "" {
-		p, err := l.Start(ctx, t.Python.Executable, ldso.AsExecuted)
-		if err == nil {
-			return p, nil
-		}
-		// A statically linked interpreter (python-build-standalone) has no
-		// link map to speak of: an empty program stands in for it.
-		if !errors.Is(err, ldso.ErrStaticallyLinked) {
-			return nil, fmt.Errorf("interpreter %s: %w", t.Python.Executable, err)
-		}
-	}
-	in, err := l.Info(root)
-	if err != nil {
-		return nil, err
-	}
-	return l.StartEmpty(ctx, in), nil
-}
+// isExtensionModule tells a Python extension module from a shared library
+// by its name alone (a wheel's RECORD path).
+func isExtensionModule(name string) bool { return scan.HasABITag(name) }
 
 // Describe names the target for humans.
 func (t *Target) Describe() string {

@@ -51,14 +51,38 @@ func (o *Open) Missing() bool { return o.Found == nil && !o.Optional && !o.Drive
 type Resolver struct {
 	table *Table
 	l     *ldso.Loader
+	sites Sites
+	notes *noteCache
+}
 
+type noteCache struct {
 	mu    sync.Mutex
 	notes map[string][]elfscan.DlopenNote
 }
 
+// Sites are the site directories of one Python environment, as the
+// frameworks' own loaders search them.
+type Sites struct {
+	// Dirs are the environment's site directories in sys.path order.
+	Dirs []string
+	// User is the user's site directory when the interpreter enables it
+	// ("" otherwise); it is among Dirs once it exists.
+	User string
+}
+
 // NewResolver prepares a resolver over a table for a loader's files.
 func NewResolver(t *Table, l *ldso.Loader) *Resolver {
-	return &Resolver{table: t, l: l, notes: map[string][]elfscan.DlopenNote{}}
+	return &Resolver{table: t, l: l, notes: &noteCache{notes: map[string][]elfscan.DlopenNote{}}}
+}
+
+// WithSites is r for the objects of a Python environment whose site
+// directories are s: the entries that search more than the opener's own
+// site-packages (Entry.Sites) search these. It shares r's caches. Without
+// it, those entries search the opener's site-packages only.
+func (r *Resolver) WithSites(s Sites) *Resolver {
+	c := *r
+	c.sites = s
+	return &c
 }
 
 // Resolve performs, in p, the run-time opens of objs and of everything they
@@ -85,8 +109,8 @@ func (r *Resolver) Resolve(ctx context.Context, p *ldso.Process, objs []*ldso.Ob
 		}
 		entries, sps := r.table.ForPath(o.Path)
 		for i, e := range entries {
-			if e.When != "" && !r.exists(path.Join(sps[i], e.When)) {
-				continue
+			if e.Fallback || (e.When != "" && !r.exists(path.Join(sps[i], e.When))) {
+				continue // a fallback happens at import, not at run time
 			}
 			for _, item := range e.Opens {
 				do(o, item, e, sps[i])
@@ -149,14 +173,7 @@ func noteEvidence(file string, n elfscan.DlopenNote) string {
 func (r *Resolver) open(p *ldso.Process, opener *ldso.Object, item string, e Entry, sp string) Open {
 	alts := Alternatives(item)
 	res := Open{Opener: opener, Name: alts[0], Tried: alts, Evidence: e.Source, Optional: e.Optional, Driver: e.Driver}
-	var searched []ldso.SearchDir
-	for _, d := range e.Dirs {
-		dir, how := r.dir(opener, d, sp)
-		if dir == "" {
-			continue
-		}
-		searched = append(searched, ldso.SearchDir{Via: ldso.Via(how), Source: how + " (" + e.describeOpener() + ")", Entry: d, Dir: dir + "/"})
-	}
+	searched := r.searchDirs(opener.Path, e, sp)
 	for _, name := range alts {
 		for _, sd := range searched {
 			file := r.match(sd.Dir, name)
@@ -203,16 +220,76 @@ func (e Entry) describeOpener() string {
 	return e.Opener
 }
 
-// dir expands one entry of dirs for an opener: "$ORIGIN..." is relative to
-// the opener's directory, anything else to site-packages.
-func (r *Resolver) dir(opener *ldso.Object, d, sp string) (dir, how string) {
-	if rest, ok := strings.CutPrefix(d, "$ORIGIN"); ok {
-		return path.Clean(path.Dir(opener.Path) + "/" + rest), HowOrigin
+// searchDirs are the directories, in order, that an entry's Dirs name for
+// an opener whose site-packages directory is sp ("" when none): "$ORIGIN..."
+// relative to the opener's directory; any other relative to site-packages
+// as Sites says.
+func (r *Resolver) searchDirs(opener string, e Entry, sp string) []ldso.SearchDir {
+	var out []ldso.SearchDir
+	add := func(entry, dir, how string) {
+		out = append(out, ldso.SearchDir{Via: ldso.Via(how), Source: how + " (" + e.describeOpener() + ")", Entry: entry, Dir: dir + "/"})
 	}
-	if sp == "" {
-		return "", ""
+	sites := r.siteDirs(sp)
+	switch e.Sites {
+	case SitesSysPath:
+		for _, site := range sites {
+			for _, d := range e.Dirs {
+				add(d, path.Join(site, d), HowSitePackages)
+			}
+		}
+		return out
+	case SitesUserFirst:
+		if u := r.sites.User; u != "" {
+			sites = append([]string{u}, slices.DeleteFunc(slices.Clone(sites), func(s string) bool { return s == u })...)
+		}
+		for _, d := range e.Dirs {
+			for _, site := range sites {
+				add(d, path.Join(site, d), HowSitePackages)
+			}
+		}
+		return out
+	case SitesFirstPackage:
+		for _, d := range e.Dirs {
+			for _, site := range sites {
+				if r.isDir(path.Join(site, path.Dir(d))) {
+					add(d, path.Join(site, d), HowSitePackages)
+					break
+				}
+			}
+		}
+		return out
 	}
-	return path.Join(sp, d), HowSitePackages
+	for _, d := range e.Dirs {
+		if rest, ok := strings.CutPrefix(d, "$ORIGIN"); ok {
+			add(d, path.Clean(path.Dir(opener)+"/"+rest), HowOrigin)
+		} else if sp != "" {
+			add(d, path.Join(sp, d), HowSitePackages)
+		}
+	}
+	return out
+}
+
+// siteDirs are the site directories searched beyond the opener's own: the
+// environment's in sys.path order, the opener's own first when it is not
+// among them; the opener's own alone when no environment is known.
+func (r *Resolver) siteDirs(sp string) []string {
+	if len(r.sites.Dirs) == 0 {
+		if sp == "" {
+			return nil
+		}
+		return []string{sp}
+	}
+	if sp == "" || slices.Contains(r.sites.Dirs, sp) {
+		return r.sites.Dirs
+	}
+	return append([]string{sp}, r.sites.Dirs...)
+}
+
+// isDir reports whether the directory guest exists (links followed, inside
+// the root).
+func (r *Resolver) isDir(guest string) bool {
+	st, err := os.Stat(r.l.HostPath(guest))
+	return err == nil && st.IsDir()
 }
 
 // Preloads are the libraries that frameworks load by path from
@@ -227,7 +304,7 @@ func (r *Resolver) Preloads(file string) []string {
 			continue
 		}
 		for _, item := range e.Opens {
-			if found := r.preload(file, item, e, sps[i]); found != "" && !slices.Contains(out, found) {
+			if found := r.find(file, item, e, sps[i]); found != "" && !slices.Contains(out, found) {
 				out = append(out, found)
 			}
 		}
@@ -235,15 +312,67 @@ func (r *Resolver) Preloads(file string) []string {
 	return out
 }
 
-// preload finds one item of a preload entry in its directories.
-func (r *Resolver) preload(file, item string, e Entry, sp string) string {
-	for _, name := range Alternatives(item) {
-		for _, d := range e.Dirs {
-			dir := path.Join(sp, d)
-			if rest, ok := strings.CutPrefix(d, "$ORIGIN"); ok {
-				dir = path.Clean(path.Dir(file) + "/" + rest)
+// Fallback is what a framework loads by path while its package is
+// imported when its own load of the library at file failed because the
+// loader did not find missing (the first name it did not find): the
+// libraries of the fallback entries anchored at file, each found where its
+// entry's Dirs and Sites say, in order, up to the first one the framework
+// requires and no directory has (the framework gives up there, and the
+// import fails). ok reports whether the framework falls back at all: it
+// does when missing is one of those libraries (its name up to the first
+// dot names missing), as torch matches the loader's error message.
+func (r *Resolver) Fallback(file, missing string) (files []string, ok bool) {
+	entries, sps := r.table.ForPath(file)
+	var use []int
+	for i, e := range entries {
+		if !e.Fallback || (e.When != "" && !r.exists(path.Join(sps[i], e.When))) {
+			continue
+		}
+		use = append(use, i)
+		for _, item := range e.Opens {
+			for _, n := range Alternatives(item) {
+				stem, _, _ := strings.Cut(n, ".")
+				ok = ok || strings.Contains(missing, stem)
 			}
-			if found := r.match(dir, name); found != "" {
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	for _, i := range use {
+		e := entries[i]
+		for _, item := range e.Opens {
+			found := r.find(file, item, e, sps[i])
+			if found == "" && !e.Optional {
+				return files, true
+			}
+			if found != "" && !slices.Contains(files, found) {
+				files = append(files, found)
+			}
+		}
+	}
+	return files, true
+}
+
+// HasFallback reports whether a framework loads the library at file
+// itself, with a fallback (Fallback).
+func (r *Resolver) HasFallback(file string) bool {
+	entries, sps := r.table.ForPath(file)
+	for i, e := range entries {
+		if e.Fallback && (e.When == "" || r.exists(path.Join(sps[i], e.When))) {
+			return true
+		}
+	}
+	return false
+}
+
+// find finds one item of an entry by path, in its directories, the
+// alternatives in order.
+func (r *Resolver) find(file, item string, e Entry, sp string) string {
+	dirs := r.searchDirs(file, e, sp)
+	for _, name := range Alternatives(item) {
+		for _, sd := range dirs {
+			if found := r.match(strings.TrimSuffix(sd.Dir, "/"), name); found != "" {
 				return found
 			}
 		}
@@ -302,9 +431,9 @@ func (r *Resolver) exists(guest string) bool {
 // readNotes reads an object's dlopen notes once; a file whose notes cannot
 // be read has none (its loading is judged elsewhere).
 func (r *Resolver) readNotes(host string) []elfscan.DlopenNote {
-	r.mu.Lock()
-	n, ok := r.notes[host]
-	r.mu.Unlock()
+	r.notes.mu.Lock()
+	n, ok := r.notes.notes[host]
+	r.notes.mu.Unlock()
 	if ok {
 		return n
 	}
@@ -312,8 +441,8 @@ func (r *Resolver) readNotes(host string) []elfscan.DlopenNote {
 		n, _ = f.DlopenNotes()
 		f.Close()
 	}
-	r.mu.Lock()
-	r.notes[host] = n
-	r.mu.Unlock()
+	r.notes.mu.Lock()
+	r.notes.notes[host] = n
+	r.notes.mu.Unlock()
 	return n
 }

@@ -27,9 +27,12 @@ type Entry struct {
 	// Opens are the names passed to dlopen; "a|b" is a, or else b.
 	Opens []string `yaml:"opens"`
 	// Dirs are tried by path before dlopen's own search: relative to
-	// site-packages, or to the opener's directory when they start with
-	// $ORIGIN.
+	// site-packages (which ones: Sites), or to the opener's directory when
+	// they start with $ORIGIN.
 	Dirs []string `yaml:"dirs"`
+	// Sites says in which site-packages directories relative Dirs are
+	// looked for (one of the Sites* constants; SitesOwn when empty).
+	Sites string `yaml:"sites"`
 	// DirsOnly: the opener loads by path only (no search by name).
 	DirsOnly bool `yaml:"dirs_only"`
 	// Optional opens are survived when they fail.
@@ -39,9 +42,33 @@ type Entry struct {
 	// Preload (opener_path entries): the framework loads these by path,
 	// in order, before it imports the module at opener_path, so the
 	// module's own needs of them are met by those copies.
-	Preload bool   `yaml:"preload"`
-	Source  string `yaml:"source"`
+	Preload bool `yaml:"preload"`
+	// Fallback (opener_path entries): the framework loads the library at
+	// opener_path itself while its package is imported; only when that
+	// load fails for want of one of these does it load them by path, in
+	// order, and then the library again (see Resolver.Fallback).
+	Fallback bool   `yaml:"fallback"`
+	Source   string `yaml:"source"`
 }
+
+// Where relative Dirs are looked for (Entry.Sites).
+const (
+	// SitesOwn: the site-packages directory the opener lies in.
+	SitesOwn = "own"
+	// SitesSysPath: every site directory of the environment in sys.path
+	// order, each of Dirs in one before the next one (torch's search of
+	// sys.path for NVIDIA's libraries).
+	SitesSysPath = "sys_path"
+	// SitesUserFirst: each of Dirs in turn, in the user site when the
+	// interpreter enables it, then in the other site directories in
+	// sys.path order (CUDA Python's pathfinder).
+	SitesUserFirst = "user_first"
+	// SitesFirstPackage: for each of Dirs, only the first site directory
+	// in sys.path order that holds the directory above it (nvidia/cu13 for
+	// nvidia/cu13/lib): where importing the package nvidia.cu13 finds it,
+	// across the nvidia namespace package (JAX's CUDA plugin).
+	SitesFirstPackage = "first_package"
+)
 
 // Table is the curated list of run-time opens.
 type Table struct {
@@ -97,6 +124,13 @@ func (e Entry) check() error {
 		return fmt.Errorf("driver and optional at once")
 	case e.DirsOnly && len(e.Dirs) == 0:
 		return fmt.Errorf("dirs_only without dirs")
+	case e.Fallback && (e.OpenerPath == "" || e.Preload || len(e.Dirs) == 0):
+		return fmt.Errorf("fallback needs opener_path and dirs, and is no preload")
+	}
+	switch e.Sites {
+	case "", SitesOwn, SitesSysPath, SitesUserFirst, SitesFirstPackage:
+	default:
+		return fmt.Errorf("sites %q is none of %s, %s, %s, %s", e.Sites, SitesOwn, SitesSysPath, SitesUserFirst, SitesFirstPackage)
 	}
 	for _, pat := range []string{e.OpenerPath, e.When} {
 		if _, err := path.Match(pat, ""); err != nil {
@@ -116,6 +150,9 @@ func (e Entry) check() error {
 	for _, d := range e.Dirs {
 		if d == "" || path.IsAbs(d) || strings.Contains(d, "..") {
 			return fmt.Errorf("dir %q must be relative to site-packages or start with $ORIGIN", d)
+		}
+		if strings.HasPrefix(d, "$ORIGIN") && e.Sites != "" && e.Sites != SitesOwn {
+			return fmt.Errorf("dir %q is relative to the opener, and sites %q are site-packages directories", d, e.Sites)
 		}
 	}
 	return nil

@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/cudadeps/cudadeps/bind"
-	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/ldso"
 )
 
@@ -159,31 +158,26 @@ func BindImported(ctx context.Context, b *bind.Binder, p *ldso.Process, o *ldso.
 var extensionName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)?\.so$`)
 
 // interpreterFor returns the interpreter that imports root when root is a
-// Python extension module (it defines PyInit_NAME for its file NAME), and
-// "" when it is not one or no interpreter is found: Options.Python, else
-// the one of the installation the file lies in (PREFIX/lib/pythonX.Y/...
-// → PREFIX/bin/pythonX.Y), else python3 on PATH (the host) or
-// /usr/bin/python3 of the root, when it is a dynamic ELF program.
+// Python extension module, and "" when it is not one or no interpreter is
+// found (pythonOf).
 func interpreterFor(l *ldso.Loader, root *Root, opts Options) string {
 	file := root.Result.Main.Path
-	m := extensionName.FindStringSubmatch(filepath.Base(file))
-	if m == nil {
+	if !IsExtensionModule(l, file) {
 		return ""
 	}
-	host := l.HostPath(file)
-	f, err := elfscan.Open(host)
-	if err != nil {
-		return ""
-	}
-	defs, err := f.Lookup("PyInit_" + m[1])
-	f.Close()
-	if err != nil || len(defs) == 0 {
-		return ""
-	}
+	return pythonOf(l, filepath.Dir(file), opts)
+}
+
+// pythonOf returns the interpreter whose process the files under dir are
+// loaded into: Options.Python, else the one of the installation dir lies
+// in (PREFIX/lib/pythonX.Y/... → PREFIX/bin/pythonX.Y), else python3 on
+// PATH (the host) or /usr/bin/python3 of the root, when it is a dynamic
+// ELF program; "" when there is none.
+func pythonOf(l *ldso.Loader, dir string, opts Options) string {
 	if opts.Python != "" {
 		return opts.Python
 	}
-	for dir := filepath.Dir(host); dir != "/" && dir != "."; dir = filepath.Dir(dir) {
+	for dir := l.HostPath(dir); dir != "/" && dir != "."; dir = filepath.Dir(dir) {
 		ver, lib := filepath.Base(dir), filepath.Base(filepath.Dir(dir))
 		if !pythonDir.MatchString(ver) || (lib != "lib" && lib != "lib64") {
 			continue

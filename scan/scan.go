@@ -88,6 +88,10 @@ type Root struct {
 	// symbols were not bound (Options.Symbols off, or a wheel member).
 	UndefinedSymbols []UndefinedSymbol `json:"undefined_symbols"`
 	BoundIn          string            `json:"bound_in,omitempty"` // the interpreter an extension module was bound in
+	// Import says how a file of an installed Python distribution was
+	// loaded: as importing its package loads it, and what loading it on
+	// its own gives. Absent for other files.
+	Import *Import `json:"import,omitempty"`
 
 	// Result is the loader model's full answer, for renderers.
 	Result *ldso.Result `json:"-"`
@@ -187,6 +191,9 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 		if err := bindRoots(ctx, l, rep.Roots, opts); err != nil {
 			return nil, err
 		}
+	}
+	if err := importRoots(ctx, l, rep, opts); err != nil {
+		return nil, err
 	}
 	rep.aggregate()
 	return rep, nil

@@ -218,6 +218,7 @@ func renderScan(w io.Writer, rep *scan.Report, all bool, paint painter) {
 		}
 	}
 	renderUndefined(w, rep)
+	renderOnlyInImport(w, rep, all)
 	for _, msg := range rep.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", msg)
 	}
@@ -241,6 +242,27 @@ func renderScan(w io.Writer, rep *scan.Report, all bool, paint painter) {
 	fmt.Fprintln(w, ".")
 	if okCount > 0 && !single && !all {
 		fmt.Fprintf(w, "Objects that load are not shown; --all prints every tree.\n")
+	}
+}
+
+// renderOnlyInImport names the objects that load in their import and fail
+// on their own: no failure, but what `ldd` on them alone would show.
+func renderOnlyInImport(w io.Writer, rep *scan.Report, all bool) {
+	var lines []string
+	for _, r := range rep.Roots {
+		if r.Import != nil && r.Import.OnlyInImport {
+			lines = append(lines, fmt.Sprintf("  %s: fails only when loaded on its own: %s", r.Path, r.Import.Alone))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Load where their package's import loads them (after the modules it imports first), fail on their own:")
+	if !all {
+		lines = limit(lines, 10)
+	}
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
 	}
 }
 

@@ -1,4 +1,4 @@
-package resolver
+package scan
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"github.com/cudadeps/cudadeps/pyenv"
 )
 
-// TestProcessStaticInterpreter checks that a statically linked interpreter
+// TestImportStaticInterpreter checks that a statically linked interpreter
 // (python-build-standalone) is replaced by an empty program, while an
 // interpreter that cannot be read is an error naming it.
-func TestProcessStaticInterpreter(t *testing.T) {
+func TestImportStaticInterpreter(t *testing.T) {
 	dir := t.TempDir()
 	root := filepath.Join(dir, "ext.so")
 	static := filepath.Join(dir, "python-static")
@@ -34,11 +34,11 @@ func TestProcessStaticInterpreter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := func(exe string) *Target {
-		return &Target{Kind: KindPython, Python: &pyenv.Env{FromPython: true, Executable: exe}}
+	importer := func(exe string) *Importer {
+		return NewImporter(l, &pyenv.Env{FromPython: true, Executable: exe}, ImportOptions{Python: exe})
 	}
 
-	p, err := target(static).process(ctx, l, root)
+	p, _, err := importer(static).process(ctx, root)
 	if err != nil {
 		t.Fatalf("static interpreter: %v", err)
 	}
@@ -46,7 +46,7 @@ func TestProcessStaticInterpreter(t *testing.T) {
 		t.Errorf("static interpreter: main program %q, want the empty program", got)
 	}
 
-	p, err = target(dynamic).process(ctx, l, root)
+	p, _, err = importer(dynamic).process(ctx, root)
 	if err != nil {
 		t.Fatalf("dynamic interpreter: %v", err)
 	}
@@ -55,7 +55,7 @@ func TestProcessStaticInterpreter(t *testing.T) {
 	}
 
 	absent := filepath.Join(dir, "absent")
-	if _, err := target(absent).process(ctx, l, root); err == nil || !strings.Contains(err.Error(), absent) {
+	if _, _, err := importer(absent).process(ctx, root); err == nil || !strings.Contains(err.Error(), absent) {
 		t.Errorf("an interpreter that does not exist: %v, want an error naming it", err)
 	}
 }
