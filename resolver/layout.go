@@ -120,6 +120,10 @@ func (l *Layout) declared(d *declared.Dist, site string) {
 	}
 	if d.Supply != nil {
 		site = d.Supply.Site
+		if site == "" {
+			l.supplied(d)
+			return
+		}
 	}
 	for _, f := range d.Libraries() {
 		if slices.ContainsFunc(l.libs[path.Base(f.Path)], func(o *OwnedLib) bool { return o.Present }) {

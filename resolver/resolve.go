@@ -325,6 +325,9 @@ func (s *session) round(n int) (bool, error) {
 
 // scan runs the loader model over the target as the disk is now.
 func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
+	if err := s.t.refreshSites(s.ctx); err != nil {
+		return nil, nil, err
+	}
 	envDirs, err := s.envDirs()
 	if err != nil {
 		return nil, nil, err
@@ -592,9 +595,6 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 				}
 			}
 		}
-		if rs := d.Step.Restore; rs != nil && rs.Mode == RestoreSupply {
-			s.change.Supply(supplyOf(rs, d.Step, stepPlaced))
-		}
 		if d.Script != nil {
 			libDir, _, err := libraries(e, d.Step)
 			if err != nil {
@@ -605,6 +605,17 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 				s.handled[n] = "LD_LIBRARY_PATH (" + s.opts.Prefix.EnvScript() + ")"
 				s.viaEnv[n] = true
 			}
+		}
+		if rs := d.Step.Restore; rs != nil && rs.Mode == RestoreSupply {
+			sup := supplyOf(rs, d.Step, stepPlaced)
+			if rs.Site == "" {
+				files, err := storeFiles(e, d.Step)
+				if err != nil {
+					return err
+				}
+				sup.Files = files
+			}
+			s.change.Supply(sup)
 		}
 	}
 	return s.change.Commit()

@@ -53,9 +53,10 @@ type Restore struct {
 // pinned release, the nearest newer one of the same major, said in the
 // note. What cannot come back is unresolved, naming every source tried.
 // The needs the restored libraries meet are attached to their steps and
-// returned apart from the rest.
+// returned apart from the rest. With no site ("": none this user may
+// write), they come back into the store alone (storeOnly).
 func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolved, []*Need) {
-	if s.closure == nil || site == "" {
+	if s.closure == nil || s.t.Kind != KindPython {
 		return nil, nil, needs
 	}
 	var steps []*Step
@@ -95,6 +96,9 @@ func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolve
 		}
 		if st == nil {
 			continue
+		}
+		if site == "" {
+			storeOnly(st)
 		}
 		steps = append(steps, st)
 	}
@@ -365,6 +369,9 @@ func newerSameMajor(have []string, v string) string {
 // RECORD paths under its site; a wheel's other files and .dist-info are
 // written when it is installed.
 func decideRestore(st *Step) Decision {
+	if st.Restore.Site == "" {
+		return decideStore(st)
+	}
 	d := Decision{Step: st}
 	byDir := map[string]*Placement{}
 	var dirs []string

@@ -44,6 +44,9 @@ type Target struct {
 	Module string            `json:"module,omitempty"` // what verify imports
 	// Path is the absolute path for file, directory and wheel targets.
 	Path string `json:"path,omitempty"`
+
+	// cache keeps what the interpreter said (TargetOptions.Cache).
+	cache factcache.Dir
 }
 
 // Pinned is a requirement on a distribution and who states it.
@@ -110,7 +113,7 @@ func FindTarget(ctx context.Context, arg string, opts TargetOptions) (*Target, e
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Kind: KindPython, Name: arg, Dist: dist, Python: env, Pins: map[string]Pinned{}}
+	t := &Target{Kind: KindPython, Name: arg, Dist: dist, Python: env, Pins: map[string]Pinned{}, cache: opts.Cache}
 	if err := t.resolveRequirements(); err != nil {
 		return nil, err
 	}

@@ -259,8 +259,14 @@ func renderStep(w io.Writer, r *resolver.Round, s *resolver.Step) {
 
 // renderRestore says how a declared distribution comes back.
 func renderRestore(w io.Writer, s *resolver.Step, rs *resolver.Restore, state string) {
-	switch rs.Mode {
-	case resolver.RestoreInstall:
+	switch {
+	case rs.Site == "":
+		from := "NVIDIA's " + s.Component + " " + s.Version
+		if s.Filename != "" && s.Source == resolver.SourcePyPI {
+			from = "the wheel " + s.Filename + " (index " + s.Index + ")"
+		}
+		fmt.Fprintf(w, "  %s %s: its libraries from %s, kept in cudadeps' store and found through the activation script, %s\n", rs.Dist, rs.Version, from, state)
+	case rs.Mode == resolver.RestoreInstall:
 		fmt.Fprintf(w, "  %s %s: install the wheel %s into %s (index %s), %s\n", rs.Dist, rs.Version, s.Filename, rs.Site, s.Index, state)
 	default:
 		variant := ""
