@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -354,24 +353,6 @@ func (e *Env) Resolve(target string) (*Resolved, error) {
 		return nil, fmt.Errorf("%w in %s", err, strings.Join(e.SiteDirs, ", "))
 	}
 	return &Resolved{Resolution: res, Dists: dists, Problems: problems}, nil
-}
-
-// Closure returns the distributions that dist requires, transitively, that
-// are installed (a requirement that is not installed is skipped: pip would
-// have said so), following the extras that requirements name.
-func (e *Env) Closure(dist *Dist) []*Dist {
-	r, err := e.Resolve(dist.Name)
-	if err != nil {
-		return nil
-	}
-	var out []*Dist
-	for _, dep := range r.Dependencies {
-		if d := r.Dists[dep.Name]; d != nil {
-			out = append(out, d)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
 }
 
 func (e *Env) readDist(infoDir, site string) (*Dist, error) {

@@ -71,14 +71,18 @@ func TestFindAndClosure(t *testing.T) {
 	if ta.Version != "2.11.0" || len(ta.Files) != 2 || ta.Files[0] != filepath.Join(site, "torchaudio/lib/libtorchaudio.so") {
 		t.Fatalf("torchaudio = %+v", ta)
 	}
+	order, err := env.ImportOrder(ta)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var names []string
-	for _, d := range env.Closure(ta) {
+	for _, d := range order {
 		names = append(names, d.Name)
 	}
 	// nccl's marker is for x86_64 only; typing-extensions is not installed;
-	// sox is an extra.
+	// sox is an extra; what torch requires comes before torch.
 	if strings.Join(names, ",") != "nvidia-cublas,torch" {
-		t.Fatalf("closure = %v", names)
+		t.Fatalf("import order = %v", names)
 	}
 	if _, err := env.Find("nvidia-nccl-cu13"); err != nil {
 		t.Fatalf("normalised names: %v", err)
@@ -140,5 +144,45 @@ func TestDiscoverCanceled(t *testing.T) {
 	_, err := Discover(ctx, slow)
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), slow) {
 		t.Errorf("Discover with a canceled context: %v, want context.Canceled naming the interpreter", err)
+	}
+}
+
+// The import order puts each distribution after those it requires, ties
+// by name; a package that imports another without declaring it
+// (imports.yaml: torchaudio imports torch) requires it all the same.
+func TestImportOrder(t *testing.T) {
+	site := t.TempDir()
+	writeDistInfo(t, site, "app", "1.0", "Requires-Dist: torchvision\nRequires-Dist: zlib-ng\nRequires-Dist: torchaudio", nil)
+	writeDistInfo(t, site, "torchvision", "0.26.0", "Requires-Dist: torch==2.11.0\nRequires-Dist: numpy", nil)
+	writeDistInfo(t, site, "torchaudio", "2.11.0", "", nil)
+	writeDistInfo(t, site, "torch", "2.11.0", "Requires-Dist: numpy\nRequires-Dist: triton", nil)
+	writeDistInfo(t, site, "triton", "3.6.0", "", nil)
+	writeDistInfo(t, site, "numpy", "2.3.0", "", nil)
+	writeDistInfo(t, site, "zlib-ng", "1.0", "", nil)
+	env, err := FromSiteDir(site, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target, want := range map[string]string{
+		"app":        "numpy,triton,torch,torchaudio,torchvision,zlib-ng",
+		"torchaudio": "numpy,triton,torch",
+		"torch":      "numpy,triton",
+		"numpy":      "",
+	} {
+		d, err := env.Find(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		order, err := env.ImportOrder(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, x := range order {
+			names = append(names, x.Name)
+		}
+		if got := strings.Join(names, ","); got != want {
+			t.Errorf("%s: import order %s, want %s", target, got, want)
+		}
 	}
 }

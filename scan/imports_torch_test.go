@@ -11,7 +11,6 @@ import (
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/torchenv"
-	"github.com/cudadeps/cudadeps/internal/torchtree"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/runtimeopen"
 )
@@ -22,31 +21,13 @@ import (
 const c10CUDASymbol = "_ZN3c104cuda9SetDeviceEa"
 
 // torchSite builds the real torch 2.11 environment (dist-info folders and
-// skeleton ELF files) with libc10_cuda.so defining c10CUDASymbol and
-// libtorch_nvshmem.so referring to it, each with its recorded soname,
-// NEEDED entries and RPATH; and a directory with the driver's libcuda.so.1.
+// skeleton ELF files) with libtorch_nvshmem.so referring to c10CUDASymbol,
+// which libc10_cuda.so defines; and a directory with the driver's
+// libcuda.so.1.
 func torchSite(t *testing.T) (site, driver string) {
 	t.Helper()
 	site = torchenv.Build(t, torchenv.Options{ELF: true})
-	recs, err := torchtree.LoadFile(torchtree.Corpus(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		var spec elfwrite.Linked
-		switch r.Path {
-		case "torch/lib/libc10_cuda.so":
-			spec.Defs = []elfwrite.Def{{Name: c10CUDASymbol, Type: elf.STT_FUNC}}
-		case "torch/lib/libtorch_nvshmem.so":
-			spec.Refs = []elfwrite.Ref{{Name: c10CUDASymbol}}
-		default:
-			continue
-		}
-		spec.Soname, spec.Needed, spec.RPath, spec.RunPath, spec.GNUHash = r.Soname, r.Needed, r.RPath, r.RunPath, true
-		if err := elfwrite.WriteLinked(filepath.Join(site, filepath.FromSlash(r.Path)), spec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	torchenv.LinkSymbol(t, site, "torch/lib/libc10_cuda.so", "torch/lib/libtorch_nvshmem.so", c10CUDASymbol)
 	driver = t.TempDir()
 	if err := elfwrite.Write(filepath.Join(driver, "libcuda.so.1"), elfwrite.Spec{Soname: "libcuda.so.1", Machine: elf.EM_X86_64, Needed: []string{"libc.so.6"}}); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/torchtree"
 	"github.com/cudadeps/cudadeps/pymeta"
 )
@@ -288,4 +290,38 @@ func NVIDIA() []string {
 	return []string{"nvidia-cublas", "nvidia-cuda-cupti", "nvidia-cuda-nvrtc", "nvidia-cuda-runtime", "nvidia-cudnn-cu13",
 		"nvidia-cufft", "nvidia-cufile", "nvidia-curand", "nvidia-cusolver", "nvidia-cusparse", "nvidia-cusparselt-cu13",
 		"nvidia-ml-py", "nvidia-nccl-cu13", "nvidia-nvjitlink", "nvidia-nvshmem-cu13", "nvidia-nvtx"}
+}
+
+// LinkSymbol writes again two of the environment's recorded ELF files
+// (paths relative to site) with the symbols the corpus does not record:
+// definer defines symbol, user refers to it; each keeps its recorded
+// soname, NEEDED entries, RPATH and RUNPATH. user need not need definer:
+// libtorch_nvshmem.so binds symbols of libc10_cuda.so, which torch loads
+// first.
+func LinkSymbol(t testing.TB, site, definer, user, symbol string) {
+	t.Helper()
+	recs, err := torchtree.LoadFile(torchtree.Corpus(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := 0
+	for _, r := range recs {
+		var spec elfwrite.Linked
+		switch r.Path {
+		case definer:
+			spec.Defs = []elfwrite.Def{{Name: symbol, Type: elf.STT_FUNC}}
+		case user:
+			spec.Refs = []elfwrite.Ref{{Name: symbol}}
+		default:
+			continue
+		}
+		spec.Soname, spec.Needed, spec.RPath, spec.RunPath, spec.GNUHash = r.Soname, r.Needed, r.RPath, r.RunPath, true
+		if err := elfwrite.WriteLinked(filepath.Join(site, filepath.FromSlash(r.Path)), spec); err != nil {
+			t.Fatal(err)
+		}
+		done++
+	}
+	if done != 2 {
+		t.Fatalf("the corpus records %d of %s and %s", done, definer, user)
+	}
 }
