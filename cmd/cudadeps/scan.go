@@ -48,6 +48,16 @@ known to build its kernels at run time, or nothing that runs. The compute
 capability comes from NVML, else the PCI ID or a Jetson's device tree; --sm
 plans for another machine (--sm thor, --sm 12.1). See docs/coverage.md.
 
+Files that an installed Python distribution's RECORD lists are loaded as
+importing their package loads them: into the interpreter's process, after
+the extension modules of the distributions theirs requires (torchvision's
+after torch's), after what the frameworks load by path while importing
+(torch's fallback to NVIDIA's libraries on sys.path, CUDA Python's
+pathfinder), and, for a library, after its own package's modules. One that
+loads so and fails on its own is listed as failing only when loaded on its
+own, which does not change the exit status (--json: "import"). See
+docs/python-imports.md.
+
 With --symbols (the default), every undefined symbol of every object is
 bound as ld.so binds it with RTLD_NOW, and the ones nothing defines are
 reported as ld.so reports them ("undefined symbol: NAME, version VER"). A
