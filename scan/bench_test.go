@@ -7,6 +7,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/procstat"
+	"github.com/cudadeps/cudadeps/internal/torchenv"
 	"github.com/cudadeps/cudadeps/internal/torchtree"
 	"github.com/cudadeps/cudadeps/ldso"
 )
@@ -80,5 +81,14 @@ func BenchmarkScanHostLibrariesBound(b *testing.B) {
 	if _, err := os.Stat(dir); err != nil {
 		lddtest.Need(b, false, "%s is absent", dir)
 	}
-	benchmarkScanWith(b, dir, Options{Symbols: true})
+	benchmarkScan(b, dir)
+}
+
+// BenchmarkScanTorchImported scans the skeleton with the environment's
+// real dist-info folders: every object is loaded twice, on its own and as
+// its package's import loads it (docs/python-imports.md); compare with
+// BenchmarkScanTorchSkeleton for what the import model costs.
+func BenchmarkScanTorchImported(b *testing.B) {
+	dir := torchenv.Build(b, torchenv.Options{ELF: true})
+	benchmarkScan(b, dir)
 }

@@ -186,7 +186,7 @@ func (e *environments) python(ctx context.Context, py string) *pyenv.Env {
 	if ok {
 		return env
 	}
-	env, err := pyenv.Discover(ctx, py)
+	env, err := pyenv.DiscoverCached(ctx, py, e.opts.PythonCache)
 	if err != nil {
 		e.opts.Logger.Debug("interpreter not asked", "python", py, "error", err)
 		env = nil

@@ -19,6 +19,7 @@ import (
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/eintr"
+	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/platform"
@@ -46,6 +47,9 @@ type Options struct {
 	// a shim, maybe), taken last, when an extension module's own
 	// installation has none.
 	DefaultPython string
+	// PythonCache keeps what Python and DefaultPython say of their site
+	// directories (the zero Dir: ask every time).
+	PythonCache factcache.Dir
 }
 
 // Report is the outcome of a scan. Its JSON form is documented in the

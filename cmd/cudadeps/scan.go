@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/plural"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
@@ -75,7 +76,7 @@ errors.`,
   cudadeps scan ~/venv/lib/python3.12/site-packages/torch --sm thor`,
 		Args: argsAtLeast(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols}
+			opts := scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, PythonCache: factcache.Open()}
 			if err := scanInterpreters(cmd.Context(), python, a.opts.root, &opts); err != nil {
 				return err
 			}
