@@ -260,6 +260,12 @@ func TestResolveAsUserIntoUserSite(t *testing.T) {
 	if res, err := u.run(t, env, python, "-c", torchLoads, site); err != nil || !strings.HasSuffix(strings.TrimSpace(res.stdout), "ok") || !strings.Contains(res.stdout, userSite) {
 		t.Errorf("torch's loads as uid %d after the resolve: %v\n%s\n%s", u.uid, err, res.stdout, res.stderr)
 	}
+	if res, _ := u.run(t, env, bin, "undo", "torch"); res.code != 0 {
+		t.Fatalf("undo: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if left, _ := filepath.Glob(filepath.Join(userSite, "nvidia*")); len(left) > 0 {
+		t.Errorf("undo left in the user site: %v", left)
+	}
 }
 
 // Without a user site (a plain virtual environment), a non-root user's
@@ -312,6 +318,13 @@ func TestResolveAsUserWithoutUserSite(t *testing.T) {
 	}
 	if res, err := u.run(t, nil, "/bin/sh", "-c", `. "$1" && exec "$2" -c "$3" "$4"`, "sh", script, python, torchLoads, site); err != nil || !strings.HasSuffix(strings.TrimSpace(res.stdout), "ok") {
 		t.Errorf("torch's loads after . env.sh: %v\n%s\n%s", err, res.stdout, res.stderr)
+	}
+	// undo takes the supplies back: the activation script serves nothing.
+	if res, _ := u.run(t, env, bin, "undo", "torch", "--prefix", prefix); res.code != 0 {
+		t.Fatalf("undo: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if res, _ := u.run(t, env, "/bin/sh", "-c", `. "$1" 2>/dev/null; printf %s "$LD_LIBRARY_PATH"`, "sh", script); strings.Contains(res.stdout, prefix) {
+		t.Errorf("after undo, env.sh still serves %s", res.stdout)
 	}
 }
 
