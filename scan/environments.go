@@ -2,6 +2,7 @@ package scan
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -65,7 +66,7 @@ func (e *environments) importRoot(ctx context.Context, roots []*Root, i int) err
 		return nil
 	}
 	r, err := im.Import(ctx, alone.Path)
-	if _, ok := err.(*unloadable); ok {
+	if ue := (*unloadable)(nil); errors.As(err, &ue) {
 		return nil // it does not load into the interpreter: its own answer stands
 	}
 	if err != nil {
