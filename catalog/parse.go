@@ -23,7 +23,7 @@ type ParseError struct {
 
 func (e *ParseError) Error() string { return e.Pos.String() + ": " + e.Msg }
 
-// The YAML shape of a catalog file; the README documents it ("The catalog").
+// The YAML shape of a catalog file, documented in docs/catalog.md.
 type fileDoc struct {
 	Format     int                      `yaml:"format"`
 	Products   map[string]*productDoc   `yaml:"products,omitempty"`

@@ -70,7 +70,7 @@ type Options struct {
 }
 
 // Outcome is everything a resolve found and did. Its JSON form is
-// documented in the README ("resolve --json").
+// documented in docs/json.md ("resolve --json").
 type Outcome struct {
 	Target *Target `json:"target"`
 	// Distributions are the NVIDIA distributions the target declares, with

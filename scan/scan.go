@@ -52,8 +52,8 @@ type Options struct {
 	PythonCache factcache.Dir
 }
 
-// Report is the outcome of a scan. Its JSON form is documented in the
-// README ("scan --json").
+// Report is the outcome of a scan. Its JSON form is documented in
+// docs/json.md ("scan --json").
 type Report struct {
 	Loader        LoaderInfo     `json:"loader"`
 	Roots         []*Root        `json:"roots"`
