@@ -34,6 +34,24 @@ func readmeCommands(t *testing.T) []string {
 	return out
 }
 
+// readmeOutput is the README's excerpt of the demonstration's output: the
+// first fenced block without a language after the block of commands.
+func readmeOutput(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(readme), "```sh\n")
+	_, rest, _ = strings.Cut(rest, "```")
+	_, block, ok := strings.Cut(rest, "\n```\n")
+	block, _, ok2 := strings.Cut(block, "\n```")
+	if !ok || !ok2 || strings.TrimSpace(block) == "" {
+		t.Fatal("README.md quotes no output of the demonstration after its commands")
+	}
+	return block
+}
+
 // varying are the output's lines that name this run's directory and port.
 var varying = regexp.MustCompile(`(?m)^  (DEMO|SERVER)=.*$`)
 
@@ -71,6 +89,9 @@ func TestREADMEDemo(t *testing.T) {
 	stable := varying.ReplaceAllString(string(first), "")
 	if strings.Contains(stable, dir) || strings.Contains(stable, "127.0.0.1") {
 		t.Errorf("the output names this run's directory or port beyond the DEMO= and SERVER= lines:\n%s", first)
+	}
+	if quoted := readmeOutput(t); !strings.Contains(stable, quoted) {
+		t.Errorf("the README quotes output the demonstration does not print:\n%s\n--- it prints\n%s", quoted, stable)
 	}
 
 	var second bytes.Buffer
