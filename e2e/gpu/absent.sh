@@ -17,6 +17,10 @@
 #      exactly;
 #   4. the distributions put back as they were.
 #
+# SOURCES are --source values, and "mixed": --source auto with an index
+# that lacks cuDNN and cuSPARSELt, which then come from NVIDIA's archives of
+# the same releases (supplied: pip check lists them, as the plan says).
+#
 # Usage: e2e/gpu/absent.sh CUDADEPS [--clean]   (--clean as in layout.sh)
 # Environment: PYTHON, OUT (logs), SOURCES (default "auto pypi"), TARGETS.
 set -uo pipefail
@@ -60,7 +64,7 @@ tail -n 1 "$OUT/absent-$MODE-pack-wheels.txt"
 PAIRS=()
 for d in "$SITE"/nvidia/*/lib; do PAIRS+=("$d:${d#"$SITE"/}"); done
 time "$PYTHON" "$HERE/pack_redist.py" "$CUDADEPS" "$SITE" "$MIRROR" "${PAIRS[@]}" > "$OUT/absent-$MODE-pack-redist.txt" 2>&1
-grep -c -- '-archive' "$OUT/absent-$MODE-pack-redist.txt" | sed 's/^/NVIDIA archives packed: /'
+grep -c 'MiB$' "$OUT/absent-$MODE-pack-redist.txt" | sed 's/^/NVIDIA archives packed: /'
 "$PYTHON" "$HERE/pipdist.py" "$SITE" uninstall "$BACKUP" 'nvidia-*'
 restore() { "$PYTHON" "$HERE/pipdist.py" "$SITE" restore "$BACKUP" >/dev/null; }
 trap restore EXIT
@@ -69,12 +73,17 @@ echo "nvidia entries in site-packages now: $(ls -d "$SITE"/nvidia* 2>/dev/null |
 "$PYTHON" -c 'import torch; torch.randn(2, device="cuda").sum()' > "$OUT/absent-$MODE-before.txt" 2>&1
 echo "torch before resolve: exit $? ($(tail -n 1 "$OUT/absent-$MODE-before.txt" | cut -c1-200))"
 
-IPORT=$(port); MPORT=$(port)
+# the index without cuDNN and cuSPARSELt, for "mixed"
+cp -al "$INDEX" "$WORK/index-mixed" && rm -rf "$WORK/index-mixed/simple/nvidia-cudnn-cu13" "$WORK/index-mixed/simple/nvidia-cusparselt-cu13"
+sed -i '/nvidia-cudnn-cu13\|nvidia-cusparselt-cu13/d' "$WORK/index-mixed/simple/index.html"
+IPORT=$(port); MPORT=$(port); XPORT=$(port)
 "$PYTHON" -m http.server "$IPORT" --bind 127.0.0.1 --directory "$INDEX" > "$WORK/index.log" 2>&1 &
 IHTTP=$!
 "$PYTHON" -m http.server "$MPORT" --bind 127.0.0.1 --directory "$MIRROR" > "$WORK/mirror.log" 2>&1 &
 MHTTP=$!
-trap 'restore; kill $IHTTP $MHTTP 2>/dev/null' EXIT
+"$PYTHON" -m http.server "$XPORT" --bind 127.0.0.1 --directory "$WORK/index-mixed" >> "$WORK/index.log" 2>&1 &
+XHTTP=$!
+trap 'restore; kill $IHTTP $MHTTP $XHTTP 2>/dev/null' EXIT
 sleep 1
 MURL="http://127.0.0.1:$MPORT/"
 "$CUDADEPS" catalog import --scan --allow-http --mirror "$MURL" -o "$WORK/layer.yaml" "$MIRROR/manifests" > /dev/null
@@ -87,6 +96,9 @@ for SRC in $SOURCES; do
   log "3. --source $SRC"
   PREFIX=$WORK/prefix-$SRC
   COMMON=(--source "$SRC" --index-url "http://127.0.0.1:$IPORT/simple/" --catalog "$WORK/layer.yaml" --mirror "$MURL" --allow-http --prefix "$PREFIX" --python "$PYTHON")
+  if [ "$SRC" = mixed ]; then
+    COMMON=(--source auto --index-url "http://127.0.0.1:$XPORT/simple/" --catalog "$WORK/layer.yaml" --mirror "$MURL" --allow-http --prefix "$PREFIX" --python "$PYTHON")
+  fi
   FIRST=${TARGETS%% *}
   "$CUDADEPS" resolve "$FIRST" "${COMMON[@]}" --dry-run > "$OUT/absent-$MODE-$SRC-$FIRST-dry.txt" 2>&1
   echo "$FIRST dry run exit $?"
@@ -114,6 +126,6 @@ done
 
 log "4. put the distributions back"
 restore
-trap 'kill $IHTTP $MHTTP 2>/dev/null' EXIT
+trap 'kill $IHTTP $MHTTP $XHTTP 2>/dev/null' EXIT
 [ "$(nvsnap)" = "$INTACT" ] && echo "environment restored exactly ($INTACT)" || echo "ENVIRONMENT DIFFERS from the intact one"
 rm -rf "$BACKUP"
