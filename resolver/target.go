@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/cudadeps/cudadeps/bind"
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
 	"github.com/cudadeps/cudadeps/pymeta"
@@ -337,25 +336,11 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 func (t *Target) importAll(ctx context.Context, l *ldso.Loader, roots, required, preloads []string, rt *runtimeopen.Resolver) []importResult {
 	results := make([]importResult, len(roots))
 	binder := bind.New()
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(roots)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				results[i] = t.importRoot(ctx, l, roots[i], required, preloads, rt, binder)
-			}
-		}()
-	}
-	for i := range roots {
-		if ctx.Err() != nil {
-			break
+	workers.Each(len(roots), 0, func(i int) {
+		if ctx.Err() == nil {
+			results[i] = t.importRoot(ctx, l, roots[i], required, preloads, rt, binder)
 		}
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	})
 	return results
 }
 

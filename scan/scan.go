@@ -10,16 +10,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/internal/uniq"
+	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/runtimeopen"
@@ -306,41 +305,25 @@ type closureResult struct {
 // closures computes each root's closure and report form and, with a
 // resolver, its run-time opens (in the same process, after the closure).
 func closures(ctx context.Context, l *ldso.Loader, roots []string, parallel int, rt *runtimeopen.Resolver) []closureResult {
-	if parallel <= 0 {
-		parallel = runtime.GOMAXPROCS(0)
-	}
 	out := make([]closureResult, len(roots))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for w := 0; w < parallel; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				p, err := l.Start(ctx, roots[i], ldso.AsListed)
-				if err != nil {
-					out[i] = closureResult{err: err}
-					continue
-				}
-				// The closure is read before the run-time opens add to the
-				// process: a copy, since Result is the process's own.
-				r := *p.Result()
-				root := NewRoot(&r)
-				if rt != nil {
-					runtimeOpens(ctx, rt, p, r.Objects, root)
-				}
-				out[i] = closureResult{result: &r, root: root}
-			}
-		}()
-	}
-	for i := range roots {
+	workers.Each(len(roots), parallel, func(i int) {
 		if ctx.Err() != nil {
-			break
+			return
 		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+		p, err := l.Start(ctx, roots[i], ldso.AsListed)
+		if err != nil {
+			out[i] = closureResult{err: err}
+			return
+		}
+		// The closure is read before the run-time opens add to the
+		// process: a copy, since Result is the process's own.
+		r := *p.Result()
+		root := NewRoot(&r)
+		if rt != nil {
+			runtimeOpens(ctx, rt, p, r.Objects, root)
+		}
+		out[i] = closureResult{result: &r, root: root}
+	})
 	return out
 }
 

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"sync"
 
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/mirror"
 	"github.com/cudadeps/cudadeps/plan"
 )
@@ -258,24 +258,13 @@ func (r *Remote) pushFiles(ctx context.Context, files []PushedFile, sources map[
 	if parallel <= 0 {
 		parallel = 4
 	}
-	sem := make(chan struct{}, parallel)
 	errs := make([]error, len(files))
-	var wg sync.WaitGroup
-	for i := range files {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
-			defer func() { <-sem }()
-			errs[i] = r.pushFile(ctx, &files[i], sources[files[i].Digest[len("sha256:"):]], opts.Client)
-		}()
-	}
-	wg.Wait()
+	workers.Each(len(files), parallel, func(i int) {
+		if errs[i] = ctx.Err(); errs[i] != nil {
+			return
+		}
+		errs[i] = r.pushFile(ctx, &files[i], sources[files[i].Digest[len("sha256:"):]], opts.Client)
+	})
 	return errors.Join(errs...)
 }
 
