@@ -353,7 +353,7 @@ func ScanDir(dir, plat string, log *slog.Logger) ([]string, error) {
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		info, err := readInfo(path)
+		info, err := elfscan.ReadInfo(path)
 		if errors.Is(err, elfscan.ErrNotELF) {
 			return nil
 		}
@@ -423,14 +423,4 @@ func (c *Catalog) Encode(header string) ([]byte, error) {
 		return nil, fmt.Errorf("encode catalog: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// readInfo opens an ELF file and reads its dynamic-linking facts.
-func readInfo(path string) (*elfscan.Info, error) {
-	f, err := elfscan.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Info()
 }

@@ -202,6 +202,6 @@ var pythonDir = regexp.MustCompile(`^python[0-9]+\.[0-9]+t?$`)
 // links on its way resolve inside the root (a venv's bin/python3 is an
 // absolute link to the system's interpreter).
 func isProgram(l *ldso.Loader, p string) bool {
-	in, err := readInfo(l.OpenPath(p))
+	in, err := elfscan.ReadInfo(l.OpenPath(p))
 	return err == nil && in.Dynamic
 }

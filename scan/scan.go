@@ -234,7 +234,7 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 		}
 		return out, nil
 	}
-	in, err := readInfo(host)
+	in, err := elfscan.ReadInfo(host)
 	if errors.Is(err, elfscan.ErrNotELF) {
 		// A file named on the command line that the loader would never
 		// load (a linker script such as libc.so) is noted, not fatal.
