@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
@@ -430,12 +431,7 @@ func (c *Catalog) URL(comp *Component, a *Archive) string {
 func (c *Catalog) Components() []*Component { return c.sortedComponents() }
 
 func (c *Catalog) sortedComponents() []*Component {
-	out := make([]*Component, 0, len(c.components))
-	for _, comp := range c.components {
-		out = append(out, comp)
-	}
-	slices.SortFunc(out, func(a, b *Component) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return slices.SortedFunc(maps.Values(c.components), func(a, b *Component) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // Component returns the component called name.
@@ -452,12 +448,7 @@ func (c *Catalog) Product(name string) (*Product, bool) {
 
 // Drivers returns the driver libraries, sorted by soname.
 func (c *Catalog) Drivers() []*Driver {
-	out := make([]*Driver, 0, len(c.drivers))
-	for _, d := range c.drivers {
-		out = append(out, d)
-	}
-	slices.SortFunc(out, func(a, b *Driver) int { return strings.Compare(a.Soname, b.Soname) })
-	return out
+	return slices.SortedFunc(maps.Values(c.drivers), func(a, b *Driver) int { return strings.Compare(a.Soname, b.Soname) })
 }
 
 // Driver returns the driver entry for soname.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -133,12 +134,7 @@ func (t *Distributions) Lookup(name string) (*Distribution, bool) {
 
 // All returns every distribution, sorted by name.
 func (t *Distributions) All() []*Distribution {
-	out := make([]*Distribution, 0, len(t.byName))
-	for _, d := range t.byName {
-		out = append(out, d)
-	}
-	slices.SortFunc(out, func(a, b *Distribution) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return slices.SortedFunc(maps.Values(t.byName), func(a, b *Distribution) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // ForComponent lists the distributions that carry component for CUDA
