@@ -13,6 +13,7 @@ package declared
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -299,11 +300,7 @@ func (c *computer) isNVIDIA(name string) bool {
 // cuda-toolkit[cublas]==13.0.2).
 func (c *computer) pinsOfEnvironment() map[string][]envPin {
 	out := map[string][]envPin{}
-	names := make([]string, 0, len(c.in.Installed))
-	for n := range c.in.Installed {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(c.in.Installed))
 	// An installed cuda-toolkit names the version of every toolkit wheel of
 	// its release, whichever extras anyone requested: the environment's
 	// toolkit release.

@@ -2,6 +2,7 @@ package gpuarch
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -226,7 +227,7 @@ func (t *tally) none(j *Judgement, dev CC, driver Version, c *Carried, rt *Build
 		return
 	}
 	j.Reason = fmt.Sprintf("nothing runs on %s: carries %s", dev, carriedAll(c))
-	for _, k := range sortedKeys(t.tooOld) {
+	for _, k := range slices.Sorted(maps.Keys(t.tooOld)) {
 		j.Reason += fmt.Sprintf("; its %s needs a driver for CUDA %s or newer, and this one runs CUDA %s", k, t.tooOld[k], driver)
 	}
 	if len(t.tooOld) == 0 && len(c.SASS) == 0 && len(c.PTX) == 0 {
@@ -363,7 +364,7 @@ func carriedAll(c *Carried) string {
 
 func otherText(other map[Kind]int) string {
 	var parts []string
-	for _, k := range sortedKinds(other) {
+	for _, k := range slices.Sorted(maps.Keys(other)) {
 		switch k {
 		case KindIR:
 			parts = append(parts, "NVVM IR for link-time optimisation")
@@ -372,22 +373,4 @@ func otherText(other map[Kind]int) string {
 		}
 	}
 	return strings.Join(parts, " and ")
-}
-
-func sortedKeys(m map[string]Version) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-func sortedKinds(m map[Kind]int) []Kind {
-	keys := make([]Kind, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
