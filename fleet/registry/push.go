@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"slices"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/mirror"
 	"github.com/cudadeps/cudadeps/plan"
@@ -283,7 +283,7 @@ func (r *Remote) pushFile(ctx context.Context, f *PushedFile, from []string, cli
 	for _, u := range from {
 		p, err := client.Download(ctx, fetch.Request{Name: f.Name, URL: u, SHA256: f.Digest[len("sha256:"):], Size: f.Size})
 		if err == nil {
-			local, f.From = p, redacted(u)
+			local, f.From = p, urlpolicy.Redact(u)
 			break
 		}
 		if ctx.Err() != nil {
@@ -431,11 +431,3 @@ func entriesOf(index ocispec.Index) []Entry {
 }
 
 func digestOf(s string) digest.Digest { return digest.Digest(s) }
-
-// redacted is u without credentials.
-func redacted(u string) string {
-	if p, err := url.Parse(u); err == nil {
-		return p.Redacted()
-	}
-	return u
-}

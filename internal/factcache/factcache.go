@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/internal/atomicfile"
+	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/internal/regfile"
 	"github.com/cudadeps/cudadeps/internal/workers"
 )
@@ -60,18 +61,14 @@ func StampOf(st *syscall.Stat_t) Stamp {
 // Take stats path, following symbolic links.
 func Take(path string) Stamp {
 	var st syscall.Stat_t
-	for {
-		err := syscall.Stat(path, &st)
-		switch {
-		case err == nil:
-			return StampOf(&st)
-		case err == syscall.EINTR:
-			continue
-		case errors.Is(err, fs.ErrNotExist), err == syscall.ENOTDIR:
-			return Stamp{}
-		}
-		return Stamp{Mode: unreadable}
+	_, err := eintr.Retry(func() (int, error) { return 0, syscall.Stat(path, &st) })
+	switch {
+	case err == nil:
+		return StampOf(&st)
+	case errors.Is(err, fs.ErrNotExist), err == syscall.ENOTDIR:
+		return Stamp{}
 	}
+	return Stamp{Mode: unreadable}
 }
 
 // Inputs are the paths a fact was derived from, sorted, with their stamps.

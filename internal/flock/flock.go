@@ -11,6 +11,8 @@ import (
 	"errors"
 	"os"
 	"syscall"
+
+	"github.com/cudadeps/cudadeps/internal/eintr"
 )
 
 // TryExclusive takes f's exclusive lock without waiting; false when another
@@ -22,19 +24,14 @@ func TryExclusive(f *os.File) (bool, error) { return try(f, syscall.LOCK_EX) }
 func TryShared(f *os.File) (bool, error) { return try(f, syscall.LOCK_SH) }
 
 func try(f *os.File, how int) (bool, error) {
-	for {
-		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
-		switch {
-		case err == nil:
-			return true, nil
-		case errors.Is(err, syscall.EINTR):
-			continue
-		case errors.Is(err, syscall.EWOULDBLOCK):
-			return false, nil
-		default:
-			return false, err
-		}
+	_, err := eintr.Retry(func() (int, error) { return 0, syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB) })
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return false, nil
 	}
+	return false, err
 }
 
 // Unlock releases f's lock (closing f releases it too).
