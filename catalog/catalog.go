@@ -19,8 +19,8 @@ import (
 	"github.com/cudadeps/cudadeps/platform"
 )
 
-// FormatVersion is the schema version this package reads and writes.
-const FormatVersion = 1
+// formatVersion is the schema version this package reads and writes.
+const formatVersion = 1
 
 // Pos says where an entry was defined, for messages.
 type Pos struct {
@@ -457,8 +457,8 @@ func (c *Catalog) Driver(soname string) (*Driver, bool) {
 	return d, ok
 }
 
-// Platforms lists the platforms the component has archives for, in display order.
-func (comp *Component) Platforms() []string {
+// platforms lists the platforms the component has archives for, in display order.
+func (comp *Component) platforms() []string {
 	var out []string
 	for _, r := range comp.Releases {
 		for _, a := range r.Archives {
@@ -468,21 +468,6 @@ func (comp *Component) Platforms() []string {
 		}
 	}
 	slices.SortFunc(out, func(a, b string) int { return cmp.Compare(platform.Rank(a), platform.Rank(b)) })
-	return out
-}
-
-// CUDAMajors lists the CUDA majors the component's archives are built for
-// (0 for archives not tied to one), ascending.
-func (comp *Component) CUDAMajors() []int {
-	var out []int
-	for _, r := range comp.Releases {
-		for _, a := range r.Archives {
-			if n := a.CUDAMajor(r); !slices.Contains(out, n) {
-				out = append(out, n)
-			}
-		}
-	}
-	slices.Sort(out)
 	return out
 }
 

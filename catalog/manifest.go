@@ -167,8 +167,8 @@ func parseManifestArchive(file, key, plat, variant string, raw json.RawMessage) 
 	// NVIDIA writes the size as a string; accept a number too.
 	sizeText := strings.Trim(string(bytes.TrimSpace(d.Size)), `"`)
 	size, err := strconv.ParseInt(sizeText, 10, 64)
-	if err != nil || size <= 0 || size > MaxArchiveSize {
-		return nil, fmt.Errorf("%s: size %s is not a positive number of bytes up to %d", where, string(d.Size), int64(MaxArchiveSize))
+	if err != nil || size <= 0 || size > maxArchiveSize {
+		return nil, fmt.Errorf("%s: size %s is not a positive number of bytes up to %d", where, string(d.Size), int64(maxArchiveSize))
 	}
 	return &ManifestArchive{Platform: plat, CUDAVariant: variant, RelativePath: d.RelativePath, SHA256: d.SHA256, Size: size}, nil
 }

@@ -98,24 +98,8 @@ type Dist struct {
 	Supply *Supply `json:"-"`
 }
 
-// Describe is "nvidia-cudnn-cu13 9.19.0.56".
-func (d *Dist) Describe() string {
-	if d.Version == "" {
-		return d.Name
-	}
-	return d.Name + " " + d.Version
-}
-
 // Libraries are the shared libraries among its files.
-func (d *Dist) Libraries() []catalog.WheelFile {
-	var out []catalog.WheelFile
-	for _, f := range d.Files {
-		if catalog.IsSharedLibrary(path.Base(f.Path)) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+func (d *Dist) Libraries() []catalog.WheelFile { return catalog.SharedLibraries(d.Files) }
 
 // Owns reports whether one of its files is a library named name.
 func (d *Dist) Owns(name string) bool {

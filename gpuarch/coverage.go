@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/workers"
 )
 
@@ -157,7 +158,7 @@ func assessOne(dev *Device, f File, t *Tables) Object {
 		return o
 	}
 	c, err := ReadFile(f.Host)
-	if err != nil && !errors.Is(err, ErrNotELF) {
+	if err != nil && !errors.Is(err, elfscan.ErrNotELF) {
 		o.Error = err.Error()
 		return o
 	}

@@ -3,12 +3,13 @@ package gpuarch
 import (
 	"debug/elf"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
 	"strconv"
+
+	"github.com/cudadeps/cudadeps/elfscan"
 )
 
 // The CUDA fat binary, as nvcc embeds it in a host ELF object's
@@ -77,9 +78,6 @@ func (e *FormatError) Error() string {
 	}
 	return fmt.Sprintf("%s: %s", e.Path, e.Msg)
 }
-
-// ErrNotELF is wrapped by the error for a file that is not ELF.
-var ErrNotELF = errors.New("not an ELF file")
 
 // ReadFile reads what the fat binaries of an ELF file carry.
 func ReadFile(path string) (*Carried, error) {
@@ -203,13 +201,13 @@ func (rd *reader) elfHeader() (elfLayout, error) {
 	var l elfLayout
 	var ident [elf.EI_NIDENT]byte
 	if rd.size < int64(len(ident)) {
-		return l, fmt.Errorf("%s: %w", rd.name, ErrNotELF)
+		return l, fmt.Errorf("%s: %w", rd.name, elfscan.ErrNotELF)
 	}
 	if err := rd.readAt(ident[:], 0); err != nil {
 		return l, err
 	}
 	if string(ident[:4]) != elf.ELFMAG {
-		return l, fmt.Errorf("%s: %w", rd.name, ErrNotELF)
+		return l, fmt.Errorf("%s: %w", rd.name, elfscan.ErrNotELF)
 	}
 	switch elf.Data(ident[elf.EI_DATA]) {
 	case elf.ELFDATA2LSB:

@@ -33,9 +33,6 @@ type KnownDevice struct {
 
 type idRange struct{ lo, hi uint16 }
 
-// Capability is the row's compute capability.
-func (d *KnownDevice) Capability() CC { return d.cc }
-
 // Tables are the device table and the table of libraries that build
 // kernels at run time.
 type Tables struct {
