@@ -3,6 +3,7 @@ package activation
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/atomicfile"
 	"github.com/cudadeps/cudadeps/internal/filehash"
 )
 
@@ -312,6 +314,7 @@ func TestJournalOfARunningProcess(t *testing.T) {
 	if _, err := os.Stat(j.path); err != nil {
 		t.Fatalf("the running process's journal is gone: %v", err)
 	}
+	killedRecordWrite(t, p.RecordFile(target))
 	j.f.Close() // the process dies
 	if _, err := p.Begin(ctx, target, dir); err == nil || !strings.Contains(err.Error(), "recover it first") {
 		t.Errorf("Begin beside a dead run's journal: %v", err)
@@ -323,6 +326,10 @@ func TestJournalOfARunningProcess(t *testing.T) {
 	rec, err := p.record(target, dir)
 	if err != nil || !rec.owns(link) {
 		t.Fatalf("the record does not name the journaled link: %v %+v", err, rec)
+	}
+	// The half-written record went; the record written whole stays.
+	if ents, _ := os.ReadDir(p.recordsDir()); len(ents) != 1 || ents[0].Name() != filepath.Base(p.RecordFile(target)) {
+		t.Errorf("the records directory after recovery: %v", ents)
 	}
 	if _, err := os.Stat(j.path); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the journal survived its recovery: %v", err)
@@ -393,3 +400,23 @@ func TestRecoverFinishesPlacement(t *testing.T) {
 		t.Errorf("written file: %q", data)
 	}
 }
+
+// killedRecordWrite leaves what a process killed while writing a record
+// leaves: its temporary file, half written.
+func killedRecordWrite(t *testing.T, record string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(record), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("the record write was not cut short")
+		}
+	}()
+	_ = atomicfile.WriteFrom(record, io.MultiReader(strings.NewReader(`{"schema":`), dyingReader{}), 0o644)
+}
+
+// dyingReader stops a write where the process is killed.
+type dyingReader struct{}
+
+func (dyingReader) Read([]byte) (int, error) { panic("killed") }

@@ -18,6 +18,7 @@ import (
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/filehash"
 	"github.com/cudadeps/cudadeps/internal/testhook"
+	"github.com/cudadeps/cudadeps/internal/uniq"
 )
 
 // Change is a round of changes for one target: store entries installed,
@@ -191,7 +192,7 @@ func (c *Change) inTheWay(path string) error {
 			return nil
 		}
 	}
-	c.rec.Kept = appendUnique(c.rec.Kept, path)
+	c.rec.Kept = uniq.Append(c.rec.Kept, path)
 	return nil
 }
 
@@ -282,7 +283,7 @@ func (c *Change) mkdir(dir string) error {
 		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("create %s: %w", missing[i], err)
 		}
-		c.rec.Created = appendUnique(c.rec.Created, missing[i])
+		c.rec.Created = uniq.Append(c.rec.Created, missing[i])
 		c.step("mkdir")
 	}
 	return c.shareDir(dir)
@@ -318,7 +319,7 @@ func (c *Change) Supply(sup declared.Supply) {
 // AddScriptDir puts a library directory of the store entry key on the
 // activation script's LD_LIBRARY_PATH for the target (written at Commit).
 func (c *Change) AddScriptDir(key fetch.Key, dir string) {
-	c.rec.ScriptDirs = appendUnique(c.rec.ScriptDirs, dir)
+	c.rec.ScriptDirs = uniq.Append(c.rec.ScriptDirs, dir)
 	c.rec.Installed = appendKeys(c.rec.Installed, key)
 }
 
@@ -326,7 +327,7 @@ func (c *Change) AddScriptDir(key fetch.Key, dir string) {
 // (JetPack's CUDA on a Jetson) on the activation script's LD_LIBRARY_PATH
 // for the target: no store entry is used, and undo leaves the directory.
 func (c *Change) AddSystemScriptDir(dir string) {
-	c.rec.ScriptDirs = appendUnique(c.rec.ScriptDirs, dir)
+	c.rec.ScriptDirs = uniq.Append(c.rec.ScriptDirs, dir)
 }
 
 // Share makes the target a co-owner of what other targets' records placed
@@ -382,7 +383,7 @@ func (c *Change) shareFrom(o *Record, pl Placed) {
 	}
 	for _, d := range o.Created {
 		if slices.ContainsFunc(shared, func(p string) bool { return inside(p, d) }) {
-			c.rec.Created = appendUnique(c.rec.Created, d)
+			c.rec.Created = uniq.Append(c.rec.Created, d)
 		}
 	}
 }

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/internal/atomicfile"
 	"github.com/cudadeps/cudadeps/internal/shquote"
+	"github.com/cudadeps/cudadeps/internal/uniq"
 )
 
 // writeEnvScript regenerates PREFIX/env.sh from every record: one
@@ -21,7 +24,7 @@ func (p *Prefix) writeEnvScript() error {
 	var dirs, names []string
 	for _, r := range recs {
 		for _, d := range r.ScriptDirs {
-			dirs = appendUnique(dirs, d)
+			dirs = uniq.Append(dirs, d)
 		}
 		if len(r.ScriptDirs) > 0 {
 			names = append(names, r.Name)
@@ -38,7 +41,10 @@ func (p *Prefix) writeEnvScript() error {
 	b.WriteString("# Written by cudadeps resolve for: " + strings.Join(names, ", ") + ".\n")
 	b.WriteString("# Source it (. " + shquote.Quote(f) + ") in shells that import these packages; `cudadeps undo` rewrites it.\n")
 	fmt.Fprintf(&b, "export LD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n", shquote.Quote(strings.Join(dirs, ":")))
-	return writeAtomic(f, []byte(b.String()), 0o644)
+	if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(f, []byte(b.String()), 0o644)
 }
 
 // EnvDirs returns the directories the activation script adds to
@@ -51,7 +57,7 @@ func (p *Prefix) EnvDirs() ([]string, error) {
 	var dirs []string
 	for _, r := range recs {
 		for _, d := range r.ScriptDirs {
-			dirs = appendUnique(dirs, d)
+			dirs = uniq.Append(dirs, d)
 		}
 	}
 	return dirs, nil

@@ -12,6 +12,9 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/atomicfile"
+	"github.com/cudadeps/cudadeps/internal/flock"
+	"github.com/cudadeps/cudadeps/internal/uniq"
 )
 
 // A journal is written before cudadeps changes anything for a target: one
@@ -93,7 +96,11 @@ func (p *Prefix) beginJournal(target, name string, kind Interrupted) (*journal, 
 		f.Close()
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	ok, err := flock.TryExclusive(f)
+	if err == nil && !ok {
+		err = syscall.EWOULDBLOCK // a recovery took it meanwhile for a dead run's
+	}
+	if err != nil {
 		return fail(fmt.Errorf("lock %s: %w", tmp, err))
 	}
 	if err := j.write(journalLine{Op: opBegin, Kind: kind, Target: target, Name: name}); err != nil {
@@ -124,7 +131,7 @@ func (p *Prefix) journalThere(target, name string) error {
 		return fmt.Errorf("journal %s: %w", path, err)
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); errors.Is(err, syscall.EWOULDBLOCK) {
+	if ok, err := flock.TryShared(f); err == nil && !ok {
 		return fmt.Errorf("%s: another cudadeps process is changing %s (its journal is there)", path, name)
 	}
 	return fmt.Errorf("%s: an interrupted run changing %s left its journal: recover it first (cudadeps resolve, apply and undo do)", path, name)
@@ -222,7 +229,7 @@ func (p *Prefix) Recover(ctx context.Context) ([]Recovered, error) {
 	tmps, _ := filepath.Glob(filepath.Join(p.recordsDir(), ".tmp-journal-*"))
 	for _, t := range tmps {
 		if f, err := os.Open(t); err == nil {
-			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			if ok, _ := flock.TryExclusive(f); ok {
 				os.Remove(t)
 			}
 			f.Close()
@@ -256,18 +263,14 @@ func openDead(path string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	ok, err := flock.TryExclusive(f)
+	if err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, nil // its process is still running
-		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	// Another process may have recovered and removed it between the open
-	// and the lock.
-	st, err := os.Stat(path)
-	fst, ferr := f.Stat()
-	if err != nil || ferr != nil || !os.SameFile(st, fst) {
+	// Not ok: its process is still running. Not named: another process
+	// recovered and removed it between the open and the lock.
+	if !ok || !flock.Names(path, f) {
 		f.Close()
 		return nil, nil
 	}
@@ -289,8 +292,9 @@ func (p *Prefix) recoverJournal(ctx context.Context, path string) (*Recovered, e
 		return nil, removeJournal(path)
 	}
 	head := lines[0]
-	// A record being written when the process died.
-	os.Remove(p.RecordFile(head.Target) + ".tmp")
+	// A record being written when the process died: no other process
+	// writes it while this one holds the journal.
+	_ = atomicfile.RemoveTemps(p.RecordFile(head.Target))
 	rec, err := p.record(head.Target, head.Name)
 	if err != nil {
 		return nil, err
@@ -342,7 +346,7 @@ func (p *Prefix) adopt(rec *Record, lines []journalLine) []string {
 			}
 		case opMkdir:
 			if st, err := os.Lstat(l.Path); err == nil && st.IsDir() {
-				rec.Created = appendUnique(rec.Created, l.Path)
+				rec.Created = uniq.Append(rec.Created, l.Path)
 			}
 		case opLink, opCopy, opWrite:
 			if l.Temp != "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/atomicfile"
 	"github.com/cudadeps/cudadeps/internal/filehash"
 	"github.com/cudadeps/cudadeps/internal/regfile"
 )
@@ -282,54 +283,15 @@ func (p *Prefix) save(r *Record) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(f, append(data, '\n'), 0o644)
-}
-
-// writeAtomic writes p whole, through a temporary file beside it. A
-// record's temporary file has a fixed name (p + ".tmp"), so that the
-// recovery of a killed run, which holds the target's journal, can delete
-// it.
-func writeAtomic(p string, data []byte, mode fs.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
 		return err
 	}
-	var tmp *os.File
-	var err error
-	if strings.HasSuffix(p, ".json") {
-		tmp, err = os.OpenFile(p+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	} else {
-		tmp, err = os.CreateTemp(filepath.Dir(p), ".tmp-*")
-	}
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), mode)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), p)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	return nil
+	return atomicfile.WriteFile(f, append(data, '\n'), 0o644)
 }
 
 // inside reports whether p is dir or lies under it.
 func inside(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
-}
-
-func appendUnique(list []string, s string) []string {
-	if slices.Contains(list, s) {
-		return list
-	}
-	return append(list, s)
 }
 
 func appendKeys(list []fetch.Key, more ...fetch.Key) []fetch.Key {

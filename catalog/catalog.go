@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
@@ -18,8 +19,8 @@ import (
 	"github.com/cudadeps/cudadeps/platform"
 )
 
-// FormatVersion is the schema version this package reads and writes.
-const FormatVersion = 1
+// formatVersion is the schema version this package reads and writes.
+const formatVersion = 1
 
 // Pos says where an entry was defined, for messages.
 type Pos struct {
@@ -430,12 +431,7 @@ func (c *Catalog) URL(comp *Component, a *Archive) string {
 func (c *Catalog) Components() []*Component { return c.sortedComponents() }
 
 func (c *Catalog) sortedComponents() []*Component {
-	out := make([]*Component, 0, len(c.components))
-	for _, comp := range c.components {
-		out = append(out, comp)
-	}
-	slices.SortFunc(out, func(a, b *Component) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return slices.SortedFunc(maps.Values(c.components), func(a, b *Component) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // Component returns the component called name.
@@ -452,12 +448,7 @@ func (c *Catalog) Product(name string) (*Product, bool) {
 
 // Drivers returns the driver libraries, sorted by soname.
 func (c *Catalog) Drivers() []*Driver {
-	out := make([]*Driver, 0, len(c.drivers))
-	for _, d := range c.drivers {
-		out = append(out, d)
-	}
-	slices.SortFunc(out, func(a, b *Driver) int { return strings.Compare(a.Soname, b.Soname) })
-	return out
+	return slices.SortedFunc(maps.Values(c.drivers), func(a, b *Driver) int { return strings.Compare(a.Soname, b.Soname) })
 }
 
 // Driver returns the driver entry for soname.
@@ -466,8 +457,8 @@ func (c *Catalog) Driver(soname string) (*Driver, bool) {
 	return d, ok
 }
 
-// Platforms lists the platforms the component has archives for, in display order.
-func (comp *Component) Platforms() []string {
+// platforms lists the platforms the component has archives for, in display order.
+func (comp *Component) platforms() []string {
 	var out []string
 	for _, r := range comp.Releases {
 		for _, a := range r.Archives {
@@ -477,21 +468,6 @@ func (comp *Component) Platforms() []string {
 		}
 	}
 	slices.SortFunc(out, func(a, b string) int { return cmp.Compare(platform.Rank(a), platform.Rank(b)) })
-	return out
-}
-
-// CUDAMajors lists the CUDA majors the component's archives are built for
-// (0 for archives not tied to one), ascending.
-func (comp *Component) CUDAMajors() []int {
-	var out []int
-	for _, r := range comp.Releases {
-		for _, a := range r.Archives {
-			if n := a.CUDAMajor(r); !slices.Contains(out, n) {
-				out = append(out, n)
-			}
-		}
-	}
-	slices.Sort(out)
 	return out
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -78,19 +79,19 @@ type distributionDoc struct {
 
 // EmbeddedDistributions returns the table built into the binary.
 func EmbeddedDistributions() (*Distributions, error) {
-	return ParseDistributions(embeddedDistributions, "catalog/distributions.yaml")
+	return parseDistributions(embeddedDistributions, "catalog/distributions.yaml")
 }
 
-// ParseDistributions reads a distribution table strictly.
-func ParseDistributions(data []byte, name string) (*Distributions, error) {
+// parseDistributions reads a distribution table strictly.
+func parseDistributions(data []byte, name string) (*Distributions, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var doc distributionsDoc
 	if err := dec.Decode(&doc); err != nil {
 		return nil, yamlError(name, err)
 	}
-	if doc.Format != FormatVersion {
-		return nil, fmt.Errorf("%s: format must be %d (got %d)", name, FormatVersion, doc.Format)
+	if doc.Format != formatVersion {
+		return nil, fmt.Errorf("%s: format must be %d (got %d)", name, formatVersion, doc.Format)
 	}
 	t := &Distributions{byName: map[string]*Distribution{}, ToolkitName: doc.Toolkit.Name, ToolkitExtras: doc.Toolkit.Extras}
 	for n, d := range doc.Distributions {
@@ -131,21 +132,16 @@ func (t *Distributions) Lookup(name string) (*Distribution, bool) {
 	return d, ok
 }
 
-// All returns every distribution, sorted by name.
-func (t *Distributions) All() []*Distribution {
-	out := make([]*Distribution, 0, len(t.byName))
-	for _, d := range t.byName {
-		out = append(out, d)
-	}
-	slices.SortFunc(out, func(a, b *Distribution) int { return strings.Compare(a.Name, b.Name) })
-	return out
+// all returns every distribution, sorted by name.
+func (t *Distributions) all() []*Distribution {
+	return slices.SortedFunc(maps.Values(t.byName), func(a, b *Distribution) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // ForComponent lists the distributions that carry component for CUDA
 // major cuda (those not tied to a CUDA major always qualify), sorted.
 func (t *Distributions) ForComponent(component string, cuda int) []string {
 	var out []string
-	for _, d := range t.All() {
+	for _, d := range t.all() {
 		if slices.Contains(d.Components, component) && (d.CUDA == 0 || d.CUDA == cuda) {
 			out = append(out, d.Name)
 		}

@@ -248,10 +248,10 @@ func TestDistributionLookupAndVersions(t *testing.T) {
 			t.Errorf("%s %s ~ %s: %v", tc.d.Name, tc.wheel, tc.version, got)
 		}
 	}
-	if _, err := ParseDistributions([]byte("format: 1\ndistributions:\n  Nvidia_X:\n    components: [x]\n    lib_dir: a/lib\n    version: exact\n    source: s\n"), "d.yaml"); err == nil {
+	if _, err := parseDistributions([]byte("format: 1\ndistributions:\n  Nvidia_X:\n    components: [x]\n    lib_dir: a/lib\n    version: exact\n    source: s\n"), "d.yaml"); err == nil {
 		t.Error("an unnormalized name was accepted")
 	}
-	if _, err := ParseDistributions([]byte("format: 1\ndistributions:\n  nvidia-x:\n    components: [x]\n    lib_dir: ../lib\n    version: exact\n    source: s\n"), "d.yaml"); err == nil {
+	if _, err := parseDistributions([]byte("format: 1\ndistributions:\n  nvidia-x:\n    components: [x]\n    lib_dir: ../lib\n    version: exact\n    source: s\n"), "d.yaml"); err == nil {
 		t.Error("a lib_dir outside site-packages was accepted")
 	}
 }

@@ -21,8 +21,8 @@ import (
 	"github.com/cudadeps/cudadeps/platform"
 )
 
-// BaseURL is where NVIDIA publishes the archives of a product.
-func BaseURL(product string) string {
+// baseURL is where NVIDIA publishes the archives of a product.
+func baseURL(product string) string {
 	return "https://developer.download.nvidia.com/compute/" + product + "/redist/"
 }
 
@@ -120,7 +120,7 @@ func newImporter(opts ImportOptions) (*importer, error) {
 	}
 	if im.table == nil {
 		var err error
-		if im.table, err = EmbeddedTable(); err != nil {
+		if im.table, err = builtinTable(); err != nil {
 			return nil, err
 		}
 	}
@@ -167,7 +167,7 @@ func (im *importer) component(ctx context.Context, m *Manifest, mc *ManifestComp
 	}
 	tc := im.table.Components[mc.Key]
 	switch {
-	case im.table.Skipped(mc.Key):
+	case im.table.skipped(mc.Key):
 		im.log.Debug("holds no shared library", "component", mc.Key, "manifest", m.Name)
 		return nil
 	case tc == nil && im.opts.Extract == nil:
@@ -193,7 +193,7 @@ func (im *importer) component(ctx context.Context, m *Manifest, mc *ManifestComp
 		im.newest[mc.Key] = mc.Version
 		comp.Title, comp.License = mc.Title, mc.License
 	}
-	im.addProduct(m.Product).BaseURL = BaseURL(m.Product)
+	im.addProduct(m.Product).BaseURL = baseURL(m.Product)
 	return nil
 }
 
@@ -248,7 +248,7 @@ func (im *importer) sonames(ctx context.Context, m *Manifest, mc *ManifestCompon
 			return nil, err
 		}
 	} else {
-		sonames = tc.Sonames(mc.Version, cudaMajor, ma.Platform)
+		sonames = tc.sonames(mc.Version, cudaMajor, ma.Platform)
 	}
 	return slices.DeleteFunc(sonames, func(s string) bool {
 		if _, driver := im.table.Drivers[s]; driver {
@@ -273,7 +273,7 @@ func (im *importer) addTableComponents() {
 			im.c.components[name] = comp
 			im.addProduct(tc.Product)
 		}
-		comp.Sonames = append(comp.Sonames, tc.Known()...)
+		comp.Sonames = append(comp.Sonames, tc.known()...)
 	}
 }
 
@@ -310,7 +310,7 @@ func urlFor(mirror, product, rel string) string {
 	if mirror != "" {
 		return mirror + rel
 	}
-	return BaseURL(product) + rel
+	return baseURL(product) + rel
 }
 
 func scanArchive(ctx context.Context, opts ImportOptions, log *slog.Logger, ref ArchiveRef) ([]string, error) {
@@ -323,15 +323,15 @@ func scanArchive(ctx context.Context, opts ImportOptions, log *slog.Logger, ref 
 	if err := opts.Extract(ctx, ref, dir); err != nil {
 		return nil, fmt.Errorf("scan %s: %w", ref.RelativePath, err)
 	}
-	return ScanDir(dir, ref.Platform, log)
+	return scanDir(dir, ref.Platform, log)
 }
 
-// ScanDir lists the SONAMEs of the ELF shared objects under dir that run on
+// scanDir lists the SONAMEs of the ELF shared objects under dir that run on
 // platform. Files in stubs/ directories (link-time stand-ins such as the
 // toolkit's stub libcuda.so) are not libraries anyone should load, so they
 // are skipped, as are symbolic links (their targets are scanned), files
 // that are not ELF, and objects built for another machine.
-func ScanDir(dir, plat string, log *slog.Logger) ([]string, error) {
+func scanDir(dir, plat string, log *slog.Logger) ([]string, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -353,7 +353,7 @@ func ScanDir(dir, plat string, log *slog.Logger) ([]string, error) {
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		info, err := readInfo(path)
+		info, err := elfscan.ReadInfo(path)
 		if errors.Is(err, elfscan.ErrNotELF) {
 			return nil
 		}
@@ -382,7 +382,7 @@ func ScanDir(dir, plat string, log *slog.Logger) ([]string, error) {
 // The output is deterministic: the same catalog gives the same bytes.
 func (c *Catalog) Encode(header string) ([]byte, error) {
 	doc := fileDoc{
-		Format:     FormatVersion,
+		Format:     formatVersion,
 		Products:   map[string]*productDoc{},
 		Drivers:    map[string]*driverDoc{},
 		Components: map[string]*componentDoc{},
@@ -423,14 +423,4 @@ func (c *Catalog) Encode(header string) ([]byte, error) {
 		return nil, fmt.Errorf("encode catalog: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// readInfo opens an ELF file and reads its dynamic-linking facts.
-func readInfo(path string) (*elfscan.Info, error) {
-	f, err := elfscan.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Info()
 }

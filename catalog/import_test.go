@@ -24,7 +24,7 @@ import (
 )
 
 func TestEmbeddedTable(t *testing.T) {
-	tab, err := EmbeddedTable()
+	tab, err := builtinTable()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,17 +45,17 @@ func TestEmbeddedTable(t *testing.T) {
 		}
 	}
 	nvrtc := tab.Components["cuda_nvrtc"]
-	if got := strings.Join(nvrtc.Sonames("13.0.48", 13, platform.LinuxX86_64), " "); got != "libnvrtc-builtins.alt.so.13.0 libnvrtc-builtins.so.13.0 libnvrtc.alt.so.13 libnvrtc.so.13" {
+	if got := strings.Join(nvrtc.sonames("13.0.48", 13, platform.LinuxX86_64), " "); got != "libnvrtc-builtins.alt.so.13.0 libnvrtc-builtins.so.13.0 libnvrtc.alt.so.13 libnvrtc.so.13" {
 		t.Errorf("nvrtc 13.0.48: %s", got)
 	}
-	if got := strings.Join(nvrtc.Sonames("12.2.140", 12, platform.LinuxX86_64), " "); got != "libnvrtc-builtins.so.12.2 libnvrtc.so.12" {
+	if got := strings.Join(nvrtc.sonames("12.2.140", 12, platform.LinuxX86_64), " "); got != "libnvrtc-builtins.so.12.2 libnvrtc.so.12" {
 		t.Errorf("nvrtc 12.2.140: %s", got)
 	}
 	nvtx := tab.Components["cuda_nvtx"]
-	if got := nvtx.Sonames("12.8.90", 12, platform.LinuxSBSA); !slices.Equal(got, []string{"libnvToolsExt.so.1"}) {
+	if got := nvtx.sonames("12.8.90", 12, platform.LinuxSBSA); !slices.Equal(got, []string{"libnvToolsExt.so.1"}) {
 		t.Errorf("nvtx 12.8: %v", got)
 	}
-	if got := nvtx.Sonames("12.9.79", 12, platform.LinuxSBSA); !slices.Equal(got, []string{"libnvtx3interop.so.1"}) {
+	if got := nvtx.sonames("12.9.79", 12, platform.LinuxSBSA); !slices.Equal(got, []string{"libnvtx3interop.so.1"}) {
 		t.Errorf("nvtx 12.9: %v", got)
 	}
 }

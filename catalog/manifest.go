@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,11 +76,7 @@ func ParseManifest(data []byte, name string) (*Manifest, error) {
 	if m.Date != "" && !dateRE.MatchString(m.Date) {
 		return nil, fmt.Errorf("%s: release_date %q is not YYYY-MM-DD", name, m.Date)
 	}
-	keys := make([]string, 0, len(top))
-	for k := range top {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(top))
 	for _, key := range keys {
 		if bytes.HasPrefix(bytes.TrimSpace(top[key]), []byte("{")) {
 			c, err := parseManifestComponent(name, key, top[key])
@@ -132,11 +129,7 @@ func parseManifestComponent(file, key string, raw json.RawMessage) (*ManifestCom
 			c.Archives = append(c.Archives, a)
 			continue
 		}
-		variants := make([]string, 0, len(entry))
-		for v := range entry {
-			variants = append(variants, v)
-		}
-		slices.Sort(variants)
+		variants := slices.Sorted(maps.Keys(entry))
 		for _, v := range variants {
 			if !variantRE.MatchString(v) {
 				return nil, fmt.Errorf("%s: %s.%s: %q is neither an archive field nor a CUDA variant", file, key, plat, v)
@@ -174,8 +167,8 @@ func parseManifestArchive(file, key, plat, variant string, raw json.RawMessage) 
 	// NVIDIA writes the size as a string; accept a number too.
 	sizeText := strings.Trim(string(bytes.TrimSpace(d.Size)), `"`)
 	size, err := strconv.ParseInt(sizeText, 10, 64)
-	if err != nil || size <= 0 || size > MaxArchiveSize {
-		return nil, fmt.Errorf("%s: size %s is not a positive number of bytes up to %d", where, string(d.Size), int64(MaxArchiveSize))
+	if err != nil || size <= 0 || size > maxArchiveSize {
+		return nil, fmt.Errorf("%s: size %s is not a positive number of bytes up to %d", where, string(d.Size), int64(maxArchiveSize))
 	}
 	return &ManifestArchive{Platform: plat, CUDAVariant: variant, RelativePath: d.RelativePath, SHA256: d.SHA256, Size: size}, nil
 }

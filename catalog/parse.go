@@ -78,8 +78,8 @@ var (
 	unknownField = regexp.MustCompile(`^field (.+) not found$`)
 )
 
-// ValidSoname reports whether s looks like a shared object name (no path).
-func ValidSoname(s string) bool { return sonameRE.MatchString(s) }
+// validSoname reports whether s looks like a shared object name (no path).
+func validSoname(s string) bool { return sonameRE.MatchString(s) }
 
 // parseUnchecked reads one file strictly, without the whole-catalog checks.
 // The YAML is parsed once into nodes and each entry decoded on its own:
@@ -350,8 +350,8 @@ func (p *parser) catalog(top *yaml.Node) *Catalog {
 			p.report(err)
 		}
 	}
-	if format != FormatVersion {
-		p.report(p.errf(lineOf(top, "format"), "format must be %d (got %d)", FormatVersion, format))
+	if format != formatVersion {
+		p.report(p.errf(lineOf(top, "format"), "format must be %d (got %d)", formatVersion, format))
 	}
 	for _, key := range []string{"products", "drivers", "components"} {
 		if n := resolve(value(top, key)); n != nil && n.Kind != yaml.MappingNode && n.Tag != "!!null" {
@@ -373,7 +373,7 @@ func (p *parser) catalog(top *yaml.Node) *Catalog {
 		if err := p.decode(v, &d); err != nil {
 			return err
 		}
-		if !ValidSoname(k.Value) {
+		if !validSoname(k.Value) {
 			return p.errf(k, "driver %q is not a soname", k.Value)
 		}
 		if d == nil || strings.TrimSpace(d.Advice) == "" {
@@ -420,7 +420,7 @@ func (p *parser) sonames(n *yaml.Node, list []string, what string) (ok bool) {
 	for i, s := range list {
 		at := elem(n, i)
 		switch {
-		case !ValidSoname(s):
+		case !validSoname(s):
 			p.report(p.errf(at, "%s: %q is not a soname", what, s))
 			ok = false
 		case seen[s]:
@@ -547,8 +547,8 @@ func (p *parser) archive(what string, r *Release, n *yaml.Node, d *archiveDoc) *
 	if !sha256RE.MatchString(d.SHA256) {
 		p.report(p.errf(lineOf(n, "sha256"), "%s: sha256 %q is not 64 lower-case hex digits", what, d.SHA256))
 	}
-	if d.Size <= 0 || d.Size > MaxArchiveSize {
-		p.report(p.errf(lineOf(n, "size"), "%s: size %d must be a positive number of bytes, at most %d", what, d.Size, int64(MaxArchiveSize)))
+	if d.Size <= 0 || d.Size > maxArchiveSize {
+		p.report(p.errf(lineOf(n, "size"), "%s: size %d must be a positive number of bytes, at most %d", what, d.Size, int64(maxArchiveSize)))
 	}
 	if len(d.Sonames) == 0 {
 		p.report(p.errf(lineOf(n, "sonames"), "%s: archive %s lists no sonames", what, d.Path))

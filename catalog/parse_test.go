@@ -113,7 +113,7 @@ func TestParseReadsEverything(t *testing.T) {
 	if bar.Releases[0].Version != "0.10.0" {
 		t.Errorf("0.10.0 must sort above 0.4.0, got %s first", bar.Releases[0].Version)
 	}
-	if got := strings.Join(foo.Platforms(), ","); got != "linux-x86_64,linux-aarch64" {
+	if got := strings.Join(foo.platforms(), ","); got != "linux-x86_64,linux-aarch64" {
 		t.Errorf("platforms %q", got)
 	}
 	if d, ok := c.Driver("libcuda.so.1"); !ok || d.Advice != "install the driver" {

@@ -68,8 +68,8 @@ type tableRule struct {
 
 const mmToken = "{major.minor}"
 
-// EmbeddedTable returns the curated soname table built into the binary.
-func EmbeddedTable() (*Table, error) {
+// builtinTable returns the curated soname table built into the binary.
+func builtinTable() (*Table, error) {
 	return ParseTable(embeddedTable, "catalog/sonames.yaml")
 }
 
@@ -90,15 +90,15 @@ func ParseTable(data []byte, name string) (*Table, error) {
 		return nil, yamlError(name, err)
 	}
 	p := &parser{file: name}
-	if doc.Format != FormatVersion {
-		return nil, p.errf(lineOf(top, "format"), "format must be %d (got %d)", FormatVersion, doc.Format)
+	if doc.Format != formatVersion {
+		return nil, p.errf(lineOf(top, "format"), "format must be %d (got %d)", formatVersion, doc.Format)
 	}
 	t := &Table{Products: doc.Products, Drivers: map[string]string{}, Skip: doc.Skip, Components: map[string]*TableComponent{}}
 	if t.Products == nil {
 		t.Products = map[string]string{}
 	}
 	err := pairs(value(top, "drivers"), func(k, v *yaml.Node) error {
-		if !ValidSoname(k.Value) || strings.TrimSpace(doc.Drivers[k.Value].Advice) == "" {
+		if !validSoname(k.Value) || strings.TrimSpace(doc.Drivers[k.Value].Advice) == "" {
 			return p.errf(k, "driver %q needs a soname and advice", k.Value)
 		}
 		t.Drivers[k.Value] = doc.Drivers[k.Value].Advice
@@ -162,7 +162,7 @@ func (p *parser) checkRule(comp string, at *yaml.Node, r tableRule) error {
 		return p.errf(at, "component %s: a rule without sonames", comp)
 	}
 	for _, s := range r.Sonames {
-		if !ValidSoname(strings.ReplaceAll(s, mmToken, "1.0")) {
+		if !validSoname(strings.ReplaceAll(s, mmToken, "1.0")) {
 			return p.errf(at, "component %s: %q is not a soname", comp, s)
 		}
 	}
@@ -184,8 +184,8 @@ func (r TableRule) matches(version string, cuda int, platform string) bool {
 	return len(r.Platforms) == 0 || slices.Contains(r.Platforms, platform)
 }
 
-// Sonames lists what the table says an archive of the component provides.
-func (tc *TableComponent) Sonames(version string, cuda int, platform string) []string {
+// sonames lists what the table says an archive of the component provides.
+func (tc *TableComponent) sonames(version string, cuda int, platform string) []string {
 	var out []string
 	for _, r := range tc.Provides {
 		if r.matches(version, cuda, platform) {
@@ -197,9 +197,9 @@ func (tc *TableComponent) Sonames(version string, cuda int, platform string) []s
 	return sortedUnique(out)
 }
 
-// Known lists the sonames of the rules that need no version: what the
+// known lists the sonames of the rules that need no version: what the
 // component is known to provide whether or not an archive is at hand.
-func (tc *TableComponent) Known() []string {
+func (tc *TableComponent) known() []string {
 	var out []string
 	for _, r := range tc.Provides {
 		for _, s := range r.Sonames {
@@ -223,5 +223,5 @@ func expandSoname(s, version string) string {
 	return strings.ReplaceAll(s, mmToken, mm)
 }
 
-// Skipped reports whether the table says the component holds no shared library.
-func (t *Table) Skipped(component string) bool { return slices.Contains(t.Skip, component) }
+// skipped reports whether the table says the component holds no shared library.
+func (t *Table) skipped(component string) bool { return slices.Contains(t.Skip, component) }

@@ -172,7 +172,7 @@ func (u *updater) fetchProduct(ctx context.Context, product string) error {
 	if !nameRE.MatchString(product) {
 		return fmt.Errorf("product %q is not a product name", product)
 	}
-	dirURL := BaseURL(product)
+	dirURL := baseURL(product)
 	if u.mirror != "" {
 		dirURL = u.mirror + product + "/redist/"
 	} else if p, ok := u.base.products[product]; ok && p.BaseURL != "" {
@@ -242,12 +242,12 @@ func fetchBounded(ctx context.Context, client *http.Client, url string) ([]byte,
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("fetch %s: %s", url, resp.Status)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s: %w", url, err)
 	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("fetch %s: more than %d bytes", url, MaxFileSize)
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("fetch %s: more than %d bytes", url, maxFileSize)
 	}
 	return data, nil
 }

@@ -61,11 +61,11 @@ func (r *WheelRecord) Metadata() (*pymeta.Metadata, error) {
 	return m, nil
 }
 
-// Libraries are the record's shared libraries (not Python extension
-// modules), by RECORD path.
-func (r *WheelRecord) Libraries() []WheelFile {
+// SharedLibraries are the shared libraries among a wheel's files (not its
+// Python extension modules).
+func SharedLibraries(files []WheelFile) []WheelFile {
 	var out []WheelFile
-	for _, f := range r.Files {
+	for _, f := range files {
 		if IsSharedLibrary(path.Base(f.Path)) {
 			out = append(out, f)
 		}
@@ -97,19 +97,19 @@ type wheelRecordsDoc struct {
 // EmbeddedWheelRecords is the table built into the binary
 // (catalog/wheelrecords.json, generated from real dist-info folders).
 func EmbeddedWheelRecords() (*WheelRecords, error) {
-	return ParseWheelRecords(embeddedWheelRecords, "catalog/wheelrecords.json")
+	return parseWheelRecords(embeddedWheelRecords, "catalog/wheelrecords.json")
 }
 
-// ParseWheelRecords reads a wheel-record table strictly.
-func ParseWheelRecords(data []byte, name string) (*WheelRecords, error) {
+// parseWheelRecords reads a wheel-record table strictly.
+func parseWheelRecords(data []byte, name string) (*WheelRecords, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var doc wheelRecordsDoc
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if doc.Format != FormatVersion {
-		return nil, fmt.Errorf("%s: format must be %d (got %d)", name, FormatVersion, doc.Format)
+	if doc.Format != formatVersion {
+		return nil, fmt.Errorf("%s: format must be %d (got %d)", name, formatVersion, doc.Format)
 	}
 	t := &WheelRecords{byName: map[string][]*WheelRecord{}}
 	for _, r := range doc.Wheels {
@@ -190,9 +190,9 @@ func (t *WheelRecords) Versions(name string) []string {
 	return out
 }
 
-// WheelRecordFromDistInfo reads a wheel record from the files of an
+// wheelRecordFromDistInfo reads a wheel record from the files of an
 // installed *.dist-info folder (METADATA, RECORD and WHEEL, by base name).
-func WheelRecordFromDistInfo(files map[string][]byte, source string) (*WheelRecord, error) {
+func wheelRecordFromDistInfo(files map[string][]byte, source string) (*WheelRecord, error) {
 	meta, err := pymeta.ParseMetadata(bytes.NewReader(files["METADATA"]))
 	if err != nil {
 		return nil, fmt.Errorf("METADATA: %w", err)
@@ -224,10 +224,10 @@ func WheelRecordFromDistInfo(files map[string][]byte, source string) (*WheelReco
 	return r, r.validate()
 }
 
-// MarshalWheelRecords writes a table in the embedded form: one wheel per
+// marshalWheelRecords writes a table in the embedded form: one wheel per
 // line, sorted by name and version, so that a regenerated table diffs
 // line by line.
-func MarshalWheelRecords(rs []*WheelRecord) ([]byte, error) {
+func marshalWheelRecords(rs []*WheelRecord) ([]byte, error) {
 	rs = slices.Clone(rs)
 	slices.SortFunc(rs, func(a, b *WheelRecord) int {
 		if c := strings.Compare(a.Name, b.Name); c != 0 {
@@ -236,7 +236,7 @@ func MarshalWheelRecords(rs []*WheelRecord) ([]byte, error) {
 		return dotted.Compare(a.Version, b.Version)
 	})
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "{\"format\": %d, \"wheels\": [\n", FormatVersion)
+	fmt.Fprintf(&b, "{\"format\": %d, \"wheels\": [\n", formatVersion)
 	for i, r := range rs {
 		line, err := json.Marshal(r)
 		if err != nil {

@@ -67,7 +67,7 @@ func corpusWheelRecords(t *testing.T) []*WheelRecord {
 		if _, ok := dists.Lookup(name); !ok && pymeta.NormalizeName(name) != dists.ToolkitName {
 			continue
 		}
-		r, err := WheelRecordFromDistInfo(files, "RECORD, METADATA and WHEEL of the installed "+dir+" (the PyTorch 2.11 cu130 environment, x86_64)")
+		r, err := wheelRecordFromDistInfo(files, "RECORD, METADATA and WHEEL of the installed "+dir+" (the PyTorch 2.11 cu130 environment, x86_64)")
 		if err != nil {
 			t.Fatalf("%s: %v", dir, err)
 		}
@@ -82,7 +82,7 @@ func corpusWheelRecords(t *testing.T) []*WheelRecord {
 // The embedded table is exactly what the real dist-info folders say: it is
 // generated, never edited by hand (go test ./catalog -run WheelRecords -update).
 func TestWheelRecordsAreTheCorpus(t *testing.T) {
-	want, err := MarshalWheelRecords(corpusWheelRecords(t))
+	want, err := marshalWheelRecords(corpusWheelRecords(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestWheelRecordsLookups(t *testing.T) {
 		t.Fatal("nvidia-cudnn-cu13 9.19.0.56 is not in the table")
 	}
 	var libs []string
-	for _, f := range r.Libraries() {
+	for _, f := range SharedLibraries(r.Files) {
 		libs = append(libs, f.Path)
 	}
 	if len(libs) != 8 || !strings.HasPrefix(libs[0], "nvidia/cudnn/lib/libcudnn") {
@@ -150,7 +150,7 @@ func TestWheelRecordsRefuseBadTables(t *testing.T) {
 		"unknown field": `{"format":1,"wheels":[],"extra":1}`,
 		"format":        `{"format":2,"wheels":[]}`,
 	} {
-		if _, err := ParseWheelRecords([]byte(doc), "t.json"); err == nil || !strings.HasPrefix(err.Error(), "t.json: ") {
+		if _, err := parseWheelRecords([]byte(doc), "t.json"); err == nil || !strings.HasPrefix(err.Error(), "t.json: ") {
 			t.Errorf("%s: error %v, want one naming t.json", name, err)
 		}
 	}

@@ -433,7 +433,7 @@ func (c *Catalog) productPlatforms(product string) []string {
 		if comp.Product != product {
 			continue
 		}
-		for _, p := range comp.Platforms() {
+		for _, p := range comp.platforms() {
 			if !slices.Contains(out, p) {
 				out = append(out, p)
 			}

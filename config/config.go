@@ -30,9 +30,9 @@ const (
 
 // The keys of the config file.
 const (
-	KeyMirror  = "mirror"
-	KeyCatalog = "catalog"
-	KeyPrefix  = "prefix"
+	keyMirror  = "mirror"
+	keyCatalog = "catalog"
+	keyPrefix  = "prefix"
 )
 
 // FileName is the config file's name inside a cudadeps config directory.
@@ -163,7 +163,7 @@ func (s *Settings) readFile(file string) error {
 	case err != nil:
 		return fmt.Errorf("config file: %w", err)
 	}
-	entries, err := Parse(data)
+	entries, err := parse(data)
 	if err != nil {
 		return fmt.Errorf("%s:%w", file, err)
 	}
@@ -177,13 +177,13 @@ func (s *Settings) readFile(file string) error {
 	for _, e := range entries {
 		where := fmt.Sprintf("%s:%d", file, e.Line)
 		switch e.Key {
-		case KeyMirror:
+		case keyMirror:
 			v, err := e.one()
 			if err != nil {
 				return fmt.Errorf("%s: %w", where, err)
 			}
 			s.Mirror = Setting{Value: v, Source: where}
-		case KeyPrefix:
+		case keyPrefix:
 			v, err := e.one()
 			if err != nil {
 				return fmt.Errorf("%s: %w", where, err)
@@ -192,7 +192,7 @@ func (s *Settings) readFile(file string) error {
 				return fmt.Errorf("%s: %w", where, err)
 			}
 			s.Prefix = Setting{Value: abs(v), Source: where}
-		case KeyCatalog:
+		case keyCatalog:
 			files := []string{}
 			for _, v := range e.Values {
 				if err := notTilde(v); err != nil {
@@ -202,7 +202,7 @@ func (s *Settings) readFile(file string) error {
 			}
 			s.Catalog = Setting{Values: files, Source: where}
 		default:
-			return fmt.Errorf("%s: unknown key %q (known: %s, %s, %s)", where, e.Key, KeyCatalog, KeyMirror, KeyPrefix)
+			return fmt.Errorf("%s: unknown key %q (known: %s, %s, %s)", where, e.Key, keyCatalog, keyMirror, keyPrefix)
 		}
 	}
 	return nil

@@ -109,7 +109,7 @@ func TestBadFiles(t *testing.T) {
 }
 
 func TestEscapes(t *testing.T) {
-	es, err := Parse([]byte("mirror = \"a\\\"b\\\\c\\u00e9\"\ncatalog = []\n"))
+	es, err := parse([]byte("mirror = \"a\\\"b\\\\c\\u00e9\"\ncatalog = []\n"))
 	if err != nil || es[0].Values[0] != "a\"b\\cé" || !es[1].Array || len(es[1].Values) != 0 {
 		t.Fatalf("%+v %v", es, err)
 	}

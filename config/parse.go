@@ -28,11 +28,11 @@ func (e Entry) one() (string, error) {
 	return e.Values[0], nil
 }
 
-// Parse reads the TOML subset of a config file: blank lines, # comments,
+// parse reads the TOML subset of a config file: blank lines, # comments,
 // and `key = "string"`, `key = 'literal'` or `key = ["string", ...]` on one
 // line. Anything else — a table, a number, a repeated key — is an error
 // whose text begins with the line number and a colon.
-func Parse(data []byte) ([]Entry, error) {
+func parse(data []byte) ([]Entry, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("1: not UTF-8 text")
 	}

@@ -13,6 +13,7 @@ package declared
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -97,24 +98,8 @@ type Dist struct {
 	Supply *Supply `json:"-"`
 }
 
-// Describe is "nvidia-cudnn-cu13 9.19.0.56".
-func (d *Dist) Describe() string {
-	if d.Version == "" {
-		return d.Name
-	}
-	return d.Name + " " + d.Version
-}
-
 // Libraries are the shared libraries among its files.
-func (d *Dist) Libraries() []catalog.WheelFile {
-	var out []catalog.WheelFile
-	for _, f := range d.Files {
-		if catalog.IsSharedLibrary(path.Base(f.Path)) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+func (d *Dist) Libraries() []catalog.WheelFile { return catalog.SharedLibraries(d.Files) }
 
 // Owns reports whether one of its files is a library named name.
 func (d *Dist) Owns(name string) bool {
@@ -299,11 +284,7 @@ func (c *computer) isNVIDIA(name string) bool {
 // cuda-toolkit[cublas]==13.0.2).
 func (c *computer) pinsOfEnvironment() map[string][]envPin {
 	out := map[string][]envPin{}
-	names := make([]string, 0, len(c.in.Installed))
-	for n := range c.in.Installed {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(c.in.Installed))
 	// An installed cuda-toolkit names the version of every toolkit wheel of
 	// its release, whichever extras anyone requested: the environment's
 	// toolkit release.

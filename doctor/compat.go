@@ -3,27 +3,19 @@ package doctor
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/cudadeps/cudadeps/internal/dotted"
 )
 
-// version is a dotted numeric NVIDIA driver version ("580.95.05").
-type version struct {
-	s     string
-	parts []int
-}
+// version is a dotted numeric NVIDIA driver version ("580.95.05"); the
+// zero version is none.
+type version struct{ s string }
 
 func parseVersion(s string) (version, bool) {
-	var parts []int
-	for _, f := range strings.Split(s, ".") {
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 0 || f == "" {
-			return version{}, false
-		}
-		parts = append(parts, n)
+	if !dotted.Numeric(s) {
+		return version{}, false
 	}
-	return version{s: s, parts: parts}, len(parts) > 0
+	return version{s: s}, true
 }
 
 func mustVersion(s string) version {
@@ -34,13 +26,11 @@ func mustVersion(s string) version {
 	return v
 }
 
-func (v version) ok() bool       { return len(v.parts) > 0 }
+func (v version) ok() bool       { return v.s != "" }
 func (v version) String() string { return v.s }
 func (v version) major() int {
-	if !v.ok() {
-		return 0
-	}
-	return v.parts[0]
+	n, _ := strconv.Atoi(dotted.Major(v.s))
+	return n
 }
 
 // less orders driver versions as dotted version numbers.

@@ -164,13 +164,7 @@ func (d *diag) deviceFinding(dev *gpuarch.Device) finding {
 // deviceEvidence writes the device and where it was read.
 func deviceEvidence(dev *gpuarch.Device) string {
 	if !dev.Known() {
-		var why []string
-		for _, s := range dev.Sources {
-			if s.Error != "" {
-				why = append(why, s.Source+": "+s.Error)
-			}
-		}
-		return "no GPU compute capability known (" + strings.Join(why, "; ") + ")"
+		return "no GPU compute capability known (" + strings.Join(dev.Failures(), "; ") + ")"
 	}
 	ev := "compute capability " + dev.CC.String()
 	if dev.Name != "" {

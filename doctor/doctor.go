@@ -346,7 +346,7 @@ func readTarget(ctx context.Context, path string, log *slog.Logger) (*target, er
 	}
 	t := &target{path: abs, name: filepath.Base(abs), isDir: st.IsDir()}
 	if !st.IsDir() {
-		info, err := readInfo(abs)
+		info, err := elfscan.ReadInfo(abs)
 		if err != nil {
 			if errors.Is(err, elfscan.ErrNotELF) {
 				return nil, fmt.Errorf("target %s: not an ELF file (give a shared library, a program or a directory)", path)
@@ -370,7 +370,7 @@ func readTarget(ctx context.Context, path string, log *slog.Logger) (*target, er
 		if !de.Type().IsRegular() {
 			return nil // directories are walked; links would count files twice
 		}
-		info, err := readInfo(p)
+		info, err := elfscan.ReadInfo(p)
 		if err != nil {
 			if !errors.Is(err, elfscan.ErrNotELF) {
 				log.Debug("skipping unreadable ELF file", "path", p, "err", err)
@@ -408,7 +408,7 @@ func readTargetFiles(ctx context.Context, name string, files []string, log *slog
 		if err != nil || !st.Mode().IsRegular() {
 			continue // RECORD lists files pip wrote; a missing one is not ours to report
 		}
-		info, err := readInfo(f)
+		info, err := elfscan.ReadInfo(f)
 		if err != nil {
 			if !errors.Is(err, elfscan.ErrNotELF) {
 				log.Debug("skipping unreadable ELF file", "path", f, "err", err)
@@ -440,14 +440,4 @@ func commonDir(dirs []string) string {
 		}
 	}
 	return common
-}
-
-// readInfo opens an ELF file and reads its dynamic-linking facts.
-func readInfo(path string) (*elfscan.Info, error) {
-	f, err := elfscan.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Info()
 }

@@ -4,15 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
-	"errors"
 	"fmt"
-	"io/fs"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/cudadeps/cudadeps/internal/rootfs"
 	"github.com/cudadeps/cudadeps/platform"
 )
 
@@ -124,7 +123,7 @@ func (h *hostFacts) readDevices(sys System) {
 func deviceOwner(sys System, n string) string {
 	st, err := sys.root.Stat(n)
 	if err != nil {
-		return errText(err)
+		return rootfs.Reason(err)
 	}
 	desc := st.Mode().Perm().String()
 	if stat, ok := st.Sys().(*syscall.Stat_t); ok {
@@ -151,15 +150,6 @@ func groupName(sys System, gid uint32) string {
 		}
 	}
 	return ""
-}
-
-// errText is an error without the path os already put in it.
-func errText(err error) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
-	}
-	return err.Error()
 }
 
 // containerInfo says which container engine, if any, doctor runs under.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 )
 
@@ -271,7 +272,7 @@ func (h *fakeHost) ldconfig() {
 	for _, dir := range append(slices.Clone(h.confDirs), "/lib64", "/usr/lib64") {
 		ents, _ := os.ReadDir(h.path(dir))
 		for _, e := range ents {
-			info, err := readInfo(h.path(path.Join(dir, e.Name())))
+			info, err := elfscan.ReadInfo(h.path(path.Join(dir, e.Name())))
 			if err != nil || info.Soname == "" || seen[info.Soname] {
 				continue
 			}

@@ -3,10 +3,10 @@ package doctor
 import (
 	"debug/elf"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/cudadeps/cudadeps/elfscan"
@@ -375,11 +375,7 @@ func (d *diag) cudartSymbols(lb *lib) []finding {
 	for _, r := range refs {
 		names[r.sym.Name] = true
 	}
-	var list []string
-	for n := range names {
-		list = append(list, n)
-	}
-	sort.Strings(list)
+	list := slices.Sorted(maps.Keys(names))
 	defs, err := lookupSymbols(lb.real, list...)
 	if err != nil {
 		return []finding{{Warn, fmt.Sprintf("%s: symbols unreadable (%v)", lb.realGuest, err), ""}}
@@ -413,11 +409,7 @@ func (d *diag) cudartSymbols(lb *lib) []finding {
 	if len(missing) == 0 {
 		return nil
 	}
-	var who []string
-	for u := range users {
-		who = append(who, u)
-	}
-	sort.Strings(who)
+	who := slices.Sorted(maps.Keys(users))
 	major := ""
 	if sm := cudartRE.FindStringSubmatch(lb.soname); sm != nil {
 		major = sm[1]

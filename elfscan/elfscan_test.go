@@ -105,7 +105,7 @@ func TestMatchesDebugELFOnHostLibraries(t *testing.T) {
 		if !ok {
 			continue
 		}
-		in, err := readFile(p)
+		in, err := ReadInfo(p)
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue

@@ -136,6 +136,17 @@ func (f *File) Info() (*Info, error) {
 	return withScanner(f, true, (*scanner).scan)
 }
 
+// ReadInfo opens the ELF file at path and reads its dynamic-linking facts
+// (Open, then Info).
+func ReadInfo(path string) (*Info, error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Info()
+}
+
 // Symbols reads the dynamic symbols that keep selects (nil: all of them).
 // It reads what the loader reads: the dynamic segment, then the symbol
 // table, the names of the symbols in the string table, and the version

@@ -5,16 +5,6 @@ import (
 	"io"
 )
 
-// readFile opens path and reads its dynamic-linking facts.
-func readFile(path string) (*Info, error) {
-	f, err := Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Info()
-}
-
 // readMember reads the dynamic-linking facts of a zip member.
 func readMember(archive io.ReaderAt, m *zip.File) (*Info, error) {
 	f, err := OpenMember(archive, m)

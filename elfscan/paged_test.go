@@ -74,7 +74,7 @@ func TestUsePagesReadsTheSame(t *testing.T) {
 	})
 	var pages Pages
 	for _, p := range files {
-		want, werr := readFile(p)
+		want, werr := ReadInfo(p)
 		f, err := os.Open(p)
 		if err != nil {
 			t.Fatal(err)

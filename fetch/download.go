@@ -23,6 +23,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/regfile"
 	"github.com/cudadeps/cudadeps/internal/urlpolicy"
+	"github.com/cudadeps/cudadeps/internal/workers"
 )
 
 // VerifyError says that an archive's bytes are not the ones asked for.
@@ -109,28 +110,19 @@ func (c *Client) DownloadAll(ctx context.Context, reqs []Request) ([]string, err
 	paths := make([]string, len(reqs))
 	errs := make([]error, len(reqs))
 	prog := c.newProgress(reqs)
-	sem := make(chan struct{}, c.parallel)
-	var wg sync.WaitGroup
-	for i, r := range reqs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = fmt.Errorf("download %s: %w", r.label(), ctx.Err())
-				return
-			}
-			defer func() { <-sem }()
-			tr := prog.track(r)
-			paths[i], errs[i] = c.produce(ctx, r, nil, tr)
-			tr.done(errs[i])
-			if errs[i] != nil && !strings.Contains(errs[i].Error(), r.label()) {
-				errs[i] = fmt.Errorf("%s: %w", r.label(), errs[i]) // which of several
-			}
-		}()
-	}
-	wg.Wait()
+	workers.Each(len(reqs), c.parallel, func(i int) {
+		r := reqs[i]
+		if err := ctx.Err(); err != nil {
+			errs[i] = fmt.Errorf("download %s: %w", r.label(), err)
+			return
+		}
+		tr := prog.track(r)
+		paths[i], errs[i] = c.produce(ctx, r, nil, tr)
+		tr.done(errs[i])
+		if errs[i] != nil && !strings.Contains(errs[i].Error(), r.label()) {
+			errs[i] = fmt.Errorf("%s: %w", r.label(), errs[i]) // which of several
+		}
+	})
 	err := errors.Join(errs...)
 	if serr := sweepLocks(filepath.Join(c.cacheDir, "archives")); serr != nil {
 		c.log.Warn("could not sweep the download cache's lock files", "error", serr)

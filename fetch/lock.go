@@ -8,14 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/cudadeps/cudadeps/internal/flock"
 )
 
-// Lock files are 0-byte files locked with flock(2). flock locks belong to
-// the open file, so two opens conflict even within one process, and the
-// kernel drops the lock when a killed process's files close: a crash never
-// leaves the store locked.
+// Lock files are 0-byte files locked with flock(2) (internal/flock): a
+// crash never leaves the store locked.
 //
 // A lock file is deleted by whoever holds it, while holding it: on release,
 // and by SweepLocks for one no process holds. That is safe because every
@@ -36,7 +35,7 @@ func lockFile(ctx context.Context, path string, log *slog.Logger, what string) (
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		for {
-			ok, err := tryLock(f)
+			ok, err := flock.TryExclusive(f)
 			if err != nil {
 				f.Close()
 				return nil, fmt.Errorf("lock %s: %w", path, err)
@@ -54,44 +53,17 @@ func lockFile(ctx context.Context, path string, log *slog.Logger, what string) (
 			}
 			delay = min(2*delay, 500*time.Millisecond)
 		}
-		if names(path, f) {
+		if flock.Names(path, f) {
 			return func() { unlockRemove(path, f) }, nil
 		}
 		f.Close() // deleted by its holder while this one waited
 	}
 }
 
-// tryLock takes f's exclusive lock without waiting; false: another holds it.
-func tryLock(f *os.File) (bool, error) {
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		switch {
-		case err == nil:
-			return true, nil
-		case errors.Is(err, syscall.EINTR):
-			continue
-		case errors.Is(err, syscall.EWOULDBLOCK):
-			return false, nil
-		default:
-			return false, err
-		}
-	}
-}
-
-// names reports whether path still names the open file f.
-func names(path string, f *os.File) bool {
-	st, err := os.Stat(path)
-	if err != nil {
-		return false
-	}
-	fst, err := f.Stat()
-	return err == nil && os.SameFile(st, fst)
-}
-
 // unlockRemove deletes a lock file its holder holds, then releases it.
 func unlockRemove(path string, f *os.File) {
 	_ = os.Remove(path)
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	_ = flock.Unlock(f)
 	f.Close()
 }
 
@@ -112,8 +84,8 @@ func tryLockFile(path string, create bool) (release func(), ok bool, err error) 
 	if err != nil {
 		return nil, false, fmt.Errorf("lock %s: %w", path, err)
 	}
-	got, err := tryLock(f)
-	if err != nil || !got || !names(path, f) {
+	got, err := flock.TryExclusive(f)
+	if err != nil || !got || !flock.Names(path, f) {
 		f.Close()
 		return nil, false, err
 	}

@@ -16,11 +16,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cudadeps/cudadeps/internal/regfile"
 	"github.com/cudadeps/cudadeps/internal/testhook"
+	"github.com/cudadeps/cudadeps/internal/workers"
 )
 
 // Key names one installed component: the same component, version, platform
@@ -410,23 +410,14 @@ func (s *Store) Install(ctx context.Context, c *Client, items []Item) ([]Entry, 
 		}
 	}
 	prog := c.newProgress(reqs)
-	sem := make(chan struct{}, c.parallel)
-	var wg sync.WaitGroup
-	for _, i := range todo {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = fmt.Errorf("install %s: %w", items[i].Key, ctx.Err())
-				return
-			}
-			defer func() { <-sem }()
-			entries[i], errs[i] = s.installOne(ctx, c, items[i], prog.track(items[i].Request))
-		}()
-	}
-	wg.Wait()
+	workers.Each(len(todo), c.parallel, func(j int) {
+		i := todo[j]
+		if err := ctx.Err(); err != nil {
+			errs[i] = fmt.Errorf("install %s: %w", items[i].Key, err)
+			return
+		}
+		entries[i], errs[i] = s.installOne(ctx, c, items[i], prog.track(items[i].Request))
+	})
 	err := errors.Join(errs...)
 	if len(todo) > 0 {
 		// The download cache's locks that killed processes left.

@@ -1,6 +1,7 @@
 package gpuarch
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,13 +118,20 @@ func (c *Carried) Empty() bool {
 	return c == nil || len(c.SASS) == 0 && len(c.PTX) == 0 && len(c.Other) == 0
 }
 
-func sameCode(a Entry, t Target, isa Version, byISA bool) bool {
-	return a.Target == t && (!byISA || a.ISA == isa)
+// sameCode reports whether code for target a at ISA aISA is code for b at
+// bISA (the ISAs compared only when byISA is set).
+func sameCode(a Target, aISA Version, b Target, bISA Version, byISA bool) bool {
+	return a == b && (!byISA || aISA == bISA)
+}
+
+// compareCode orders code by architecture, then variant, then ISA.
+func compareCode(a Target, aISA Version, b Target, bISA Version) int {
+	return cmp.Or(cmp.Compare(a.SM, b.SM), cmp.Compare(a.Variant, b.Variant), cmpVersion(aISA, bISA))
 }
 
 func addCode(list []Code, e Entry, byISA bool) []Code {
 	for i := range list {
-		if list[i].Target == e.Target && (!byISA || list[i].ISA == e.ISA) {
+		if sameCode(list[i].Target, list[i].ISA, e.Target, e.ISA, byISA) {
 			list[i].Entries++
 			list[i].Bytes += e.Bytes
 			list[i].Size += e.Size
@@ -136,21 +144,13 @@ func addCode(list []Code, e Entry, byISA bool) []Code {
 		c.ISA = e.ISA
 	}
 	list = append(list, c)
-	slices.SortFunc(list, func(a, b Code) int {
-		if a.Target.SM != b.Target.SM {
-			return a.Target.SM - b.Target.SM
-		}
-		if a.Target.Variant != b.Target.Variant {
-			return int(a.Target.Variant) - int(b.Target.Variant)
-		}
-		return cmpVersion(a.ISA, b.ISA)
-	})
+	slices.SortFunc(list, func(a, b Code) int { return compareCode(a.Target, a.ISA, b.Target, b.ISA) })
 	return list
 }
 
 func addEntry(list []Entry, e Entry, byISA bool) []Entry {
 	for i := range list {
-		if sameCode(list[i], e.Target, e.ISA, byISA) {
+		if sameCode(list[i].Target, list[i].ISA, e.Target, e.ISA, byISA) {
 			list[i].Bytes += e.Bytes
 			list[i].Size += e.Size
 			list[i].VariantKnown = list[i].VariantKnown && e.VariantKnown
@@ -158,15 +158,7 @@ func addEntry(list []Entry, e Entry, byISA bool) []Entry {
 		}
 	}
 	list = append(list, e)
-	slices.SortFunc(list, func(a, b Entry) int {
-		if a.Target.SM != b.Target.SM {
-			return a.Target.SM - b.Target.SM
-		}
-		if a.Target.Variant != b.Target.Variant {
-			return int(a.Target.Variant) - int(b.Target.Variant)
-		}
-		return cmpVersion(a.ISA, b.ISA)
-	})
+	slices.SortFunc(list, func(a, b Entry) int { return compareCode(a.Target, a.ISA, b.Target, b.ISA) })
 	return list
 }
 

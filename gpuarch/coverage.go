@@ -3,11 +3,12 @@ package gpuarch
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
+
+	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/workers"
 )
 
 // File is one library whose coverage is asked for.
@@ -88,9 +89,6 @@ func Assess(ctx context.Context, dev *Device, files []File, t *Tables, parallel 
 			return nil, err
 		}
 	}
-	if parallel <= 0 {
-		parallel = runtime.GOMAXPROCS(0)
-	}
 	// One read per file, whatever names it is listed under.
 	uniq := map[string]int{}
 	var list []File
@@ -103,25 +101,11 @@ func Assess(ctx context.Context, dev *Device, files []File, t *Tables, parallel 
 		list = append(list, f)
 	}
 	objs := make([]Object, len(list))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < parallel; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				objs[i] = assessOne(dev, list[i], t)
-			}
-		}()
-	}
-	for i := range list {
-		if ctx.Err() != nil {
-			break
+	workers.Each(len(list), parallel, func(i int) {
+		if ctx.Err() == nil {
+			objs[i] = assessOne(dev, list[i], t)
 		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -174,7 +158,7 @@ func assessOne(dev *Device, f File, t *Tables) Object {
 		return o
 	}
 	c, err := ReadFile(f.Host)
-	if err != nil && !errors.Is(err, ErrNotELF) {
+	if err != nil && !errors.Is(err, elfscan.ErrNotELF) {
 		o.Error = err.Error()
 		return o
 	}

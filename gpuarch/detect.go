@@ -86,6 +86,21 @@ func (d *Device) Driver() Version {
 // Known reports a device whose compute capability is known.
 func (d *Device) Known() bool { return d != nil && !d.CC.IsZero() }
 
+// Failures are why the sources that failed gave nothing, each as
+// "SOURCE: ERROR": what to show when no device is known.
+func (d *Device) Failures() []string {
+	if d == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range d.Sources {
+		if s.Error != "" {
+			out = append(out, s.Source+": "+s.Error)
+		}
+	}
+	return out
+}
+
 // Exec runs a command and returns its standard output.
 type Exec func(ctx context.Context, argv []string) ([]byte, error)
 
@@ -202,7 +217,7 @@ func fromPCI(root string, t *Tables) SourceResult {
 	const dir = "/sys/bus/pci/devices"
 	ents, err := listRoot(root, dir)
 	if err != nil {
-		r.Error = "cannot list " + dir + ": " + errText(err)
+		r.Error = "cannot list " + dir + ": " + rootfs.Reason(err)
 		return r
 	}
 	if len(ents) > maxPCIDevices {
@@ -275,14 +290,6 @@ func fromDeviceTree(root string, t *Tables) SourceResult {
 	}
 	r.Error = "the device tree names no Jetson SoC of the device table"
 	return r
-}
-
-func errText(err error) string {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
-	}
-	return err.Error()
 }
 
 // RunCommand runs argv with this process's environment and returns its

@@ -119,6 +119,11 @@ func TestDetectPCIAndDeviceTree(t *testing.T) {
 	if d.Known() || !strings.Contains(d.Sources[0].Error, "10de:1234 is not in the device table") {
 		t.Errorf("%+v", d)
 	}
+	// Failures names each source that failed, and why.
+	if f := d.Failures(); len(f) != 2 || !strings.HasPrefix(f[0], SourcePCI+": ") || !strings.Contains(f[0], "10de:1234") ||
+		!strings.HasPrefix(f[1], SourceDeviceTree+": ") {
+		t.Errorf("failures %q", f)
+	}
 	// Nothing at all.
 	d, _ = Detect(ctx, DetectOptions{Root: t.TempDir()})
 	if d.Known() || len(d.Sources) != 2 {

@@ -3,12 +3,13 @@ package gpuarch
 import (
 	"debug/elf"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
 	"strconv"
+
+	"github.com/cudadeps/cudadeps/elfscan"
 )
 
 // The CUDA fat binary, as nvcc embeds it in a host ELF object's
@@ -78,9 +79,6 @@ func (e *FormatError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Path, e.Msg)
 }
 
-// ErrNotELF is wrapped by the error for a file that is not ELF.
-var ErrNotELF = errors.New("not an ELF file")
-
 // ReadFile reads what the fat binaries of an ELF file carry.
 func ReadFile(path string) (*Carried, error) {
 	f, err := os.Open(path)
@@ -146,126 +144,170 @@ func (rd *reader) readAt(b []byte, off int64) error {
 // fatbinSections finds the .nv_fatbin sections through the section
 // header table and its name table.
 func (rd *reader) fatbinSections() ([]span, error) {
-	var ident [elf.EI_NIDENT]byte
-	if rd.size < int64(len(ident)) {
-		return nil, fmt.Errorf("%s: %w", rd.name, ErrNotELF)
+	l, err := rd.elfHeader()
+	if err != nil || l.shoff == 0 {
+		return nil, err // no section headers: nothing says where a fat binary is
 	}
-	if err := rd.readAt(ident[:], 0); err != nil {
+	table, err := rd.sectionHeaders(&l)
+	if err != nil || table == nil {
 		return nil, err
 	}
-	if string(ident[:4]) != elf.ELFMAG {
-		return nil, fmt.Errorf("%s: %w", rd.name, ErrNotELF)
-	}
-	var bo binary.ByteOrder
-	switch elf.Data(ident[elf.EI_DATA]) {
-	case elf.ELFDATA2LSB:
-		bo = binary.LittleEndian
-	case elf.ELFDATA2MSB:
-		bo = binary.BigEndian
-	default:
-		return nil, rd.errorf(0, "unknown ELF byte order %d", ident[elf.EI_DATA])
-	}
-	is64 := false
-	switch elf.Class(ident[elf.EI_CLASS]) {
-	case elf.ELFCLASS64:
-		is64 = true
-	case elf.ELFCLASS32:
-	default:
-		return nil, rd.errorf(0, "unknown ELF class %d", ident[elf.EI_CLASS])
-	}
-	var shoff int64
-	var shentsize, shnum, shstrndx int
-	if is64 {
-		var h [64]byte
-		if err := rd.readAt(h[:], 0); err != nil {
-			return nil, err
-		}
-		off := bo.Uint64(h[40:])
-		if off > uint64(rd.size) {
-			return nil, rd.errorf(0, "section headers at %#x, past the end of the file", off)
-		}
-		shoff = int64(off)
-		shentsize, shnum, shstrndx = int(bo.Uint16(h[58:])), int(bo.Uint16(h[60:])), int(bo.Uint16(h[62:]))
-	} else {
-		var h [52]byte
-		if err := rd.readAt(h[:], 0); err != nil {
-			return nil, err
-		}
-		shoff = int64(bo.Uint32(h[32:]))
-		shentsize, shnum, shstrndx = int(bo.Uint16(h[46:])), int(bo.Uint16(h[48:])), int(bo.Uint16(h[50:]))
-	}
-	if shoff == 0 {
-		return nil, nil // no section headers: nothing says where a fat binary is
-	}
-	want := 40
-	if is64 {
-		want = 64
-	}
-	if shentsize < want {
-		return nil, rd.errorf(0, "section header entries of %d bytes", shentsize)
-	}
-	sh := func(b []byte) (name uint32, typ elf.SectionType, off, size uint64, link uint32) {
-		if is64 {
-			return bo.Uint32(b), elf.SectionType(bo.Uint32(b[4:])), bo.Uint64(b[24:]), bo.Uint64(b[32:]), bo.Uint32(b[40:])
-		}
-		return bo.Uint32(b), elf.SectionType(bo.Uint32(b[4:])), uint64(bo.Uint32(b[16:])), uint64(bo.Uint32(b[20:])), bo.Uint32(b[24:])
-	}
-	if shnum == 0 || shstrndx == int(elf.SHN_XINDEX) {
-		// Extended numbering: section 0 holds the count and the index.
-		first := make([]byte, shentsize)
-		if err := rd.readAt(first, shoff); err != nil {
-			return nil, err
-		}
-		_, _, _, size, link := sh(first)
-		if shnum == 0 {
-			if size > maxSectionHeaders {
-				return nil, rd.errorf(shoff, "%d section headers", size)
-			}
-			shnum = int(size)
-		}
-		if shstrndx == int(elf.SHN_XINDEX) {
-			shstrndx = int(link)
-		}
-	}
-	if shnum == 0 {
-		return nil, nil
-	}
-	if shnum > maxSectionHeaders || shentsize > 4096 {
-		return nil, rd.errorf(shoff, "%d section headers of %d bytes", shnum, shentsize)
-	}
-	if int64(shnum*shentsize) > rd.size-shoff {
-		return nil, rd.errorf(shoff, "%d section headers run past the end of the file", shnum)
-	}
-	table := make([]byte, shnum*shentsize)
-	if err := rd.readAt(table, shoff); err != nil {
-		return nil, err
-	}
-	if shstrndx <= 0 || shstrndx >= shnum {
-		return nil, rd.errorf(shoff, "section name table index %d of %d sections", shstrndx, shnum)
-	}
-	_, _, stroff, strsize, _ := sh(table[shstrndx*shentsize:])
-	if strsize > maxShstrtab {
-		return nil, rd.errorf(int64(stroff), "section name table of %d bytes", strsize)
-	}
-	if stroff > uint64(rd.size) || strsize > uint64(rd.size)-stroff {
-		return nil, rd.errorf(0, "section name table past the end of the file")
-	}
-	names := make([]byte, strsize)
-	if err := rd.readAt(names, int64(stroff)); err != nil {
+	names, err := rd.sectionNames(l, table)
+	if err != nil {
 		return nil, err
 	}
 	var out []span
-	for i := 1; i < shnum; i++ {
-		name, typ, off, size, _ := sh(table[i*shentsize:])
-		if typ == elf.SHT_NOBITS || size == 0 || !hasName(names, name, SectionName) {
+	for i := 1; i < l.shnum; i++ {
+		s := l.section(table[i*l.shentsize:])
+		if s.typ == elf.SHT_NOBITS || s.size == 0 || !hasName(names, s.name, SectionName) {
 			continue
 		}
-		if off > uint64(rd.size) || size > uint64(rd.size)-off {
-			return nil, rd.errorf(int64(off), "%s section of %d bytes runs past the end of the file", SectionName, size)
+		if s.off > uint64(rd.size) || s.size > uint64(rd.size)-s.off {
+			return nil, rd.errorf(int64(s.off), "%s section of %d bytes runs past the end of the file", SectionName, s.size)
 		}
-		out = append(out, span{int64(off), int64(size)})
+		out = append(out, span{int64(s.off), int64(s.size)})
 	}
 	return out, nil
+}
+
+// elfLayout is what an ELF header says of its section header table.
+type elfLayout struct {
+	bo                         binary.ByteOrder
+	is64                       bool
+	shoff                      int64 // 0: no section headers
+	shentsize, shnum, shstrndx int
+}
+
+// sectionHeader holds the fields of one section header the reader uses.
+type sectionHeader struct {
+	name      uint32
+	typ       elf.SectionType
+	off, size uint64
+	link      uint32
+}
+
+// section decodes the section header at the start of b.
+func (l elfLayout) section(b []byte) sectionHeader {
+	bo := l.bo
+	if l.is64 {
+		return sectionHeader{bo.Uint32(b), elf.SectionType(bo.Uint32(b[4:])), bo.Uint64(b[24:]), bo.Uint64(b[32:]), bo.Uint32(b[40:])}
+	}
+	return sectionHeader{bo.Uint32(b), elf.SectionType(bo.Uint32(b[4:])), uint64(bo.Uint32(b[16:])), uint64(bo.Uint32(b[20:])), bo.Uint32(b[24:])}
+}
+
+// elfHeader reads the ELF identification and header: byte order, class
+// and where the section header table lies.
+func (rd *reader) elfHeader() (elfLayout, error) {
+	var l elfLayout
+	var ident [elf.EI_NIDENT]byte
+	if rd.size < int64(len(ident)) {
+		return l, fmt.Errorf("%s: %w", rd.name, elfscan.ErrNotELF)
+	}
+	if err := rd.readAt(ident[:], 0); err != nil {
+		return l, err
+	}
+	if string(ident[:4]) != elf.ELFMAG {
+		return l, fmt.Errorf("%s: %w", rd.name, elfscan.ErrNotELF)
+	}
+	switch elf.Data(ident[elf.EI_DATA]) {
+	case elf.ELFDATA2LSB:
+		l.bo = binary.LittleEndian
+	case elf.ELFDATA2MSB:
+		l.bo = binary.BigEndian
+	default:
+		return l, rd.errorf(0, "unknown ELF byte order %d", ident[elf.EI_DATA])
+	}
+	switch elf.Class(ident[elf.EI_CLASS]) {
+	case elf.ELFCLASS64:
+		l.is64 = true
+	case elf.ELFCLASS32:
+	default:
+		return l, rd.errorf(0, "unknown ELF class %d", ident[elf.EI_CLASS])
+	}
+	bo := l.bo
+	if l.is64 {
+		var h [64]byte
+		if err := rd.readAt(h[:], 0); err != nil {
+			return l, err
+		}
+		off := bo.Uint64(h[40:])
+		if off > uint64(rd.size) {
+			return l, rd.errorf(0, "section headers at %#x, past the end of the file", off)
+		}
+		l.shoff = int64(off)
+		l.shentsize, l.shnum, l.shstrndx = int(bo.Uint16(h[58:])), int(bo.Uint16(h[60:])), int(bo.Uint16(h[62:]))
+		return l, nil
+	}
+	var h [52]byte
+	if err := rd.readAt(h[:], 0); err != nil {
+		return l, err
+	}
+	l.shoff = int64(bo.Uint32(h[32:]))
+	l.shentsize, l.shnum, l.shstrndx = int(bo.Uint16(h[46:])), int(bo.Uint16(h[48:])), int(bo.Uint16(h[50:]))
+	return l, nil
+}
+
+// sectionHeaders reads the section header table l describes, completing
+// l's count and name table index from section 0 under extended numbering.
+// It returns nil for a table of no sections.
+func (rd *reader) sectionHeaders(l *elfLayout) ([]byte, error) {
+	want := 40
+	if l.is64 {
+		want = 64
+	}
+	if l.shentsize < want {
+		return nil, rd.errorf(0, "section header entries of %d bytes", l.shentsize)
+	}
+	if l.shnum == 0 || l.shstrndx == int(elf.SHN_XINDEX) {
+		// Extended numbering: section 0 holds the count and the index.
+		first := make([]byte, l.shentsize)
+		if err := rd.readAt(first, l.shoff); err != nil {
+			return nil, err
+		}
+		s := l.section(first)
+		if l.shnum == 0 {
+			if s.size > maxSectionHeaders {
+				return nil, rd.errorf(l.shoff, "%d section headers", s.size)
+			}
+			l.shnum = int(s.size)
+		}
+		if l.shstrndx == int(elf.SHN_XINDEX) {
+			l.shstrndx = int(s.link)
+		}
+	}
+	if l.shnum == 0 {
+		return nil, nil
+	}
+	if l.shnum > maxSectionHeaders || l.shentsize > 4096 {
+		return nil, rd.errorf(l.shoff, "%d section headers of %d bytes", l.shnum, l.shentsize)
+	}
+	if int64(l.shnum*l.shentsize) > rd.size-l.shoff {
+		return nil, rd.errorf(l.shoff, "%d section headers run past the end of the file", l.shnum)
+	}
+	table := make([]byte, l.shnum*l.shentsize)
+	if err := rd.readAt(table, l.shoff); err != nil {
+		return nil, err
+	}
+	return table, nil
+}
+
+// sectionNames reads the section name table that l's index names in table.
+func (rd *reader) sectionNames(l elfLayout, table []byte) ([]byte, error) {
+	if l.shstrndx <= 0 || l.shstrndx >= l.shnum {
+		return nil, rd.errorf(l.shoff, "section name table index %d of %d sections", l.shstrndx, l.shnum)
+	}
+	s := l.section(table[l.shstrndx*l.shentsize:])
+	if s.size > maxShstrtab {
+		return nil, rd.errorf(int64(s.off), "section name table of %d bytes", s.size)
+	}
+	if s.off > uint64(rd.size) || s.size > uint64(rd.size)-s.off {
+		return nil, rd.errorf(0, "section name table past the end of the file")
+	}
+	names := make([]byte, s.size)
+	if err := rd.readAt(names, int64(s.off)); err != nil {
+		return nil, err
+	}
+	return names, nil
 }
 
 // hasName reports whether the NUL-terminated string at off in a name table

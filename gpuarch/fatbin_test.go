@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	fb "github.com/cudadeps/cudadeps/internal/fatbintest"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
@@ -141,7 +142,7 @@ func TestReadHeaders(t *testing.T) {
 	if c, err := Read(bytes.NewReader(b), int64(len(b)), "x"); err != nil || !c.Empty() {
 		t.Errorf("%+v %v", c, err)
 	}
-	if _, err := Read(bytes.NewReader([]byte("#!/bin/sh\necho not elf\n")), 23, "x"); !errors.Is(err, ErrNotELF) {
+	if _, err := Read(bytes.NewReader([]byte("#!/bin/sh\necho not elf\n")), 23, "x"); !errors.Is(err, elfscan.ErrNotELF) {
 		t.Errorf("a script: %v", err)
 	}
 }

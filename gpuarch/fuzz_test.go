@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	fb "github.com/cudadeps/cudadeps/internal/fatbintest"
 )
@@ -37,7 +38,7 @@ func FuzzRead(f *testing.F) {
 		c, err := Read(bytes.NewReader(data), int64(len(data)), "fuzz")
 		if err != nil {
 			var fe *FormatError
-			if !errors.As(err, &fe) && !errors.Is(err, ErrNotELF) {
+			if !errors.As(err, &fe) && !errors.Is(err, elfscan.ErrNotELF) {
 				t.Fatalf("error of an unexpected type: %v", err)
 			}
 			return

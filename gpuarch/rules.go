@@ -2,6 +2,7 @@ package gpuarch
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -130,82 +131,111 @@ func Judge(dev CC, driver Version, c *Carried, rt *Builder) Judgement {
 		}
 		return Judgement{Verdict: NoCode, Reason: "carries no GPU code"}
 	}
-	count := &ContainerCount{Total: c.Containers}
-	var best, bestSure *groupVerdict
-	var jitBytes int64
-	var needs Version
-	tooOld := map[string]Version{} // PTX the driver is too old for
-	for _, g := range c.groups {
-		v := judgeGroup(dev, driver, g)
-		switch v.verdict {
-		case Native:
-			count.Native += g.containers
-		case JIT:
-			count.JIT += g.containers
-			jitBytes += v.jitBytes
-			if needs.Less(v.needs) {
-				needs = v.needs
-			}
-		default:
-			count.None += g.containers
-			for k, ver := range v.tooOld {
-				tooOld[k] = ver
-			}
-		}
-		if best == nil || v.rank() > best.rank() {
-			best = v
-		}
-		if !v.assumed && (bestSure == nil || v.rank() > bestSure.rank()) {
-			bestSure = v
-		}
-	}
-	j := Judgement{Verdict: best.verdict, Uses: best.uses, Containers: count}
-	j.Assumed = best.verdict != None && (bestSure == nil || bestSure.rank() < best.rank())
+	t := tallyGroups(dev, driver, c)
+	best := t.best
+	j := Judgement{Verdict: best.verdict, Uses: best.uses, Containers: t.count}
+	j.Assumed = best.verdict != None && (t.bestSure == nil || t.bestSure.rank() < best.rank())
 	switch best.verdict {
 	case Native:
-		j.Reason = fmt.Sprintf("native code for %s: %s", dev, best.uses)
-		if count.JIT > 0 {
-			j.JITBytes = jitBytes
-			j.Reason += fmt.Sprintf("; %d of %d containers have only PTX for it (%s compiled at first use)", count.JIT, count.Total, humansize.Bytes(jitBytes))
-		}
-		if count.None > 0 {
-			j.Reason += fmt.Sprintf("; %d of %d containers carry nothing for it", count.None, count.Total)
-		}
+		t.native(&j, dev)
 	case JIT:
-		j.JITBytes = jitBytes
-		if !needs.IsZero() {
-			n := needs
-			j.NeedsDriver = &n
-		}
-		j.Reason = fmt.Sprintf("no native code for %s%s; the driver compiles its %s PTX (ISA %s, %s) at first use",
-			dev, carriedSASS(c), best.uses, best.isa, humansize.Bytes(jitBytes))
-		if driver.IsZero() && !needs.IsZero() {
-			j.Reason += fmt.Sprintf(", with a driver for CUDA %s or newer", needs)
-		}
-		if count.None > 0 {
-			j.Reason += fmt.Sprintf("; %d of %d containers carry nothing for it", count.None, count.Total)
-		}
+		t.jit(&j, dev, driver, c)
 	default:
-		if rt != nil {
-			j.Verdict = RuntimeCompiled
-			j.Reason = fmt.Sprintf("no code for %s (carries %s); %s", dev, carriedAll(c), rt.How)
-			break
-		}
-		j.Reason = fmt.Sprintf("nothing runs on %s: carries %s", dev, carriedAll(c))
-		for _, k := range sortedKeys(tooOld) {
-			j.Reason += fmt.Sprintf("; its %s needs a driver for CUDA %s or newer, and this one runs CUDA %s", k, tooOld[k], driver)
-		}
-		if len(tooOld) == 0 && len(c.SASS) == 0 && len(c.PTX) == 0 {
-			j.Reason = fmt.Sprintf("nothing runs on %s: carries only %s, which the driver does not load by itself", dev, otherText(c.Other))
-		}
-		if renamed := thorRename(dev, c); renamed != "" {
-			j.Reason += "; " + renamed
-		}
+		t.none(&j, dev, driver, c, rt)
 	}
 	if j.Assumed {
 		j.Reason += fmt.Sprintf(" (if %s is not an arch-specific build: the entry headers do not say)", best.uses)
 	}
 	return j
+}
+
+// tally is what the groups of a library's containers come to together.
+type tally struct {
+	count          *ContainerCount
+	best, bestSure *groupVerdict // the best verdict, and the best not assumed
+	jitBytes       int64
+	needs          Version
+	tooOld         map[string]Version // PTX the driver is too old for
+}
+
+// tallyGroups judges each group of c's containers and adds them up.
+func tallyGroups(dev CC, driver Version, c *Carried) *tally {
+	t := &tally{count: &ContainerCount{Total: c.Containers}, tooOld: map[string]Version{}}
+	for _, g := range c.groups {
+		v := judgeGroup(dev, driver, g)
+		switch v.verdict {
+		case Native:
+			t.count.Native += g.containers
+		case JIT:
+			t.count.JIT += g.containers
+			t.jitBytes += v.jitBytes
+			if t.needs.Less(v.needs) {
+				t.needs = v.needs
+			}
+		default:
+			t.count.None += g.containers
+			for k, ver := range v.tooOld {
+				t.tooOld[k] = ver
+			}
+		}
+		if t.best == nil || v.rank() > t.best.rank() {
+			t.best = v
+		}
+		if !v.assumed && (t.bestSure == nil || v.rank() > t.bestSure.rank()) {
+			t.bestSure = v
+		}
+	}
+	return t
+}
+
+// native gives j the reason of a library with native code for dev.
+func (t *tally) native(j *Judgement, dev CC) {
+	count := t.count
+	j.Reason = fmt.Sprintf("native code for %s: %s", dev, t.best.uses)
+	if count.JIT > 0 {
+		j.JITBytes = t.jitBytes
+		j.Reason += fmt.Sprintf("; %d of %d containers have only PTX for it (%s compiled at first use)", count.JIT, count.Total, humansize.Bytes(t.jitBytes))
+	}
+	if count.None > 0 {
+		j.Reason += fmt.Sprintf("; %d of %d containers carry nothing for it", count.None, count.Total)
+	}
+}
+
+// jit gives j the reason and needs of a library whose best for dev is PTX
+// the driver compiles.
+func (t *tally) jit(j *Judgement, dev CC, driver Version, c *Carried) {
+	j.JITBytes = t.jitBytes
+	if !t.needs.IsZero() {
+		n := t.needs
+		j.NeedsDriver = &n
+	}
+	j.Reason = fmt.Sprintf("no native code for %s%s; the driver compiles its %s PTX (ISA %s, %s) at first use",
+		dev, carriedSASS(c), t.best.uses, t.best.isa, humansize.Bytes(t.jitBytes))
+	if driver.IsZero() && !t.needs.IsZero() {
+		j.Reason += fmt.Sprintf(", with a driver for CUDA %s or newer", t.needs)
+	}
+	if t.count.None > 0 {
+		j.Reason += fmt.Sprintf("; %d of %d containers carry nothing for it", t.count.None, t.count.Total)
+	}
+}
+
+// none gives j the verdict and reason of a library with nothing dev runs.
+func (t *tally) none(j *Judgement, dev CC, driver Version, c *Carried, rt *Builder) {
+	if rt != nil {
+		j.Verdict = RuntimeCompiled
+		j.Reason = fmt.Sprintf("no code for %s (carries %s); %s", dev, carriedAll(c), rt.How)
+		return
+	}
+	j.Reason = fmt.Sprintf("nothing runs on %s: carries %s", dev, carriedAll(c))
+	for _, k := range slices.Sorted(maps.Keys(t.tooOld)) {
+		j.Reason += fmt.Sprintf("; its %s needs a driver for CUDA %s or newer, and this one runs CUDA %s", k, t.tooOld[k], driver)
+	}
+	if len(t.tooOld) == 0 && len(c.SASS) == 0 && len(c.PTX) == 0 {
+		j.Reason = fmt.Sprintf("nothing runs on %s: carries only %s, which the driver does not load by itself", dev, otherText(c.Other))
+	}
+	if renamed := thorRename(dev, c); renamed != "" {
+		j.Reason += "; " + renamed
+	}
 }
 
 // groupVerdict is the verdict for one group of containers.
@@ -334,7 +364,7 @@ func carriedAll(c *Carried) string {
 
 func otherText(other map[Kind]int) string {
 	var parts []string
-	for _, k := range sortedKinds(other) {
+	for _, k := range slices.Sorted(maps.Keys(other)) {
 		switch k {
 		case KindIR:
 			parts = append(parts, "NVVM IR for link-time optimisation")
@@ -343,22 +373,4 @@ func otherText(other map[Kind]int) string {
 		}
 	}
 	return strings.Join(parts, " and ")
-}
-
-func sortedKeys(m map[string]Version) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-func sortedKinds(m map[Kind]int) []Kind {
-	keys := make([]Kind, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

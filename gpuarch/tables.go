@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,9 +32,6 @@ type KnownDevice struct {
 }
 
 type idRange struct{ lo, hi uint16 }
-
-// Capability is the row's compute capability.
-func (d *KnownDevice) Capability() CC { return d.cc }
 
 // Tables are the device table and the table of libraries that build
 // kernels at run time.
@@ -116,47 +114,31 @@ func parseIDRange(s string) (idRange, error) {
 
 // ByPCI finds the device of an NVIDIA PCI device ID.
 func (t *Tables) ByPCI(id uint16) *KnownDevice {
-	for _, d := range t.Devices {
-		for _, r := range d.pci {
-			if r.lo <= id && id <= r.hi {
-				return d
-			}
-		}
-	}
-	return nil
+	return t.first(func(d *KnownDevice) bool {
+		return slices.ContainsFunc(d.pci, func(r idRange) bool { return r.lo <= id && id <= r.hi })
+	})
 }
 
 // ByTegra finds the device of a device tree "compatible" string.
 func (t *Tables) ByTegra(compatible string) *KnownDevice {
-	for _, d := range t.Devices {
-		for _, c := range d.Tegra {
-			if c == compatible {
-				return d
-			}
-		}
-	}
-	return nil
+	return t.first(func(d *KnownDevice) bool { return slices.Contains(d.Tegra, compatible) })
 }
 
 // ByAlias finds the device --sm names ("thor", "h100").
 func (t *Tables) ByAlias(name string) *KnownDevice {
 	name = strings.ToLower(strings.TrimSpace(name))
-	for _, d := range t.Devices {
-		for _, a := range d.Aliases {
-			if a == name {
-				return d
-			}
-		}
-	}
-	return nil
+	return t.first(func(d *KnownDevice) bool { return slices.Contains(d.Aliases, name) })
 }
 
 // ByCC finds the first row of a compute capability.
 func (t *Tables) ByCC(cc CC) *KnownDevice {
-	for _, d := range t.Devices {
-		if d.cc == cc {
-			return d
-		}
+	return t.first(func(d *KnownDevice) bool { return d.cc == cc })
+}
+
+// first is the first row that match accepts; nil when none does.
+func (t *Tables) first(match func(*KnownDevice) bool) *KnownDevice {
+	if i := slices.IndexFunc(t.Devices, match); i >= 0 {
+		return t.Devices[i]
 	}
 	return nil
 }

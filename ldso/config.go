@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/internal/regfile"
 )
@@ -251,7 +252,7 @@ func glibcVersion(fsys *rootFS, a *ArchConfig) string {
 		if !ok {
 			continue
 		}
-		info, err := readInfo(host)
+		info, err := elfscan.ReadInfo(host)
 		if err != nil || info.Machine != a.Machine || info.Class != a.Class {
 			continue
 		}

@@ -496,16 +496,6 @@ func (l *Loader) readFD(host string, fd int) *fileInfo {
 	return fi
 }
 
-// readInfo opens an ELF file and reads its dynamic-linking facts.
-func readInfo(path string) (*elfscan.Info, error) {
-	f, err := elfscan.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Info()
-}
-
 // fdReader reads a file descriptor at offsets.
 type fdReader int
 

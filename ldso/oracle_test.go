@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 )
@@ -207,7 +208,7 @@ func TestDebianCUDALibrariesMatchLoader(t *testing.T) {
 	var files []string
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
-			if in, err := readInfo(p); err == nil && in.Dynamic {
+			if in, err := elfscan.ReadInfo(p); err == nil && in.Dynamic {
 				files = append(files, p)
 			}
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/atomicfile"
+	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 	"github.com/cudadeps/cudadeps/plan"
 	"github.com/cudadeps/cudadeps/pymeta"
 )
@@ -231,21 +232,13 @@ func bring(ctx context.Context, client *fetch.Client, dir string, f File, from [
 		if err := copyFile(src, dst); err != nil {
 			return f, 0, fmt.Errorf("mirror %s: %w", f.Step, err)
 		}
-		f.From = fetchURL(u)
+		f.From = urlpolicy.Redact(u)
 		return f, f.Step.Size, nil
 	}
 	if len(errs) == 0 {
 		return f, 0, fmt.Errorf("mirror %s: its only source is the mirror being filled: give the source with --mirror URL", f.Step)
 	}
 	return f, 0, fmt.Errorf("mirror %s: %w", f.Step, errors.Join(errs...))
-}
-
-// fetchURL is u without credentials, for the report.
-func fetchURL(u string) string {
-	if p, err := url.Parse(u); err == nil {
-		return p.Redacted()
-	}
-	return u
 }
 
 // copyFile copies src to dst through a temporary file beside dst, so that

@@ -5,9 +5,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -134,11 +135,7 @@ type Owners struct {
 // depend on map order.
 func NewOwners(dists map[string]*Dist) *Owners {
 	o := &Owners{byPath: map[string]*Dist{}}
-	names := make([]string, 0, len(dists))
-	for n := range dists {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(dists))
 	for _, n := range names {
 		d := dists[n]
 		// The site directory may be reached through a symbolic link; the

@@ -47,11 +47,6 @@ func Interpreter(ctx context.Context, python string) (string, error) {
 
 // isProgram reports a dynamically linked ELF program or library.
 func isProgram(p string) bool {
-	f, err := elfscan.Open(p)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	in, err := f.Info()
+	in, err := elfscan.ReadInfo(p)
 	return err == nil && in.Dynamic
 }

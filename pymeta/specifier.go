@@ -138,12 +138,6 @@ func (s SpecifierSet) namesPrerelease() bool {
 	return false
 }
 
-// Contains says whether v satisfies the clause, with SpecifierSet's rule for
-// pre-releases.
-func (s Specifier) Contains(v Version, prereleases bool) bool {
-	return SpecifierSet{s}.Contains(v, prereleases)
-}
-
 // containsText is a marker comparison: text as a version, pre-releases
 // admitted; text that is no version matches only "===".
 func (s Specifier) containsText(text string) bool {

@@ -315,12 +315,6 @@ func (v Version) Local() string {
 	return strings.Join(parts, ".")
 }
 
-// Epoch is the version's epoch (0 unless written "N!").
-func (v Version) Epoch() uint64 { return v.epoch }
-
-// Release is the release segment: [9 19 0 56] of 9.19.0.56.
-func (v Version) Release() []uint64 { return append([]uint64(nil), v.release...) }
-
 // IsPrerelease says whether v is a pre-release or a development release.
 func (v Version) IsPrerelease() bool { return v.pre.kind != 0 || v.hasDev }
 

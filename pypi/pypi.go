@@ -151,20 +151,14 @@ func (c *Client) Files(ctx context.Context, project string) ([]File, error) {
 func redactAll(us []string) []string {
 	out := make([]string, len(us))
 	for i, s := range us {
-		out[i] = s
-		if u, err := url.Parse(s); err == nil {
-			out[i] = u.Redacted()
-		}
+		out[i] = urlpolicy.Redact(s)
 	}
 	return out
 }
 
 // page reads one project page, JSON or HTML as the server chooses.
 func (c *Client) page(ctx context.Context, pageURL string) ([]File, error) {
-	where := pageURL
-	if u, err := url.Parse(pageURL); err == nil {
-		where = u.Redacted()
-	}
+	where := urlpolicy.Redact(pageURL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pageURL, nil)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", where, err)

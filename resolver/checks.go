@@ -2,9 +2,9 @@ package resolver
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/cudadeps/cudadeps/catalog"
@@ -58,11 +58,7 @@ func cudaMajorCheck(root *scan.Root) []string {
 	if len(byMajor) < 2 {
 		return nil
 	}
-	var majors []int
-	for m := range byMajor {
-		majors = append(majors, m)
-	}
-	slices.Sort(majors)
+	majors := slices.Sorted(maps.Keys(byMajor))
 	var parts []string
 	for _, m := range majors {
 		parts = append(parts, fmt.Sprintf("CUDA %d (%s)", m, strings.Join(byMajor[m], ", ")))
@@ -80,11 +76,7 @@ func familyCheck(objs []*ldso.Object) []string {
 			dirOf[filepath.Base(o.Name)] = physical(filepath.Dir(o.HostPath))
 		}
 	}
-	var names []string
-	for n := range dirOf {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(dirOf))
 	var out []string
 	for _, f := range families {
 		for _, head := range names {

@@ -6,6 +6,7 @@ import (
 	"path"
 
 	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/scan"
 )
@@ -133,7 +134,7 @@ func (s *session) jetPackFile(soname string) (file, dir string) {
 		if err != nil {
 			continue
 		}
-		in, err := readInfo(host)
+		in, err := elfscan.ReadInfo(host)
 		if err != nil || platform.MachineName(in.Machine) != s.out.Host.Machine {
 			continue
 		}

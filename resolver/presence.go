@@ -3,8 +3,8 @@ package resolver
 import (
 	"os"
 	"runtime"
-	"sync"
-	"sync/atomic"
+
+	"github.com/cudadeps/cudadeps/internal/workers"
 )
 
 // presence says which of files exist, stat'ing several at once: a
@@ -13,29 +13,9 @@ import (
 // parallel.
 func presence(files []string) []bool {
 	out := make([]bool, len(files))
-	workers := min(runtime.GOMAXPROCS(0), (len(files)+255)/256)
-	if workers <= 1 {
-		for i, f := range files {
-			out[i] = fileExists(f)
-		}
-		return out
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(files) {
-					return
-				}
-				out[i] = fileExists(files[i])
-			}
-		}()
-	}
-	wg.Wait()
+	workers.Each(len(files), max(1, min(runtime.GOMAXPROCS(0), (len(files)+255)/256)), func(i int) {
+		out[i] = fileExists(files[i])
+	})
 	return out
 }
 

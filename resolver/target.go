@@ -275,16 +275,6 @@ func (t *Target) Key() string {
 
 // isELF reports why the file at path is no ELF object, or nil.
 func isELF(path string) error {
-	_, err := readInfo(path)
+	_, err := elfscan.ReadInfo(path)
 	return err
-}
-
-// readInfo opens an ELF file and reads its dynamic-linking facts.
-func readInfo(path string) (*elfscan.Info, error) {
-	f, err := elfscan.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Info()
 }

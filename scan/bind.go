@@ -6,10 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sync"
 
 	"github.com/cudadeps/cudadeps/bind"
+	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/ldso"
 )
 
@@ -41,37 +42,20 @@ func (u UndefinedSymbol) Message() string {
 // API); any other as `ldd -r` binds it, as the main program.
 func bindRoots(ctx context.Context, l *ldso.Loader, roots []*Root, opts Options) error {
 	b := bind.New()
-	parallel := opts.Parallel
-	if parallel <= 0 {
-		parallel = runtime.GOMAXPROCS(0)
-	}
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
-	next := make(chan *Root)
-	for w := 0; w < parallel; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for root := range next {
-				if err := bindRoot(ctx, l, b, root, opts); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for _, root := range roots {
+	workers.Each(len(roots), opts.Parallel, func(i int) {
 		if ctx.Err() != nil {
-			break
+			return
 		}
-		next <- root
-	}
-	close(next)
-	wg.Wait()
+		if err := bindRoot(ctx, l, b, roots[i], opts); err != nil {
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -213,6 +197,6 @@ var pythonDir = regexp.MustCompile(`^python[0-9]+\.[0-9]+t?$`)
 // links on its way resolve inside the root (a venv's bin/python3 is an
 // absolute link to the system's interpreter).
 func isProgram(l *ldso.Loader, p string) bool {
-	in, err := readInfo(l.OpenPath(p))
+	in, err := elfscan.ReadInfo(l.OpenPath(p))
 	return err == nil && in.Dynamic
 }

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/cudadeps/cudadeps/bind"
+	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
 )
@@ -20,30 +20,12 @@ import (
 // with what loading it on its own gave (rep.Roots hold those answers).
 func importRoots(ctx context.Context, l *ldso.Loader, rep *Report, opts Options) error {
 	envs := &environments{l: l, opts: opts, binder: bind.New(), sites: map[string]*Importer{}, hasInfo: map[string]bool{}, pythons: map[string]*pyenv.Env{}}
-	parallel := opts.Parallel
-	if parallel <= 0 {
-		parallel = runtime.GOMAXPROCS(0)
-	}
 	errs := make([]error, len(rep.Roots))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(parallel, len(rep.Roots)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				errs[i] = envs.importRoot(ctx, rep.Roots, i)
-			}
-		}()
-	}
-	for i := range rep.Roots {
-		if ctx.Err() != nil {
-			break
+	workers.Each(len(rep.Roots), opts.Parallel, func(i int) {
+		if ctx.Err() == nil {
+			errs[i] = envs.importRoot(ctx, rep.Roots, i)
 		}
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	})
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/cudadeps/cudadeps/bind"
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/pyenv"
 	"github.com/cudadeps/cudadeps/runtimeopen"
@@ -156,40 +156,24 @@ func (im *Importer) Owner(file string) *pyenv.Dist {
 // that cannot be loaded into the process is a FileError; one of no
 // installed distribution is loaded as if it had no requirements.
 func (im *Importer) ImportAll(ctx context.Context, files []string, parallel int) ([]*Root, []FileError, error) {
-	if parallel <= 0 {
-		parallel = runtime.GOMAXPROCS(0)
-	}
 	type result struct {
 		root    *Root
 		fileErr *FileError
 		err     error
 	}
 	results := make([]result, len(files))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(parallel, len(files)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				r, err := im.Import(ctx, files[i])
-				var fe *unloadable
-				if errors.As(err, &fe) {
-					results[i] = result{fileErr: &fe.FileError}
-				} else {
-					results[i] = result{root: r, err: err}
-				}
-			}
-		}()
-	}
-	for i := range files {
+	workers.Each(len(files), parallel, func(i int) {
 		if ctx.Err() != nil {
-			break
+			return
 		}
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+		r, err := im.Import(ctx, files[i])
+		var fe *unloadable
+		if errors.As(err, &fe) {
+			results[i] = result{fileErr: &fe.FileError}
+		} else {
+			results[i] = result{root: r, err: err}
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}

@@ -31,16 +31,6 @@ func notELF(p string) string {
 	return "not an ELF file, a directory or a wheel"
 }
 
-// readInfo opens an ELF file and reads its dynamic-linking facts.
-func readInfo(path string) (*elfscan.Info, error) {
-	f, err := elfscan.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Info()
-}
-
 // HasObject reports whether path (a file or a directory tree) holds at
 // least one loadable dynamic ELF object. It stops at the first one.
 func HasObject(ctx context.Context, path string) (bool, error) {
@@ -58,7 +48,7 @@ func HasObject(ctx context.Context, path string) (bool, error) {
 		if ok, err := hasELFMagic(p); err != nil || !ok {
 			return nil
 		}
-		if in, err := readInfo(p); err == nil && notLoadable(in) == "" {
+		if in, err := elfscan.ReadInfo(p); err == nil && notLoadable(in) == "" {
 			return found
 		}
 		return nil

@@ -10,10 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/elfscan"
@@ -21,6 +19,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/uniq"
+	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/runtimeopen"
@@ -246,7 +245,7 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 		}
 		return out, nil
 	}
-	in, err := readInfo(host)
+	in, err := elfscan.ReadInfo(host)
 	if errors.Is(err, elfscan.ErrNotELF) {
 		// A file named on the command line that the loader would never
 		// load (a linker script such as libc.so) is noted, not fatal.
@@ -317,41 +316,25 @@ type closureResult struct {
 // closures computes each root's closure and report form and, with a
 // resolver, its run-time opens (in the same process, after the closure).
 func closures(ctx context.Context, l *ldso.Loader, roots []string, parallel int, rt *runtimeopen.Resolver) []closureResult {
-	if parallel <= 0 {
-		parallel = runtime.GOMAXPROCS(0)
-	}
 	out := make([]closureResult, len(roots))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for w := 0; w < parallel; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				p, err := l.Start(ctx, roots[i], ldso.AsListed)
-				if err != nil {
-					out[i] = closureResult{err: err}
-					continue
-				}
-				// The closure is read before the run-time opens add to the
-				// process: a copy, since Result is the process's own.
-				r := *p.Result()
-				root := NewRoot(&r)
-				if rt != nil {
-					runtimeOpens(ctx, rt, p, r.Objects, root)
-				}
-				out[i] = closureResult{result: &r, root: root}
-			}
-		}()
-	}
-	for i := range roots {
+	workers.Each(len(roots), parallel, func(i int) {
 		if ctx.Err() != nil {
-			break
+			return
 		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+		p, err := l.Start(ctx, roots[i], ldso.AsListed)
+		if err != nil {
+			out[i] = closureResult{err: err}
+			return
+		}
+		// The closure is read before the run-time opens add to the
+		// process: a copy, since Result is the process's own.
+		r := *p.Result()
+		root := NewRoot(&r)
+		if rt != nil {
+			runtimeOpens(ctx, rt, p, r.Objects, root)
+		}
+		out[i] = closureResult{result: &r, root: root}
+	})
 	return out
 }
 

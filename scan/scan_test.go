@@ -119,7 +119,7 @@ func TestRunReportsEveryFile(t *testing.T) {
 					}
 					seen[id] = true
 				}
-				in, err := readInfo(p)
+				in, err := elfscan.ReadInfo(p)
 				switch {
 				case errors.Is(err, elfscan.ErrNotELF):
 				case err != nil:

@@ -90,14 +90,8 @@ func (a *app) assessCoverage(ctx context.Context, dev *gpuarch.Device, files []g
 // deviceText writes the device and how it was found.
 func deviceText(d *gpuarch.Device) string {
 	if !d.Known() {
-		var why []string
-		for _, s := range d.Sources {
-			if s.Error != "" {
-				why = append(why, s.Source+": "+s.Error)
-			}
-		}
 		msg := "no GPU compute capability known"
-		if len(why) > 0 {
+		if why := d.Failures(); len(why) > 0 {
 			msg += " (" + strings.Join(why, "; ") + ")"
 		}
 		return msg + "; give --sm N"

@@ -84,27 +84,10 @@ func (r *Remote) Read(ctx context.Context, sel Select) (*Artifact, error) {
 	}
 	a := &Artifact{remote: r}
 	if desc.MediaType == ocispec.MediaTypeImageIndex {
-		var index ocispec.Index
-		if err := json.Unmarshal(data, &index); err != nil {
-			return nil, fmt.Errorf("%s: the image index does not parse: %w", r.ref, err)
-		}
-		if index.ArtifactType != ArtifactType {
-			return nil, fmt.Errorf("%s is an image index of artifact type %q, not one cudadeps pushed (%s)", r.ref, index.ArtifactType, ArtifactType)
-		}
-		chosen, err := r.choose(index, sel)
-		if err != nil {
-			return nil, err
-		}
 		a.Index = desc.Digest.String()
-		if chosen.MediaType != ocispec.MediaTypeImageManifest {
-			return nil, fmt.Errorf("%s: the index lists a %s, not what cudadeps pushes", r.ref, chosen.MediaType)
-		}
-		// Read as the index describes it: its size bounded before any
-		// request, then checked with its digest.
-		if data, err = r.fetchSmall(ctx, chosen); err != nil {
+		if desc, data, err = r.chooseManifest(ctx, data, sel); err != nil {
 			return nil, err
 		}
-		desc = chosen
 	}
 	if desc.MediaType != ocispec.MediaTypeImageManifest {
 		return nil, fmt.Errorf("%s holds a %s, not what cudadeps pushes", r.ref, desc.MediaType)
@@ -125,9 +108,49 @@ func (r *Remote) Read(ctx context.Context, sel Select) (*Artifact, error) {
 	if err := json.Unmarshal(cfg, &a.Contents); err != nil || a.Contents.Schema != ContentsSchema {
 		return nil, fmt.Errorf("%s: the contents are not %s (%v)", a.Reference, ContentsSchema, err)
 	}
+	blobs, err := r.readLayers(ctx, a, m.Layers)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.match(blobs); err != nil {
+		return nil, fmt.Errorf("%s: %w", a.Reference, err)
+	}
+	return a, nil
+}
+
+// chooseManifest reads the image index in data and the manifest of it
+// that sel chooses, returning that manifest's descriptor and bytes.
+func (r *Remote) chooseManifest(ctx context.Context, data []byte, sel Select) (ocispec.Descriptor, []byte, error) {
+	var index ocispec.Index
+	if err := json.Unmarshal(data, &index); err != nil {
+		return ocispec.Descriptor{}, nil, fmt.Errorf("%s: the image index does not parse: %w", r.ref, err)
+	}
+	if index.ArtifactType != ArtifactType {
+		return ocispec.Descriptor{}, nil, fmt.Errorf("%s is an image index of artifact type %q, not one cudadeps pushed (%s)", r.ref, index.ArtifactType, ArtifactType)
+	}
+	chosen, err := r.choose(index, sel)
+	if err != nil {
+		return ocispec.Descriptor{}, nil, err
+	}
+	if chosen.MediaType != ocispec.MediaTypeImageManifest {
+		return ocispec.Descriptor{}, nil, fmt.Errorf("%s: the index lists a %s, not what cudadeps pushes", r.ref, chosen.MediaType)
+	}
+	// Read as the index describes it: its size bounded before any
+	// request, then checked with its digest.
+	data, err = r.fetchSmall(ctx, chosen)
+	if err != nil {
+		return ocispec.Descriptor{}, nil, err
+	}
+	return chosen, data, nil
+}
+
+// readLayers reads the plan and catalog layers of a manifest into a, and
+// returns its archive and wheel layers.
+func (r *Remote) readLayers(ctx context.Context, a *Artifact, layers []ocispec.Descriptor) ([]ocispec.Descriptor, error) {
 	var planData []byte
 	var blobs []ocispec.Descriptor
-	for _, l := range m.Layers {
+	var err error
+	for _, l := range layers {
 		switch l.MediaType {
 		case MediaTypePlan:
 			if planData, err = r.fetchSmall(ctx, l); err != nil {
@@ -149,10 +172,7 @@ func (r *Remote) Read(ctx context.Context, sel Select) (*Artifact, error) {
 	if a.Plan, err = plan.Parse(planData, a.Reference); err != nil {
 		return nil, err
 	}
-	if err := a.match(blobs); err != nil {
-		return nil, fmt.Errorf("%s: %w", a.Reference, err)
-	}
-	return a, nil
+	return blobs, nil
 }
 
 // choose picks the manifest of the index for sel.

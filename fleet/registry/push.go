@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"slices"
-	"sync"
 
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
@@ -20,6 +18,8 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/internal/urlpolicy"
+	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/mirror"
 	"github.com/cudadeps/cudadeps/plan"
 )
@@ -93,8 +93,7 @@ func (r *Remote) Push(ctx context.Context, p *plan.Plan, opts PushOptions) (*Pus
 	if opts.Catalog == nil || opts.Client == nil {
 		return nil, errors.New("push needs a catalog and a download client")
 	}
-	steps := p.Steps()
-	if len(steps) == 0 || p.Platform == "" {
+	if len(p.Steps()) == 0 || p.Platform == "" {
 		return nil, fmt.Errorf("%s: the plan takes no archive: nothing to push", p.File)
 	}
 	oplat, err := ociPlatform(p.Platform)
@@ -107,31 +106,9 @@ func (r *Remote) Push(ctx context.Context, p *plan.Plan, opts PushOptions) (*Pus
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
-	contents := Contents{Schema: ContentsSchema, Target: targetOf(p), Platform: p.Platform, CUDAMajor: p.CUDAMajor, Files: []File{}}
-	var ids []catalog.ArchiveID
-	sources := map[string][]string{}
-	for _, s := range steps {
-		if s.Wheel() {
-			contents.Files = append(contents.Files, fileOf(s, mirror.WheelPath(s)))
-			sources[s.SHA256] = []string{s.URL}
-			continue
-		}
-		_, _, a, err := opts.Catalog.Find(s.ArchiveID())
-		if err != nil {
-			return nil, err
-		}
-		if !localPath(a.RelativePath) {
-			return nil, fmt.Errorf("%s: relative path %q leaves the mirror", s, a.RelativePath)
-		}
-		ids = append(ids, s.ArchiveID())
-		contents.Files = append(contents.Files, fileOf(s, a.RelativePath))
-		// The mirror in force first (a mirror of a mirror), then where the
-		// plan says.
-		var from []string
-		if m := opts.Catalog.Mirror(); m != "" && m+a.RelativePath != s.URL {
-			from = append(from, m+a.RelativePath)
-		}
-		sources[s.SHA256] = append(from, s.URL)
+	contents, ids, sources, err := pushContents(p, opts.Catalog)
+	if err != nil {
+		return nil, err
 	}
 	res := &Pushed{Reference: r.ref.String(), Platform: p.Platform, Target: contents.Target}
 	for _, f := range contents.Files {
@@ -140,22 +117,82 @@ func (r *Remote) Push(ctx context.Context, p *plan.Plan, opts PushOptions) (*Pus
 	if err := r.pushFiles(ctx, res.Files, sources, opts); err != nil {
 		return nil, err
 	}
+	small, err := smallBlobs(contents, p, ids, opts.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	ann := annotations(p)
+	mdesc, err := r.pushManifest(ctx, ann, small, res)
+	if err != nil {
+		return nil, err
+	}
+	res.Manifest = Descriptor{MediaType: mdesc.MediaType, Digest: mdesc.Digest.String(), Size: mdesc.Size}
+	entry := mdesc
+	entry.ArtifactType = ArtifactType
+	entry.Platform = oplat
+	entry.Annotations = map[string]string{
+		AnnotationTarget:    ann[AnnotationTarget],
+		AnnotationPlatform:  p.Platform,
+		AnnotationCUDAMajor: ann[AnnotationCUDAMajor],
+	}
+	if res.Index, res.Platforms, err = r.tagIndex(ctx, entry); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
 
-	// The small blobs: the contents (the config), the plan, the catalog
-	// layer.
+// pushContents describes the files plan p takes, each at its path in a
+// mirror, with the archives' IDs in cat and the URLs each file (by sha256)
+// is downloaded from: the mirror in force first (a mirror of a mirror),
+// then where the plan says.
+func pushContents(p *plan.Plan, cat *catalog.Catalog) (Contents, []catalog.ArchiveID, map[string][]string, error) {
+	contents := Contents{Schema: ContentsSchema, Target: targetOf(p), Platform: p.Platform, CUDAMajor: p.CUDAMajor, Files: []File{}}
+	var ids []catalog.ArchiveID
+	sources := map[string][]string{}
+	for _, s := range p.Steps() {
+		if s.Wheel() {
+			contents.Files = append(contents.Files, fileOf(s, mirror.WheelPath(s)))
+			sources[s.SHA256] = []string{s.URL}
+			continue
+		}
+		_, _, a, err := cat.Find(s.ArchiveID())
+		if err != nil {
+			return Contents{}, nil, nil, err
+		}
+		if !localPath(a.RelativePath) {
+			return Contents{}, nil, nil, fmt.Errorf("%s: relative path %q leaves the mirror", s, a.RelativePath)
+		}
+		ids = append(ids, s.ArchiveID())
+		contents.Files = append(contents.Files, fileOf(s, a.RelativePath))
+		var from []string
+		if m := cat.Mirror(); m != "" && m+a.RelativePath != s.URL {
+			from = append(from, m+a.RelativePath)
+		}
+		sources[s.SHA256] = append(from, s.URL)
+	}
+	return contents, ids, sources, nil
+}
+
+// smallBlob is a blob of a manifest read whole: the contents, the plan,
+// the catalog layer.
+type smallBlob struct {
+	mediaType, title string
+	data             []byte
+}
+
+// smallBlobs are the contents (the config, first), the plan and, when the
+// plan takes archives, the catalog layer of archives ids.
+func smallBlobs(contents Contents, p *plan.Plan, ids []catalog.ArchiveID, cat *catalog.Catalog) ([]smallBlob, error) {
 	cfg, err := json.MarshalIndent(contents, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	small := []struct {
-		mediaType, title string
-		data             []byte
-	}{
+	small := []smallBlob{
 		{MediaTypeContents, "", cfg},
 		{MediaTypePlan, "plan.json", p.Raw},
 	}
 	if len(ids) > 0 {
-		ex, err := opts.Catalog.Excerpt(ids)
+		ex, err := cat.Excerpt(ids)
 		if err != nil {
 			return nil, err
 		}
@@ -163,22 +200,26 @@ func (r *Remote) Push(ctx context.Context, p *plan.Plan, opts PushOptions) (*Pus
 		if err != nil {
 			return nil, err
 		}
-		small = append(small, struct {
-			mediaType, title string
-			data             []byte
-		}{MediaTypeCatalog, "catalog.yaml", layer})
+		small = append(small, smallBlob{MediaTypeCatalog, "catalog.yaml", layer})
 	}
+	return small, nil
+}
+
+// pushManifest sends the small blobs the registry lacks and then the
+// manifest (annotated with ann) of them and of res.Files, the files
+// already sent; it adds to res the blobs and the bytes sent.
+func (r *Remote) pushManifest(ctx context.Context, ann map[string]string, small []smallBlob, res *Pushed) (ocispec.Descriptor, error) {
 	manifest := ocispec.Manifest{
 		Versioned:    specs.Versioned{SchemaVersion: 2},
 		MediaType:    ocispec.MediaTypeImageManifest,
 		ArtifactType: ArtifactType,
-		Annotations:  annotations(p),
+		Annotations:  ann,
 	}
 	for i, b := range small {
 		d := content.NewDescriptorFromBytes(b.mediaType, b.data)
 		sent, err := r.pushBytes(ctx, d, b.data)
 		if err != nil {
-			return nil, err
+			return ocispec.Descriptor{}, err
 		}
 		if sent {
 			res.Uploaded += d.Size
@@ -201,28 +242,13 @@ func (r *Remote) Push(ctx context.Context, p *plan.Plan, opts PushOptions) (*Pus
 	}
 	mdata, err := json.MarshalIndent(manifest, "", "  ")
 	if err != nil {
-		return nil, err
+		return ocispec.Descriptor{}, err
 	}
 	mdesc := content.NewDescriptorFromBytes(ocispec.MediaTypeImageManifest, mdata)
 	if _, err := r.pushBytes(ctx, mdesc, mdata); err != nil {
-		return nil, err
+		return ocispec.Descriptor{}, err
 	}
-	res.Manifest = Descriptor{MediaType: mdesc.MediaType, Digest: mdesc.Digest.String(), Size: mdesc.Size}
-	entry := mdesc
-	entry.ArtifactType = ArtifactType
-	entry.Platform = oplat
-	entry.Annotations = map[string]string{
-		AnnotationTarget:    manifest.Annotations[AnnotationTarget],
-		AnnotationPlatform:  p.Platform,
-		AnnotationCUDAMajor: manifest.Annotations[AnnotationCUDAMajor],
-	}
-	idx, entries, err := r.tagIndex(ctx, entry)
-	if err != nil {
-		return nil, err
-	}
-	res.Index = idx
-	res.Platforms = entries
-	return res, nil
+	return mdesc, nil
 }
 
 // pushFiles sends the files the registry lacks, several at once, each
@@ -232,24 +258,13 @@ func (r *Remote) pushFiles(ctx context.Context, files []PushedFile, sources map[
 	if parallel <= 0 {
 		parallel = 4
 	}
-	sem := make(chan struct{}, parallel)
 	errs := make([]error, len(files))
-	var wg sync.WaitGroup
-	for i := range files {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
-			defer func() { <-sem }()
-			errs[i] = r.pushFile(ctx, &files[i], sources[files[i].Digest[len("sha256:"):]], opts.Client)
-		}()
-	}
-	wg.Wait()
+	workers.Each(len(files), parallel, func(i int) {
+		if errs[i] = ctx.Err(); errs[i] != nil {
+			return
+		}
+		errs[i] = r.pushFile(ctx, &files[i], sources[files[i].Digest[len("sha256:"):]], opts.Client)
+	})
 	return errors.Join(errs...)
 }
 
@@ -268,7 +283,7 @@ func (r *Remote) pushFile(ctx context.Context, f *PushedFile, from []string, cli
 	for _, u := range from {
 		p, err := client.Download(ctx, fetch.Request{Name: f.Name, URL: u, SHA256: f.Digest[len("sha256:"):], Size: f.Size})
 		if err == nil {
-			local, f.From = p, redacted(u)
+			local, f.From = p, urlpolicy.Redact(u)
 			break
 		}
 		if ctx.Err() != nil {
@@ -416,11 +431,3 @@ func entriesOf(index ocispec.Index) []Entry {
 }
 
 func digestOf(s string) digest.Digest { return digest.Digest(s) }
-
-// redacted is u without credentials.
-func redacted(u string) string {
-	if p, err := url.Parse(u); err == nil {
-		return p.Redacted()
-	}
-	return u
-}

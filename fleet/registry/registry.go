@@ -169,9 +169,6 @@ func Open(ref Reference, opts Options) (*Remote, error) {
 	return r, nil
 }
 
-// Reference is the reference the Remote was opened for.
-func (r *Remote) Reference() Reference { return r.ref }
-
 // dockerCredentials reads logins as docker does: config.json of dir, of
 // $DOCKER_CONFIG, or of ~/.docker, and the credential helpers it names
 // (credsStore, credHelpers). No config file means no login; with no home

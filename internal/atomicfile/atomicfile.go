@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // WriteFile writes data to a temporary file beside path, syncs it, gives it
@@ -22,7 +23,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 // WriteFrom is WriteFile with the content streamed from r (an archive of
 // hundreds of megabytes is never held in memory).
 func WriteFrom(path string, r io.Reader, perm os.FileMode) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), tempPrefix(path)+"*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -55,7 +56,7 @@ func Symlink(target, path string) error {
 		return nil
 	}
 	for range 100 {
-		tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
+		tmp := filepath.Join(filepath.Dir(path), tempPrefix(path)+strconv.FormatUint(rand.Uint64(), 36))
 		err := os.Symlink(target, tmp)
 		if errors.Is(err, fs.ErrExist) {
 			continue
@@ -70,4 +71,31 @@ func Symlink(target, path string) error {
 		return nil
 	}
 	return fmt.Errorf("link %s: no free temporary name beside it", path)
+}
+
+// tempPrefix starts the name of every temporary file made beside path.
+func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
+
+// RemoveTemps removes the temporary files that writes of path killed
+// half-way left beside it. A write of path running meanwhile would lose its
+// file: call it only where no other process writes path (under the lock
+// that guards its writers).
+func RemoveTemps(path string) error {
+	dir := filepath.Dir(path)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), tempPrefix(path)) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }

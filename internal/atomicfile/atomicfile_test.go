@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -70,5 +71,51 @@ func TestSymlinkReplaces(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 1 {
 		t.Fatalf("left behind: %v", ents)
+	}
+}
+
+// dyingReader stands for a process killed mid-write: the write stops
+// without returning, and its temporary file stays.
+type dyingReader struct{}
+
+func (dyingReader) Read([]byte) (int, error) { panic("killed") }
+
+// killedWrite writes path as a process killed half-way through would.
+func killedWrite(t *testing.T, path string) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Fatal("the write was not cut short")
+		}
+	}()
+	_ = WriteFrom(path, dyingReader{}, 0o644)
+}
+
+// TestRemoveTemps: the temporary files of killed writes of a path go; the
+// path itself, and the files and temporaries of other paths, stay.
+func TestRemoveTemps(t *testing.T) {
+	dir := t.TempDir()
+	p, other := filepath.Join(dir, "rec.json"), filepath.Join(dir, "rec.json2")
+	if err := WriteFile(p, []byte("whole\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	killedWrite(t, p)
+	killedWrite(t, p)
+	killedWrite(t, other)
+	if ents, _ := os.ReadDir(dir); len(ents) != 4 {
+		t.Fatalf("before: %v, want the file and three temporary files", ents)
+	}
+	if err := RemoveTemps(p); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir) // sorted: ".rec.json2.tmp-…" before "rec.json"
+	if len(ents) != 2 || !strings.HasPrefix(ents[0].Name(), ".rec.json2.tmp-") || ents[1].Name() != "rec.json" {
+		t.Fatalf("after: %v, want the temporary file of rec.json2 and rec.json", ents)
+	}
+	if data, err := os.ReadFile(p); err != nil || string(data) != "whole\n" {
+		t.Fatalf("the file: %q %v", data, err)
+	}
+	if err := RemoveTemps(filepath.Join(dir, "absent", "x")); err != nil {
+		t.Fatalf("in a directory that does not exist: %v", err)
 	}
 }

@@ -25,13 +25,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/cudadeps/cudadeps/internal/atomicfile"
+	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/internal/regfile"
+	"github.com/cudadeps/cudadeps/internal/workers"
 )
 
 // Stamp is what stat says of a path: enough to tell that it changed (a new
@@ -60,18 +61,14 @@ func StampOf(st *syscall.Stat_t) Stamp {
 // Take stats path, following symbolic links.
 func Take(path string) Stamp {
 	var st syscall.Stat_t
-	for {
-		err := syscall.Stat(path, &st)
-		switch {
-		case err == nil:
-			return StampOf(&st)
-		case err == syscall.EINTR:
-			continue
-		case errors.Is(err, fs.ErrNotExist), err == syscall.ENOTDIR:
-			return Stamp{}
-		}
-		return Stamp{Mode: unreadable}
+	_, err := eintr.Retry(func() (int, error) { return 0, syscall.Stat(path, &st) })
+	switch {
+	case err == nil:
+		return StampOf(&st)
+	case errors.Is(err, fs.ErrNotExist), err == syscall.ENOTDIR:
+		return Stamp{}
 	}
+	return Stamp{Mode: unreadable}
 }
 
 // Inputs are the paths a fact was derived from, sorted, with their stamps.
@@ -86,9 +83,8 @@ func Capture(paths []string) Inputs {
 	sort.Strings(ps)
 	ps = slices.Compact(ps)
 	in := Inputs{Paths: ps, Stamps: make([]Stamp, len(ps))}
-	parallel(len(ps), func(i int) bool {
+	workers.Each(len(ps), statWorkers(len(ps)), func(i int) {
 		in.Stamps[i] = Take(ps[i])
-		return true
 	})
 	return in
 }
@@ -100,15 +96,10 @@ func (in Inputs) Unchanged() bool {
 		return false
 	}
 	var changed atomic.Bool
-	parallel(len(in.Paths), func(i int) bool {
-		if changed.Load() {
-			return false
-		}
-		if Take(in.Paths[i]) != in.Stamps[i] {
+	workers.Each(len(in.Paths), statWorkers(len(in.Paths)), func(i int) {
+		if !changed.Load() && Take(in.Paths[i]) != in.Stamps[i] {
 			changed.Store(true)
-			return false
 		}
-		return true
 	})
 	return !changed.Load()
 }
@@ -138,34 +129,11 @@ func (in Inputs) Newest() string {
 	return newest
 }
 
-// parallel calls fn for 0..n-1 from several goroutines until fn returns
-// false; a stat costs a system call, and the file system answers several
-// at once.
-func parallel(n int, fn func(i int) bool) {
-	workers := min(runtime.GOMAXPROCS(0), 16, (n+63)/64)
-	if workers <= 1 {
-		for i := range n {
-			if !fn(i) {
-				return
-			}
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || !fn(i) {
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+// statWorkers is how many goroutines stat n paths: a stat costs a system
+// call, and the file system answers several at once; below 64 paths one
+// goroutine is faster.
+func statWorkers(n int) int {
+	return max(1, min(runtime.GOMAXPROCS(0), 16, (n+63)/64))
 }
 
 // Dir is a directory of cache files; the zero Dir keeps nothing.

@@ -294,6 +294,17 @@ func (r *Root) ReadFile(guest string, limit int64) ([]byte, error) {
 	return regfile.ReadNamed(host, name, limit)
 }
 
+// Reason is what err says without the operation and path that a
+// *fs.PathError (every error of a Root's) puts in it: for a message that
+// names the path itself.
+func Reason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
 // pathError is err about guest, named as messages call it, one line.
 func (r *Root) pathError(op, guest string, err error) error {
 	var pe *fs.PathError

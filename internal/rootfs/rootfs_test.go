@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -231,5 +232,27 @@ func TestLocal(t *testing.T) {
 		t.Errorf("Local of a loop = %q, want a path no call accepts", got)
 	} else if _, err := os.Stat(got); err == nil {
 		t.Errorf("Local of a loop can be opened")
+	}
+}
+
+// TestReason: a Root's error without its operation and path, and any
+// other error whole.
+func TestReason(t *testing.T) {
+	r, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.ReadDir("/sys/bus/pci/devices")
+	if err == nil || !strings.Contains(err.Error(), "/sys/bus/pci/devices") {
+		t.Fatalf("ReadDir of an absent directory: %v", err)
+	}
+	if got := Reason(err); got != syscall.ENOENT.Error() {
+		t.Errorf("Reason(%v) = %q", err, got)
+	}
+	if got := Reason(fmt.Errorf("wrapped: %w", err)); got != syscall.ENOENT.Error() {
+		t.Errorf("Reason of a wrapped error = %q", got)
+	}
+	if got := Reason(errors.New("plain")); got != "plain" {
+		t.Errorf("Reason of a plain error = %q", got)
 	}
 }
