@@ -445,13 +445,13 @@ func (l *Loader) readFile(host string) *fileInfo {
 		return &fileInfo{err: &fs.PathError{Op: "open", Path: host, Err: err}}
 	}
 	defer syscall.Close(fd)
-	return l.readFD(host, fd)
+	return l.readFD(host, fd, nil)
 }
 
 // InfoFD is Info for a file the caller opened as fd (a directory walk that
-// opened it to look at its first bytes): the file is read from fd, not
-// opened again. fd stays open.
-func (l *Loader) InfoFD(file string, fd int) (*elfscan.Info, error) {
+// opened it to look at its first bytes) and stat'ed as st (nil: not yet):
+// the file is read from fd, not opened again. fd stays open.
+func (l *Loader) InfoFD(file string, fd int, st *syscall.Stat_t) (*elfscan.Info, error) {
 	_, host := l.locate(file)
 	if host != absolute(file) {
 		// Reached through a link of the root: the loader opens it there.
@@ -460,15 +460,18 @@ func (l *Loader) InfoFD(file string, fd int) (*elfscan.Info, error) {
 	if fi, ok := l.infos.load(host); ok {
 		return fi.info, fi.err
 	}
-	fi := l.keep(host, l.readFD(host, fd))
+	fi := l.keep(host, l.readFD(host, fd, st))
 	return fi.info, fi.err
 }
 
-// readFD reads the file open as fd, met as host.
-func (l *Loader) readFD(host string, fd int) *fileInfo {
-	var st syscall.Stat_t
-	if _, err := eintr.Retry(func() (int, error) { return 0, syscall.Fstat(fd, &st) }); err != nil {
-		return &fileInfo{err: &fs.PathError{Op: "stat", Path: host, Err: err}}
+// readFD reads the file open as fd, met as host, stat'ed as st (nil: not
+// yet).
+func (l *Loader) readFD(host string, fd int, st *syscall.Stat_t) *fileInfo {
+	if st == nil {
+		st = new(syscall.Stat_t)
+		if _, err := eintr.Retry(func() (int, error) { return 0, syscall.Fstat(fd, st) }); err != nil {
+			return &fileInfo{err: &fs.PathError{Op: "stat", Path: host, Err: err}}
+		}
 	}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:

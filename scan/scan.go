@@ -39,6 +39,10 @@ type Options struct {
 	RuntimeOpens *runtimeopen.Resolver
 	// Symbols binds every reference of every closure (see bindRoots).
 	Symbols bool
+	// AllFiles reads every regular file of a directory as a possible
+	// object, not only those the candidate rule names (a name with ".so",
+	// or an execute bit; see candidate.go).
+	AllFiles bool
 	// Python is the interpreter extension modules are bound in (default:
 	// their environment's).
 	Python string
@@ -216,7 +220,7 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 		return nil, fmt.Errorf("stat %s: %w", target, errors.Unwrap(err))
 	}
 	if st.IsDir() {
-		return walkDir(ctx, l, target, host, opts.Parallel, rep)
+		return walkDir(ctx, l, target, host, opts.Parallel, opts.AllFiles, rep)
 	}
 	if strings.HasSuffix(target, ".whl") || strings.HasSuffix(target, ".zip") {
 		members, err := l.MountWheel(host, opts.WheelMount)
