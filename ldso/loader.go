@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,7 +86,7 @@ type Loader struct {
 	preloadFileNames []string
 
 	mu     sync.Mutex
-	arches map[archKey]*ArchConfig
+	arches map[archKey]*archEntry
 	byID   map[fileID]*fileInfo // file → read result, for files read without error
 
 	infos  syncMap[string, *fileInfo] // host path → read result
@@ -93,6 +94,13 @@ type Loader struct {
 	hwdirs syncMap[[2]string, bool]   // search directory, hwcaps subdirectory → exists
 
 	pages *elfscan.PagesPool // page buffers reused from file to file
+}
+
+// archEntry is one calibration, made once: workers that meet a machine's
+// first objects together wait for the one probe of its loader.
+type archEntry struct {
+	once sync.Once
+	a    *ArchConfig
 }
 
 type archKey struct {
@@ -123,7 +131,7 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 	l := &Loader{
 		opts:   opts,
 		fs:     fsys,
-		arches: map[archKey]*ArchConfig{},
+		arches: map[archKey]*archEntry{},
 		byID:   map[fileID]*fileInfo{},
 		pages:  elfscan.NewPagesPool(2 * runtime.GOMAXPROCS(0)),
 	}
@@ -196,8 +204,8 @@ func (l *Loader) Inputs() []string {
 		}
 	}
 	l.mu.Lock()
-	for _, a := range l.arches {
-		if a.Interp != "" {
+	for _, e := range l.arches {
+		if a := e.a; a != nil && a.Interp != "" {
 			if host, ok := l.fs.resolve(a.Interp); ok {
 				out = append(out, host)
 			}
@@ -279,20 +287,35 @@ func (l *Loader) Arch(ctx context.Context, m elf.Machine, c elf.Class, flags uin
 	}
 	k := archKey{m, c, flags}
 	l.mu.Lock()
-	a, ok := l.arches[k]
-	l.mu.Unlock()
-	if ok {
-		return a
-	}
-	a = l.calibrate(ctx, m, c, flags)
-	l.mu.Lock()
-	if prev, ok := l.arches[k]; ok {
-		a = prev
-	} else {
-		l.arches[k] = a
+	e, ok := l.arches[k]
+	if !ok {
+		e = &archEntry{}
+		l.arches[k] = e
 	}
 	l.mu.Unlock()
-	return a
+	e.once.Do(func() {
+		a := l.calibrate(ctx, m, c, flags)
+		l.mu.Lock()
+		e.a = a
+		l.mu.Unlock()
+	})
+	return e.a
+}
+
+// PrepareHost starts calibrating, in the background, the loader of this
+// host's own machine and word size, the one most objects a scan meets are
+// for: asking the host's ld.so runs it twice, which then overlaps with
+// listing the tree instead of holding up the first closure.
+func (l *Loader) PrepareHost(ctx context.Context) {
+	m := hostMachine()
+	if l.fs.root != "" || l.opts.NoProbe || m == elf.EM_NONE || m == elf.EM_ARM || m == elf.EM_RISCV {
+		return // the float ABI of the objects decides
+	}
+	c := elf.ELFCLASS64
+	if strconv.IntSize == 32 {
+		c = elf.ELFCLASS32
+	}
+	go l.Arch(ctx, m, c, 0)
 }
 
 func (l *Loader) calibrate(ctx context.Context, m elf.Machine, c elf.Class, flags uint32) *ArchConfig {

@@ -164,6 +164,7 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	rep := &Report{}
+	l.PrepareHost(ctx)
 	var roots []string
 	for _, t := range targets {
 		found, err := collect(ctx, l, t, opts, rep)
