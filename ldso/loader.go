@@ -27,7 +27,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -515,7 +514,7 @@ func (l *Loader) readFD(host string, fd int, st *syscall.Stat_t) *fileInfo {
 		return fi
 	}
 	pages := l.pages.Get()
-	f := elfscan.NewFile(fdReader(fd), st.Size, host)
+	f := elfscan.NewFile(elfscan.FDReader(fd), st.Size, host)
 	f.UsePages(pages)
 	fi.info, fi.err = f.Info()
 	l.pages.Put(pages)
@@ -530,24 +529,6 @@ func readInfo(path string) (*elfscan.Info, error) {
 	}
 	defer f.Close()
 	return f.Info()
-}
-
-// fdReader reads a file descriptor at offsets.
-type fdReader int
-
-func (r fdReader) ReadAt(p []byte, off int64) (int, error) {
-	n := 0
-	for n < len(p) {
-		m, err := eintr.Retry(func() (int, error) { return syscall.Pread(int(r), p[n:], off+int64(n)) })
-		if err != nil {
-			return n, err
-		}
-		if m == 0 {
-			return n, io.EOF
-		}
-		n += m
-	}
-	return n, nil
 }
 
 // absolute makes a command-line path absolute the way the loader does for
