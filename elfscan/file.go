@@ -216,7 +216,7 @@ func (f *File) SymbolTable() (t *SymbolTable, err error) {
 // sections, or from its PT_NOTE segments when it has no section headers.
 // An object without them has none.
 func (f *File) DlopenNotes() ([]DlopenNote, error) {
-	return readDlopenNotes(f.r, f.name)
+	return withScanner(f, true, (*scanner).dlopenNotes)
 }
 
 // Stats counts what reads cost, for benchmarks and the speed targets.
