@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/trace"
 	"sort"
 	"strings"
 	"sync"
@@ -166,15 +167,20 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 	rep := &Report{}
 	l.PrepareHost(ctx)
 	var roots []string
+	region := trace.StartRegion(ctx, "scan.collect")
 	for _, t := range targets {
 		found, err := collect(ctx, l, t, opts, rep)
 		if err != nil {
+			region.End()
 			return nil, err
 		}
 		roots = append(roots, found...)
 	}
+	region.End()
 	opts.Logger.Debug("collected objects", "roots", len(roots))
+	region = trace.StartRegion(ctx, "scan.closures")
 	results := closures(ctx, l, roots, opts.Parallel, opts.RuntimeOpens)
+	region.End()
 	for i, res := range results {
 		if res.err != nil {
 			rep.Errors = append(rep.Errors, FileError{Path: roots[i], Error: res.err.Error()})
@@ -189,7 +195,10 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 		return nil, err
 	}
 	if opts.Symbols {
-		if err := bindRoots(ctx, l, rep.Roots, opts); err != nil {
+		region = trace.StartRegion(ctx, "scan.bind")
+		err := bindRoots(ctx, l, rep.Roots, opts)
+		region.End()
+		if err != nil {
 			return nil, err
 		}
 	}
