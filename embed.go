@@ -4,6 +4,7 @@ package cudadeps
 import _ "embed"
 
 //go:generate go run ./cmd/cudadeps catalog import -q data/manifests -o catalog.yaml
+//go:generate go test ./catalog -run TestCompiledCatalog -update
 
 //go:embed catalog.yaml
 var defaultCatalog []byte

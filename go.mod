@@ -14,6 +14,7 @@ require (
 	github.com/ulikunitz/xz v0.5.15
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/crypto v0.32.0
+	golang.org/x/sys v0.29.0
 	golang.org/x/term v0.28.0
 	oras.land/oras-go/v2 v2.6.0
 )
@@ -24,5 +25,4 @@ require (
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	golang.org/x/sync v0.14.0 // indirect
-	golang.org/x/sys v0.29.0 // indirect
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/cudadeps/cudadeps/pymeta"
 )
 
-var updateWheelRecords = flag.Bool("update", false, "rewrite catalog/wheelrecords.json from the shared corpus")
+var update = flag.Bool("update", false, "rewrite the generated files of the tests run: wheelrecords.json from the shared corpus (TestWheelRecords...), compiled.go from catalog.yaml (TestCompiledCatalog)")
 
 const distinfoCorpus = "torch-2.11.0-cu130-x86_64-distinfo.tgz"
 
@@ -87,7 +87,7 @@ func TestWheelRecordsAreTheCorpus(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(repoRoot(t), "catalog", "wheelrecords.json")
-	if *updateWheelRecords {
+	if *update {
 		if err := os.WriteFile(file, want, 0o644); err != nil {
 			t.Fatal(err)
 		}

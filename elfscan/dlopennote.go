@@ -36,51 +36,105 @@ type DlopenNote struct {
 // maxNoteBytes bounds what is read of note sections and segments.
 const maxNoteBytes = 1 << 20
 
-// readDlopenNotes reads the dlopen notes of an ELF object (see
-// File.DlopenNotes).
-func readDlopenNotes(r io.ReaderAt, name string) ([]DlopenNote, error) {
-	f, err := elf.NewFile(r)
+// maxNoteSections bounds the section headers looked at for notes.
+const maxNoteSections = 1 << 16
+
+// dlopenNotes reads the dlopen notes of the object (see File.DlopenNotes)
+// through the file's paged reader: its section header table is read in one
+// piece and only the SHT_NOTE entries are looked at (no section names, no
+// other section), and the notes themselves mostly lie in the page of the
+// headers, read already.
+func (s *scanner) dlopenNotes() ([]DlopenNote, error) {
+	regions, sections, err := s.noteSections()
 	if err != nil {
-		return nil, &FormatError{Path: name, Msg: err.Error()}
+		return nil, err
 	}
-	defer f.Close()
-	var blobs [][]byte
-	read := func(sr io.ReaderAt, size uint64) error {
-		if size > maxNoteBytes {
-			return &FormatError{Path: name, Msg: fmt.Sprintf("note of %d bytes", size)}
-		}
-		b := make([]byte, size)
-		if _, err := sr.ReadAt(b, 0); err != nil && err != io.EOF {
-			return &FormatError{Path: name, Msg: "reading notes: " + err.Error()}
-		}
-		blobs = append(blobs, b)
-		return nil
-	}
-	for _, s := range f.Sections {
-		if s.Type == elf.SHT_NOTE {
-			if err := read(s.Open().(io.ReaderAt), s.Size); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if len(f.Sections) == 0 {
-		for _, p := range f.Progs {
+	if !sections {
+		for _, p := range s.progs {
 			if p.Type == elf.PT_NOTE {
-				if err := read(p.Open().(io.ReaderAt), p.Filesz); err != nil {
-					return nil, err
-				}
+				regions = append(regions, [2]uint64{p.Off, p.Filesz})
 			}
 		}
 	}
 	var out []DlopenNote
-	for _, b := range blobs {
-		notes, err := parseDlopenNotes(b, f.ByteOrder)
+	for _, r := range regions {
+		if r[1] > maxNoteBytes {
+			return nil, s.errorf("note of %d bytes", r[1])
+		}
+		if r[0] > uint64(s.size) || r[1] > uint64(s.size)-r[0] {
+			return nil, s.errorf("reading notes: range %#x+%#x lies outside the file", r[0], r[1])
+		}
+		b := make([]byte, r[1])
+		if _, err := s.r.ReadAt(b, int64(r[0])); err != nil && err != io.EOF {
+			return nil, s.errorf("reading notes: %v", err)
+		}
+		notes, err := parseDlopenNotes(b, s.order)
 		if err != nil {
-			return nil, &FormatError{Path: name, Msg: err.Error()}
+			return nil, s.errorf("%v", err)
 		}
 		out = append(out, notes...)
 	}
 	return out, nil
+}
+
+// noteSections lists the offset and size of every SHT_NOTE section, in
+// section header order; sections is false when the object has no section
+// headers.
+func (s *scanner) noteSections() (notes [][2]uint64, sections bool, err error) {
+	var shoff uint64
+	if s.is64 {
+		var b [8]byte
+		if _, err := s.r.ReadAt(b[:], 40); err != nil {
+			return nil, false, s.errorf("read e_shoff: %v", err)
+		}
+		shoff = s.order.Uint64(b[:])
+	} else {
+		shoff = uint64(s.uint32At(0, 32))
+	}
+	entsize, count := uint64(s.uint16At(58, 46)), uint64(s.uint16At(60, 48))
+	if shoff == 0 {
+		return nil, false, nil
+	}
+	typeAt, offAt, sizeAt, wide := uint64(4), uint64(24), uint64(32), uint64(8)
+	if !s.is64 {
+		offAt, sizeAt, wide = 16, 20, 4
+	}
+	if entsize < sizeAt+wide || shoff >= uint64(s.size) {
+		return nil, false, s.errorf("section headers of %d bytes at %#x", entsize, shoff)
+	}
+	field := func(b []byte) uint64 {
+		if wide == 8 {
+			return s.order.Uint64(b)
+		}
+		return uint64(s.order.Uint32(b))
+	}
+	if count == 0 {
+		// More sections than e_shnum holds: the count is section 0's
+		// sh_size.
+		b := make([]byte, entsize)
+		if _, err := s.r.ReadAt(b, int64(shoff)); err != nil {
+			return nil, false, s.errorf("read section header 0: %v", err)
+		}
+		count = field(b[sizeAt:])
+	}
+	if count == 0 {
+		return nil, false, nil
+	}
+	if count > maxNoteSections || count*entsize > uint64(s.size)-shoff {
+		return nil, false, s.errorf("%d section headers of %d bytes at %#x lie outside the file", count, entsize, shoff)
+	}
+	table := s.r.buffer(count * entsize)
+	defer s.r.giveBack(table)
+	if _, err := s.r.ReadAt(table, int64(shoff)); err != nil {
+		return nil, false, s.errorf("read section headers: %v", err)
+	}
+	for i := uint64(0); i < count; i++ {
+		h := table[i*entsize : (i+1)*entsize]
+		if elf.SectionType(s.order.Uint32(h[typeAt:])) == elf.SHT_NOTE {
+			notes = append(notes, [2]uint64{field(h[offAt:]), field(h[sizeAt:])})
+		}
+	}
+	return notes, true, nil
 }
 
 // parseDlopenNotes walks the notes of one section or segment (4-byte

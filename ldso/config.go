@@ -375,9 +375,21 @@ func x86HWCaps(cpu map[string]bool) []string {
 func probeLoader(ctx context.Context, interp string, base *ArchConfig) (*ArchConfig, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	// The two questions are asked at once: each is a process start, and
+	// the first closure of a scan waits for both.
+	var diag []byte
+	var diagErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cmd := exec.CommandContext(ctx, interp, "--list-diagnostics")
+		cmd.Env = []string{"LC_ALL=C"}
+		diag, diagErr = cmd.Output()
+	}()
 	cmd := exec.CommandContext(ctx, interp, "--help")
 	cmd.Env = []string{"LC_ALL=C"}
 	out, err := cmd.Output()
+	<-done
 	if err != nil {
 		return nil, fmt.Errorf("run %s --help: %w", interp, err)
 	}
@@ -389,10 +401,8 @@ func probeLoader(ctx context.Context, interp string, base *ArchConfig) (*ArchCon
 	a.Source = interp + " --help"
 	// From glibc 2.33 on the loader prints its $PLATFORM among its
 	// diagnostics; 2.37 and later print it nowhere else.
-	cmd = exec.CommandContext(ctx, interp, "--list-diagnostics")
-	cmd.Env = []string{"LC_ALL=C"}
-	if out, err := cmd.Output(); err == nil {
-		if p, ok := diagnosticsPlatform(string(out)); ok {
+	if diagErr == nil {
+		if p, ok := diagnosticsPlatform(string(diag)); ok {
 			a.Platform = p
 			a.Source += ", " + interp + " --list-diagnostics"
 		}

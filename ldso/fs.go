@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
 )
 
@@ -253,14 +254,28 @@ func (f *rootFS) consulted() []string {
 	return out
 }
 
-// readDirNames lists a directory's names, unsorted.
+// readDirNames lists a directory's names, unsorted, with plain system
+// calls (see readFile: os.Open costs five more per directory).
 func readDirNames(dir string) ([]string, error) {
-	d, err := os.Open(dir)
+	fd, err := eintr.Retry(func() (int, error) {
+		return syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	})
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
-	defer d.Close()
-	return d.Readdirnames(-1)
+	defer syscall.Close(fd)
+	var names []string
+	buf := make([]byte, 8<<10)
+	for {
+		n, err := eintr.Retry(func() (int, error) { return syscall.ReadDirent(fd, buf) })
+		if err != nil {
+			return names, &fs.PathError{Op: "readdirent", Path: dir, Err: err}
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = syscall.ParseDirent(buf[:n], -1, names)
+	}
 }
 
 // isDir reports whether a guest path is a directory.

@@ -27,13 +27,13 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,7 +85,7 @@ type Loader struct {
 	preloadFileNames []string
 
 	mu     sync.Mutex
-	arches map[archKey]*ArchConfig
+	arches map[archKey]*archEntry
 	byID   map[fileID]*fileInfo // file → read result, for files read without error
 
 	infos  syncMap[string, *fileInfo] // host path → read result
@@ -93,6 +93,13 @@ type Loader struct {
 	hwdirs syncMap[[2]string, bool]   // search directory, hwcaps subdirectory → exists
 
 	pages *elfscan.PagesPool // page buffers reused from file to file
+}
+
+// archEntry is one calibration, made once: workers that meet a machine's
+// first objects together wait for the one probe of its loader.
+type archEntry struct {
+	once sync.Once
+	a    *ArchConfig
 }
 
 type archKey struct {
@@ -123,7 +130,7 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 	l := &Loader{
 		opts:   opts,
 		fs:     fsys,
-		arches: map[archKey]*ArchConfig{},
+		arches: map[archKey]*archEntry{},
 		byID:   map[fileID]*fileInfo{},
 		pages:  elfscan.NewPagesPool(2 * runtime.GOMAXPROCS(0)),
 	}
@@ -196,8 +203,8 @@ func (l *Loader) Inputs() []string {
 		}
 	}
 	l.mu.Lock()
-	for _, a := range l.arches {
-		if a.Interp != "" {
+	for _, e := range l.arches {
+		if a := e.a; a != nil && a.Interp != "" {
 			if host, ok := l.fs.resolve(a.Interp); ok {
 				out = append(out, host)
 			}
@@ -279,20 +286,35 @@ func (l *Loader) Arch(ctx context.Context, m elf.Machine, c elf.Class, flags uin
 	}
 	k := archKey{m, c, flags}
 	l.mu.Lock()
-	a, ok := l.arches[k]
-	l.mu.Unlock()
-	if ok {
-		return a
-	}
-	a = l.calibrate(ctx, m, c, flags)
-	l.mu.Lock()
-	if prev, ok := l.arches[k]; ok {
-		a = prev
-	} else {
-		l.arches[k] = a
+	e, ok := l.arches[k]
+	if !ok {
+		e = &archEntry{}
+		l.arches[k] = e
 	}
 	l.mu.Unlock()
-	return a
+	e.once.Do(func() {
+		a := l.calibrate(ctx, m, c, flags)
+		l.mu.Lock()
+		e.a = a
+		l.mu.Unlock()
+	})
+	return e.a
+}
+
+// PrepareHost starts calibrating, in the background, the loader of this
+// host's own machine and word size, the one most objects a scan meets are
+// for: asking the host's ld.so runs it twice, which then overlaps with
+// listing the tree instead of holding up the first closure.
+func (l *Loader) PrepareHost(ctx context.Context) {
+	m := hostMachine()
+	if l.fs.root != "" || l.opts.NoProbe || m == elf.EM_NONE || m == elf.EM_ARM || m == elf.EM_RISCV {
+		return // the float ABI of the objects decides
+	}
+	c := elf.ELFCLASS64
+	if strconv.IntSize == 32 {
+		c = elf.ELFCLASS32
+	}
+	go l.Arch(ctx, m, c, 0)
 }
 
 func (l *Loader) calibrate(ctx context.Context, m elf.Machine, c elf.Class, flags uint32) *ArchConfig {
@@ -445,13 +467,13 @@ func (l *Loader) readFile(host string) *fileInfo {
 		return &fileInfo{err: &fs.PathError{Op: "open", Path: host, Err: err}}
 	}
 	defer syscall.Close(fd)
-	return l.readFD(host, fd)
+	return l.readFD(host, fd, nil)
 }
 
 // InfoFD is Info for a file the caller opened as fd (a directory walk that
-// opened it to look at its first bytes): the file is read from fd, not
-// opened again. fd stays open.
-func (l *Loader) InfoFD(file string, fd int) (*elfscan.Info, error) {
+// opened it to look at its first bytes) and stat'ed as st (nil: not yet):
+// the file is read from fd, not opened again. fd stays open.
+func (l *Loader) InfoFD(file string, fd int, st *syscall.Stat_t) (*elfscan.Info, error) {
 	_, host := l.locate(file)
 	if host != absolute(file) {
 		// Reached through a link of the root: the loader opens it there.
@@ -460,15 +482,18 @@ func (l *Loader) InfoFD(file string, fd int) (*elfscan.Info, error) {
 	if fi, ok := l.infos.load(host); ok {
 		return fi.info, fi.err
 	}
-	fi := l.keep(host, l.readFD(host, fd))
+	fi := l.keep(host, l.readFD(host, fd, st))
 	return fi.info, fi.err
 }
 
-// readFD reads the file open as fd, met as host.
-func (l *Loader) readFD(host string, fd int) *fileInfo {
-	var st syscall.Stat_t
-	if _, err := eintr.Retry(func() (int, error) { return 0, syscall.Fstat(fd, &st) }); err != nil {
-		return &fileInfo{err: &fs.PathError{Op: "stat", Path: host, Err: err}}
+// readFD reads the file open as fd, met as host, stat'ed as st (nil: not
+// yet).
+func (l *Loader) readFD(host string, fd int, st *syscall.Stat_t) *fileInfo {
+	if st == nil {
+		st = new(syscall.Stat_t)
+		if _, err := eintr.Retry(func() (int, error) { return 0, syscall.Fstat(fd, st) }); err != nil {
+			return &fileInfo{err: &fs.PathError{Op: "stat", Path: host, Err: err}}
+		}
 	}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
@@ -489,29 +514,11 @@ func (l *Loader) readFD(host string, fd int) *fileInfo {
 		return fi
 	}
 	pages := l.pages.Get()
-	f := elfscan.NewFile(fdReader(fd), st.Size, host)
+	f := elfscan.NewFile(elfscan.FDReader(fd), st.Size, host)
 	f.UsePages(pages)
 	fi.info, fi.err = f.Info()
 	l.pages.Put(pages)
 	return fi
-}
-
-// fdReader reads a file descriptor at offsets.
-type fdReader int
-
-func (r fdReader) ReadAt(p []byte, off int64) (int, error) {
-	n := 0
-	for n < len(p) {
-		m, err := eintr.Retry(func() (int, error) { return syscall.Pread(int(r), p[n:], off+int64(n)) })
-		if err != nil {
-			return n, err
-		}
-		if m == 0 {
-			return n, io.EOF
-		}
-		n += m
-	}
-	return n, nil
 }
 
 // absolute makes a command-line path absolute the way the loader does for

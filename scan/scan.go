@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/trace"
 	"sort"
 	"strings"
 	"syscall"
@@ -39,6 +40,10 @@ type Options struct {
 	RuntimeOpens *runtimeopen.Resolver
 	// Symbols binds every reference of every closure (see bindRoots).
 	Symbols bool
+	// AllFiles reads every regular file of a directory as a possible
+	// object, not only those the candidate rule names (a name with ".so",
+	// or an execute bit; see candidate.go).
+	AllFiles bool
 	// Python is the interpreter extension modules are bound in (default:
 	// their environment's).
 	Python string
@@ -167,16 +172,22 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	rep := &Report{}
+	l.PrepareHost(ctx)
 	var roots []string
+	region := trace.StartRegion(ctx, "scan.collect")
 	for _, t := range targets {
 		found, err := collect(ctx, l, t, opts, rep)
 		if err != nil {
+			region.End()
 			return nil, err
 		}
 		roots = append(roots, found...)
 	}
+	region.End()
 	opts.Logger.Debug("collected objects", "roots", len(roots))
+	region = trace.StartRegion(ctx, "scan.closures")
 	results := closures(ctx, l, roots, opts.Parallel, opts.RuntimeOpens)
+	region.End()
 	for i, res := range results {
 		if res.err != nil {
 			rep.Errors = append(rep.Errors, FileError{Path: roots[i], Error: res.err.Error()})
@@ -191,7 +202,10 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 		return nil, err
 	}
 	if opts.Symbols {
-		if err := bindRoots(ctx, l, rep.Roots, opts); err != nil {
+		region = trace.StartRegion(ctx, "scan.bind")
+		err := bindRoots(ctx, l, rep.Roots, opts)
+		region.End()
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -226,7 +240,7 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 		return nil, fmt.Errorf("stat %s: %w", target, errors.Unwrap(err))
 	}
 	if st.IsDir() {
-		return walkDir(ctx, l, target, host, opts.Parallel, rep)
+		return walkDir(ctx, l, target, host, opts.Parallel, opts.AllFiles, rep)
 	}
 	if strings.HasSuffix(target, ".whl") || strings.HasSuffix(target, ".zip") {
 		members, err := l.MountWheel(host, opts.WheelMount)

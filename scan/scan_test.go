@@ -19,8 +19,9 @@ import (
 
 // mixedTree writes objects that load, one that misses a library, a
 // relocatable object, a corrupt ELF file, a text file, a symlink and a hard
-// link, in several directories.
-func mixedTree(t *testing.T, dir string) {
+// link, objects the candidate rule passes over (returned, relative to
+// dir), in several directories.
+func mixedTree(t *testing.T, dir string) map[string]bool {
 	t.Helper()
 	objs := map[string]elfwrite.Spec{
 		"pkg/lib/liba.so":      {Soname: "liba.so", Needed: []string{"libb.so", "libc.so.6"}, RunPath: elfwrite.Str("$ORIGIN")},
@@ -43,8 +44,24 @@ func mixedTree(t *testing.T, dir string) {
 	for i := range 150 {
 		objs[fmt.Sprintf("many/m%03d.so", i)] = elfwrite.Spec{Soname: fmt.Sprintf("m%d.so", i), Needed: []string{"libc.so.6"}}
 	}
+	// Objects the candidate rule passes over (see candidate.go): named
+	// without ".so" and not executable, named as a header, under
+	// __pycache__. A scan with AllFiles reads them.
+	hidden := map[string]elfwrite.Spec{
+		"pkg/lib/libhidden":         {Soname: "libhidden", Needed: []string{"libc.so.6"}},
+		"pkg/include/notaheader.h":  {Soname: "notaheader.h", Needed: []string{"libc.so.6"}},
+		"pkg/__pycache__/cached.so": {Soname: "cached.so", Needed: []string{"libc.so.6"}},
+	}
 	for p, s := range objs {
 		if err := elfwrite.Write(filepath.Join(dir, p), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, s := range hidden {
+		if err := elfwrite.Write(filepath.Join(dir, p), s); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(dir, p), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,6 +85,11 @@ func mixedTree(t *testing.T, dir string) {
 	if err := os.Link(filepath.Join(dir, "pkg/lib/libb.so"), filepath.Join(dir, "pkg/lib/libb-copy.so")); err != nil {
 		t.Fatal(err)
 	}
+	out := map[string]bool{}
+	for p := range hidden {
+		out[p] = true
+	}
+	return out
 }
 
 func hostOptions() ldso.Options {
@@ -79,11 +101,12 @@ func hostOptions() ldso.Options {
 // whose closure is what the loader model computes for it alone; objects
 // that cannot be loaded listed as skipped, unreadable ELF files as errors
 // that name the file as given, other files ignored. The tree is scanned by
-// an absolute and by a relative path.
+// an absolute and by a relative path, and read whole (AllFiles) or only
+// the files the candidate rule names.
 func TestRunReportsEveryFile(t *testing.T) {
 	base := t.TempDir()
 	dir := filepath.Join(base, "tree")
-	mixedTree(t, dir)
+	hidden := mixedTree(t, dir)
 	ctx := context.Background()
 	// Roots are named as the loader names them: absolute.
 	abs := func(p string) string {
@@ -92,15 +115,19 @@ func TestRunReportsEveryFile(t *testing.T) {
 		}
 		return filepath.Join(base, p)
 	}
-	for _, target := range []string{dir, "tree"} {
-		t.Run(target, func(t *testing.T) {
+	for _, tc := range []struct {
+		target string
+		all    bool
+	}{{dir, false}, {"tree", false}, {dir, true}} {
+		target := tc.target
+		t.Run(fmt.Sprintf("%s,all=%v", target, tc.all), func(t *testing.T) {
 			t.Chdir(base)
 			l, err := ldso.New(ctx, hostOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			rep, err := Run(ctx, l, []string{target}, Options{Parallel: 3})
+			rep, err := Run(ctx, l, []string{target}, Options{Parallel: 3, AllFiles: tc.all})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,11 +135,18 @@ func TestRunReportsEveryFile(t *testing.T) {
 			// What the definition says, file by file, in walk order.
 			var wantRoots, wantSkipped, wantErrors []string
 			seen := map[[2]uint64]bool{}
+			hiddenFound := 0
 			_ = filepath.WalkDir(target, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() && !tc.all && d.Name() == "__pycache__" {
+					return filepath.SkipDir
+				}
 				if err != nil || !d.Type().IsRegular() {
 					return err
 				}
 				info, _ := d.Info()
+				if !tc.all && !namedByRule(d.Name(), info.Mode()) {
+					return nil
+				}
 				if id, ok := fileKey(info); ok {
 					if seen[id] {
 						return nil
@@ -128,9 +162,16 @@ func TestRunReportsEveryFile(t *testing.T) {
 					wantSkipped = append(wantSkipped, p+": "+notLoadable(in))
 				default:
 					wantRoots = append(wantRoots, p)
+					rel, _ := filepath.Rel(target, p)
+					if hidden[filepath.ToSlash(rel)] {
+						hiddenFound++
+					}
 				}
 				return nil
 			})
+			if want := map[bool]int{false: 0, true: len(hidden)}[tc.all]; hiddenFound != want {
+				t.Fatalf("the definition finds %d of the objects the rule passes over, want %d", hiddenFound, want)
+			}
 			var gotRoots, gotSkipped, gotErrors []string
 			for _, r := range rep.Roots {
 				gotRoots = append(gotRoots, r.Path)
@@ -148,7 +189,7 @@ func TestRunReportsEveryFile(t *testing.T) {
 			same(t, "roots", gotRoots, wantRootPaths)
 			same(t, "skipped", gotSkipped, wantSkipped)
 			same(t, "errors", gotErrors, wantErrors)
-			if len(wantRoots) < 8 || len(wantSkipped) == 0 || len(wantErrors) == 0 {
+			if len(wantRoots) < 8 || len(wantSkipped) == 0 && tc.all || len(wantErrors) == 0 {
 				t.Fatalf("the fixture lacks cases: %d roots, %d skipped, %d errors", len(wantRoots), len(wantSkipped), len(wantErrors))
 			}
 
@@ -183,6 +224,19 @@ func TestRunReportsEveryFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// namedByRule is the candidate rule as candidate.go states it: a name
+// with ".so", or an execute bit on a file whose extension is no source's,
+// text's, data's or archive's.
+func namedByRule(name string, mode os.FileMode) bool {
+	switch candidate(name) {
+	case readFile:
+		return true
+	case readIfExecutable:
+		return mode&0o111 != 0
+	}
+	return false
 }
 
 func same(t *testing.T, what string, got, want []string) {

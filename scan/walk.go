@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -17,21 +16,23 @@ import (
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/ldso"
+	"golang.org/x/sys/unix"
 )
 
 // walkDir lists the loadable ELF objects of a tree. Several workers list
 // directories and examine files at once, a directory's files in batches,
 // each file opened relative to its directory (no path walk) and read only
-// when it starts with the ELF magic: a Python environment is mostly other
-// files, and listing and opening them is most of the cost of a scan. The
-// objects come out in the order a sorted depth-first walk meets them. host
-// is where dir is on this machine (dir itself but under a root, through an
-// absolute link); the objects keep dir's name.
-func walkDir(ctx context.Context, l *ldso.Loader, dir, host string, parallel int, rep *Report) ([]string, error) {
+// when it starts with the ELF magic. A Python environment is mostly other
+// files, and opening them was most of the cost of a scan: only the files
+// the candidate rule names are opened (all of them with all set; see
+// candidate.go). The objects come out in the order a sorted depth-first
+// walk meets them. host is where dir is on this machine (dir itself but
+// under a root, through an absolute link); the objects keep dir's name.
+func walkDir(ctx context.Context, l *ldso.Loader, dir, host string, parallel int, all bool, rep *Report) ([]string, error) {
 	if parallel <= 0 {
 		parallel = runtime.GOMAXPROCS(0)
 	}
-	w := &walker{ctx: ctx, l: l, name: func(p string) string { return p }}
+	w := &walker{ctx: ctx, l: l, all: all, name: func(p string) string { return p }}
 	if host != dir {
 		w.name = func(p string) string { return dir + strings.TrimPrefix(p, host) }
 	}
@@ -59,6 +60,7 @@ type walker struct {
 	ctx  context.Context
 	l    *ldso.Loader
 	name func(host string) string // the name a host path is reported by
+	all  bool                     // read every regular file, not only candidates
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -71,7 +73,13 @@ type walker struct {
 type walkTask struct {
 	list  string // host path of a directory to list
 	dir   *openDir
-	files []string
+	files []dirFile
+}
+
+// dirFile is a regular file of a directory and what its name says of it.
+type dirFile struct {
+	name string
+	how  candidacy
 }
 
 // openDir is a directory held open while batches of its files are examined.
@@ -170,11 +178,11 @@ func (w *walker) list(path string) {
 }
 
 // entries reads the directory open as fd: subdirectories are pushed as
-// tasks, the names of regular files returned. Symlinks are other names of
-// files the walk meets anyway (or of files outside the tree); the walk
-// does not follow them.
-func (w *walker) entries(fd int, path string) ([]string, error) {
-	var files []string
+// tasks, the regular files worth reading returned. Symlinks are other
+// names of files the walk meets anyway (or of files outside the tree); the
+// walk does not follow them.
+func (w *walker) entries(fd int, path string) ([]dirFile, error) {
+	var files []dirFile
 	buf := make([]byte, 16<<10)
 	for {
 		n, err := eintr.Retry(func() (int, error) { return syscall.ReadDirent(fd, buf) })
@@ -197,46 +205,78 @@ func (w *walker) entries(fd int, path string) ([]string, error) {
 			if string(name) == "." || string(name) == ".." {
 				continue
 			}
-			switch typeOf(path, string(name), typ) {
+			how := readFile
+			if !w.all {
+				// Decided before the name is copied: most files end here.
+				if how = candidate(string(name)); how == skipFile && typ == syscall.DT_REG {
+					continue
+				}
+			}
+			var mode uint32
+			if typ == syscall.DT_UNKNOWN {
+				// Some file systems never record the type.
+				typ, mode = typeAt(fd, string(name))
+				if how == readIfExecutable && typ == syscall.DT_REG {
+					how = executable(mode)
+				}
+			}
+			switch typ {
 			case syscall.DT_DIR:
-				w.push(walkTask{list: filepath.Join(path, string(name))})
+				if w.all || !skipDir(string(name)) {
+					w.push(walkTask{list: filepath.Join(path, string(name))})
+				}
 			case syscall.DT_REG:
-				files = append(files, string(name))
+				if how != skipFile {
+					files = append(files, dirFile{name: string(name), how: how})
+				}
 			}
 		}
 	}
 }
 
-// typeOf is a directory entry's type, asked of the file system when the
-// directory does not record it (some file systems never do).
-func typeOf(dir, name string, typ byte) byte {
-	if typ != syscall.DT_UNKNOWN {
-		return typ
+// typeAt is the type (DT_*) and mode of the entry name of the directory
+// open as dirfd, asked of the file system, links not followed.
+func typeAt(dirfd int, name string) (byte, uint32) {
+	var st unix.Stat_t
+	if _, err := eintr.Retry(func() (int, error) {
+		return 0, unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	}); err != nil {
+		return syscall.DT_UNKNOWN, 0
 	}
-	st, err := os.Lstat(filepath.Join(dir, name))
-	switch {
-	case err != nil:
-		return syscall.DT_UNKNOWN
-	case st.IsDir():
-		return syscall.DT_DIR
-	case st.Mode().IsRegular():
-		return syscall.DT_REG
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		return syscall.DT_DIR, st.Mode
+	case syscall.S_IFREG:
+		return syscall.DT_REG, st.Mode
 	}
-	return syscall.DT_UNKNOWN
+	return syscall.DT_UNKNOWN, st.Mode
 }
 
-// examine reads the ELF files among names, files of d.
-func (w *walker) examine(d *openDir, names []string) {
+// executable is readFile for a mode with an execute bit, else skipFile.
+func executable(mode uint32) candidacy {
+	if mode&0o111 != 0 {
+		return readFile
+	}
+	return skipFile
+}
+
+// examine reads the ELF files among files, files of d.
+func (w *walker) examine(d *openDir, files []dirFile) {
 	defer func() {
 		if d.left.Add(-1) == 0 {
 			syscall.Close(d.fd)
 		}
 	}()
-	for _, n := range names {
+	for _, df := range files {
 		if w.ctx.Err() != nil {
 			return
 		}
-		if f, ok := w.examineFile(d, n); ok {
+		if df.how == readIfExecutable {
+			if typ, mode := typeAt(d.fd, df.name); typ != syscall.DT_REG || executable(mode) == skipFile {
+				continue
+			}
+		}
+		if f, ok := w.examineFile(d, df.name); ok {
 			w.add(f)
 		}
 	}
@@ -268,7 +308,7 @@ func (w *walker) examineFile(d *openDir, name string) (walkFile, bool) {
 	f := walkFile{path: w.name(filepath.Join(d.path, name)), id: [2]uint64{uint64(st.Dev), uint64(st.Ino)}}
 	// Read through the loader's cache: the closure of a root then starts
 	// from what was read here instead of reading the file again.
-	f.in, f.err = w.l.InfoFD(f.path, fd)
+	f.in, f.err = w.l.InfoFD(f.path, fd, &st)
 	var fe *elfscan.FormatError
 	if errors.As(f.err, &fe) && fe.Path != f.path {
 		// The loader names files by absolute path; the report names the

@@ -7,12 +7,16 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
 // profileEnv names a directory where a run writes its CPU, heap, block
 // and mutex profiles (cpu.pprof, heap.pprof, block.pprof, mutex.pprof),
-// for `go tool pprof`: how the speed figures of docs/performance.md are
-// taken apart on a machine where only the binary runs.
+// for `go tool pprof`, and its execution trace (trace.out, for `go tool
+// trace`: what each goroutine waited on, when; the wall-clock path that
+// profiles of processor time do not show): how the speed figures of
+// docs/performance.md are taken apart on a machine where only the binary
+// runs.
 const profileEnv = "CUDADEPS_PROFILE"
 
 // startProfiles starts the profiles profileEnv asks for and returns what
@@ -37,9 +41,20 @@ func startProfiles(stderr io.Writer) func() {
 	if err := pprof.StartCPUProfile(cpu); err != nil {
 		fmt.Fprintf(stderr, "cudadeps: %s: %v\n", profileEnv, err)
 	}
+	tr, err := os.Create(filepath.Join(dir, "trace.out"))
+	if err == nil {
+		err = trace.Start(tr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cudadeps: %s: %v\n", profileEnv, err)
+	}
 	return func() {
 		pprof.StopCPUProfile()
 		cpu.Close()
+		if tr != nil {
+			trace.Stop()
+			tr.Close()
+		}
 		for _, name := range []string{"heap", "block", "mutex"} {
 			f, err := os.Create(filepath.Join(dir, name+".pprof"))
 			if err != nil {

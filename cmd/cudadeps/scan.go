@@ -19,7 +19,7 @@ import (
 )
 
 func (a *app) scanCommand() *cobra.Command {
-	var all, noRuntime, symbols bool
+	var all, allFiles, noRuntime, symbols bool
 	var mount, python string
 	var cov coverageFlags
 	cmd := &cobra.Command{
@@ -41,6 +41,15 @@ resolved from their opener as dlopen would and listed under each tree; a
 required one not found counts as missing, an optional one never does.
 A file named on the command line that is no loadable object (a linker script
 such as libc.so, an object file such as crt1.o) is skipped with a note.
+
+A directory's files are chosen by name, so that the tens of thousands of
+sources, headers and data files of a Python environment are never opened: a
+name containing ".so" is read; a name with an extension no loadable object
+has (.py, .pyc, .h, .hpp, .cu, .txt, .json, .a, .o, ...; see
+docs/performance.md) is not; any other file is read when it has an execute
+bit (programs). __pycache__ directories are not entered. --all-files reads
+every regular file instead, for a shared object named otherwise and not
+executable.
 
 With --coverage or --sm N, the CUDA fat binaries of every object loaded are
 read (their headers only) and judged for the GPU: native code (SASS) that
@@ -76,7 +85,7 @@ errors.`,
   cudadeps scan ~/venv/lib/python3.12/site-packages/torch --sm thor`,
 		Args: argsAtLeast(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, PythonCache: factcache.Open()}
+			opts := scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, PythonCache: factcache.Open(), AllFiles: allFiles}
 			if err := scanInterpreters(cmd.Context(), python, a.opts.root, &opts); err != nil {
 				return err
 			}
@@ -86,6 +95,7 @@ errors.`,
 	a.opts.addLoaderFlags(cmd)
 	a.opts.addJSONFlag(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "print every object's full tree, system libraries expanded too")
+	cmd.Flags().BoolVar(&allFiles, "all-files", false, "in a directory, read every regular file as a possible object, not only those named as objects or executable")
 	cmd.Flags().BoolVar(&noRuntime, "no-runtime-opens", false, "leave out the libraries objects open at run time (dlopen)")
 	cmd.Flags().StringVar(&mount, "site-packages", "", "mount wheels on this `DIR` (a real site-packages), so their dependencies resolve against what is installed there")
 	cmd.Flags().BoolVar(&symbols, "symbols", true, "bind every undefined symbol as ld.so does with RTLD_NOW and report those nothing defines")

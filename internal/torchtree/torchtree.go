@@ -17,12 +17,14 @@
 package torchtree
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"debug/elf"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,6 +35,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/pymeta"
 )
 
 // CorpusFile is the metadata of a PyTorch 2.11 + CUDA 13.0 environment on
@@ -295,6 +298,14 @@ type Options struct {
 	// file to find them: RealFiles and RealDirs make the counts of the real
 	// environment, 68k files of which 859 are ELF.
 	Files, Dirs int
+	// Names are paths of the real environment's files, relative to
+	// site-packages with slashes (what its RECORDs list: RecordPaths).
+	// With Files, those that are not records are written first, at their
+	// paths; the files added after them take their base names in turn.
+	// Without Names every added file is a Python source, which a scan
+	// that decides by name alone never opens: the real mix of headers,
+	// byte code, extension-less headers and data is what a scan meets.
+	Names []string
 }
 
 // RealFiles and RealDirs count the regular files and directories of the
@@ -374,6 +385,7 @@ func writeOthers(ctx context.Context, dir string, recs []Record, opts Options) e
 	var tops []string
 	seen := map[string]bool{}
 	dirs := map[string]bool{}
+	elfs := map[string]bool{}
 	nfiles := 0
 	for i := range recs {
 		r := &recs[i]
@@ -381,6 +393,7 @@ func writeOthers(ctx context.Context, dir string, recs []Record, opts Options) e
 			continue
 		}
 		nfiles++
+		elfs[r.Path] = true
 		for d := path.Dir(r.Path); d != "." && !dirs[d]; d = path.Dir(d) {
 			dirs[d] = true
 		}
@@ -392,6 +405,14 @@ func writeOthers(ctx context.Context, dir string, recs []Record, opts Options) e
 	}
 	if len(tops) == 0 {
 		tops = []string{"."}
+	}
+	named, bases, err := writeNamed(dir, opts, elfs, dirs)
+	if err != nil {
+		return err
+	}
+	nfiles += named
+	if len(bases) == 0 {
+		bases = []string{".py"}
 	}
 	others, ndirs := opts.Files-nfiles, max(opts.Dirs-len(dirs)-1, 1) // -1: dir itself
 	for k := 0; k < others; k++ {
@@ -408,12 +429,87 @@ func writeOthers(ctx context.Context, dir string, recs []Record, opts Options) e
 				return err
 			}
 		}
-		src := fmt.Sprintf("# Module %d of a skeleton environment: not ELF.\nimport os\n\n\ndef f%d(x):\n    return os.path.join(str(x), %q)\n", k, k, name)
-		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("m%05d.py", k)), []byte(src), 0o644); err != nil {
+		src := fmt.Sprintf("# File %d of a skeleton environment: not ELF.\nimport os\n\n\ndef f%d(x):\n    return os.path.join(str(x), %q)\n", k, k, name)
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("m%05d%s", k, bases[k%len(bases)])), []byte(src), 0o644); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeNamed writes the files of opts.Names that are no record's (nor
+// under a record's path) while the count allows, adding their directories
+// to dirs, and returns how many it wrote and the endings the files added
+// after them take in turn: "_" and each name's base, a shared object's
+// name left out (the real ones are the records).
+func writeNamed(dir string, opts Options, elfs, dirs map[string]bool) (int, []string, error) {
+	var bases []string
+	written := map[string]bool{}
+	n := 0
+	for _, p := range opts.Names {
+		if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") || elfs[p] || written[p] {
+			continue
+		}
+		written[p] = true
+		if b := path.Base(p); !strings.Contains(b, ".so") {
+			bases = append(bases, "_"+b)
+		}
+		if len(elfs)+n >= opts.Files {
+			continue
+		}
+		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
+			if elfs[d] {
+				break // a record's file where the name wants a directory
+			}
+			dirs[d] = true
+		}
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return 0, nil, err
+		}
+		if err := os.WriteFile(full, []byte(p+"\n"), 0o644); err != nil {
+			return 0, nil, err
+		}
+		n++
+	}
+	return n, bases, nil
+}
+
+// RecordPaths reads a gzip-compressed tar archive of dist-info folders (the
+// shared corpus' torch-2.11.0-cu130-x86_64-distinfo.tgz) and returns the
+// paths every RECORD in it lists, relative to site-packages, in archive
+// order.
+func RecordPaths(archive string) ([]string, error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", archive, err)
+	}
+	var out []string
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", archive, err)
+		}
+		if h.Typeflag != tar.TypeReg || path.Base(h.Name) != "RECORD" || !strings.HasSuffix(path.Dir(h.Name), ".dist-info") {
+			continue
+		}
+		entries, err := pymeta.ParseRecord(tr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", archive, h.Name, err)
+		}
+		for _, e := range entries {
+			out = append(out, e.Path)
+		}
+	}
 }
 
 // Corpus returns the path of the recorded PyTorch environment in the shared

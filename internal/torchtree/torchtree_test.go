@@ -293,55 +293,86 @@ func withoutRTLD(lines []string) []string {
 
 // TestOtherFilesMakeTheCounts builds the skeleton with more files and
 // directories than its records make: the counts asked for, the ELF files
-// exactly the records, the rest not ELF.
+// exactly the records, the rest not ELF. With Names, the named files are
+// at their paths and the added ones end as they do.
 func TestOtherFilesMakeTheCounts(t *testing.T) {
 	recs, err := torchtree.LoadFile(torchtree.Corpus(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dirs := map[string]bool{".": true}
-	for _, r := range recs {
-		for d := path.Dir(r.Path); !dirs[d]; d = path.Dir(d) {
-			dirs[d] = true
+	for _, names := range [][]string{nil, {"torch/include/ATen/ATen.h", "torch/__pycache__/x.cpython-312.pyc", "nvidia/cu13/include/cuda/std/cmath", "torch/lib/libc10.so", "../../../bin/torchrun"}} {
+		dirs := map[string]bool{".": true}
+		for _, r := range recs {
+			for d := path.Dir(r.Path); !dirs[d]; d = path.Dir(d) {
+				dirs[d] = true
+			}
 		}
-	}
-	wantFiles, wantDirs := len(recs)+1234, len(dirs)+56
-	dir := filepath.Join(t.TempDir(), "site-packages")
-	files, err := torchtree.Build(context.Background(), dir, recs, torchtree.Options{Files: wantFiles, Dirs: wantDirs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	elfs := map[string]bool{}
-	for _, f := range files {
-		elfs[f] = true
-	}
-	nfiles, ndirs := 0, 0
-	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		for _, n := range names {
+			for d := path.Dir(n); !dirs[d] && !strings.HasPrefix(d, ".."); d = path.Dir(d) {
+				dirs[d] = true
+			}
+		}
+		wantFiles, wantDirs := len(recs)+1234, len(dirs)+56
+		dir := filepath.Join(t.TempDir(), "site-packages")
+		files, err := torchtree.Build(context.Background(), dir, recs, torchtree.Options{Files: wantFiles, Dirs: wantDirs, Names: names})
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if d.IsDir() {
-			ndirs++
-			return nil
+		elfs := map[string]bool{}
+		for _, f := range files {
+			elfs[f] = true
 		}
-		nfiles++
-		if !elfs[p] {
-			f, err := elfscan.Open(p)
+		nfiles, ndirs := 0, 0
+		endings := map[string]int{}
+		err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
-			_, err = f.Info()
-			f.Close()
-			if !errors.Is(err, elfscan.ErrNotELF) {
-				t.Fatalf("%s: %v, want a non-ELF file", p, err)
+			if d.IsDir() {
+				ndirs++
+				return nil
+			}
+			nfiles++
+			if !elfs[p] {
+				for _, e := range []string{".h", ".pyc", "_cmath", ".py"} {
+					if strings.HasSuffix(p, e) {
+						endings[e]++
+						break
+					}
+				}
+				f, err := elfscan.Open(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = f.Info()
+				f.Close()
+				if !errors.Is(err, elfscan.ErrNotELF) {
+					t.Fatalf("%s: %v, want a non-ELF file", p, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) != len(recs) || nfiles != wantFiles || ndirs != wantDirs {
+			t.Errorf("names %q: %d files (%d ELF) in %d directories, want %d (%d ELF) in %d", names, nfiles, len(files), ndirs, wantFiles, len(recs), wantDirs)
+		}
+		if names == nil {
+			if endings[".py"] != wantFiles-len(recs) {
+				t.Errorf("%d Python sources added, want %d", endings[".py"], wantFiles-len(recs))
+			}
+			continue
+		}
+		for _, n := range names[:3] {
+			if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+				t.Errorf("named file: %v", err)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) != len(recs) || nfiles != wantFiles || ndirs != wantDirs {
-		t.Errorf("%d files (%d ELF) in %d directories, want %d (%d ELF) in %d", nfiles, len(files), ndirs, wantFiles, len(recs), wantDirs)
+		// 1234 files: 3 named, the rest ending in turn as the 3 names
+		// that are not shared objects do.
+		if endings[".h"] != 411+1 || endings[".pyc"] != 410+1 || endings["_cmath"] != 410 {
+			t.Errorf("added files end as %v", endings)
+		}
 	}
 }
