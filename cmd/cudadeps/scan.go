@@ -18,14 +18,7 @@ import (
 	"github.com/cudadeps/cudadeps/scan"
 )
 
-func (a *app) scanCommand() *cobra.Command {
-	var all, allFiles, noRuntime, symbols bool
-	var mount, python string
-	var cov coverageFlags
-	cmd := &cobra.Command{
-		Use:   "scan PATH...",
-		Short: "Show where the dynamic loader would find every library an object needs",
-		Long: `scan reads the ELF objects in PATH (a file, a directory searched recursively,
+const scanLong = `scan reads the ELF objects in PATH (a file, a directory searched recursively,
 or a wheel read without unpacking it) and computes, for each, what glibc's
 dynamic loader would load: every needed library, where it is found and by
 which rule (rpath, runpath, LD_LIBRARY_PATH, ld.so.cache, default directories,
@@ -77,7 +70,16 @@ its environment's interpreter (--python), which defines the C API.
 Exit status: 0 when every object would load, 3 when a library is missing, a
 required symbol version is absent or a symbol does not bind, 1 on errors and
 when PATH holds no loadable ELF object (nothing was checked), 2 on usage
-errors.`,
+errors.`
+
+func (a *app) scanCommand() *cobra.Command {
+	var all, allFiles, noRuntime, symbols bool
+	var mount, python string
+	var cov coverageFlags
+	cmd := &cobra.Command{
+		Use:   "scan PATH...",
+		Short: "Show where the dynamic loader would find every library an object needs",
+		Long:  scanLong,
 		Example: `  cudadeps scan /usr/lib/x86_64-linux-gnu/libcurl.so.4
   cudadeps scan ~/venv/lib/python3.12/site-packages/torch --json
   cudadeps scan torch-2.11.0-cp312-cp312-manylinux_2_28_aarch64.whl --root /srv/arm64-sysroot

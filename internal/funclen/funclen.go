@@ -21,7 +21,7 @@ type Func struct {
 }
 
 // Dir measures every function of the Go files of dir, test files included
-// when tests is set, sorted by file and line.
+// when tests is set, sorted by file and line; generated files are left out.
 func Dir(dir string, tests bool) ([]Func, error) {
 	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
@@ -37,9 +37,12 @@ func Dir(dir string, tests bool) ([]Func, error) {
 		if err != nil {
 			return nil, err
 		}
-		f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
+		f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution|parser.ParseComments)
 		if err != nil {
 			return nil, err
+		}
+		if ast.IsGenerated(f) {
+			continue // written by a program, read by none
 		}
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
