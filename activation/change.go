@@ -113,6 +113,24 @@ func (c *Change) Install(ctx context.Context, client *fetch.Client, items []fetc
 	return present, nil
 }
 
+// Discard removes from the store an entry this change installed and that
+// nothing will use (a release refused after its download), unless another
+// target's record uses it, and drops it from the target's record.
+func (c *Change) Discard(ctx context.Context, key fetch.Key) error {
+	others, err := c.p.others(c.rec.Target)
+	if err != nil {
+		return err
+	}
+	c.rec.Installed = slices.DeleteFunc(c.rec.Installed, func(k fetch.Key) bool { return k == key })
+	if len(c.p.usersOf(others, key)) > 0 {
+		return nil
+	}
+	if err := c.p.store.Remove(ctx, key); err != nil && !errors.Is(err, fetch.ErrNotInstalled) {
+		return err
+	}
+	return nil
+}
+
 // File is one file to put in place for a target.
 type File struct {
 	// Path is where it goes, absolute.

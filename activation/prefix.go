@@ -56,6 +56,20 @@ func DefaultDir() (string, error) {
 	return filepath.Join(home, ".local", "share", "cudadeps"), nil
 }
 
+// DefaultDirIn is the default prefix of the system under root:
+// DefaultDir() for this host (root "" or "/"), ROOT/opt/cudadeps
+// (RootPrefix) for another.
+func DefaultDirIn(root string) (string, error) {
+	if root == "" || root == "/" {
+		return DefaultDir()
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", fmt.Errorf("root %s: %w", root, err)
+	}
+	return filepath.Join(abs, filepath.FromSlash(RootPrefix)), nil
+}
+
 // Open opens the prefix dir for this host; "" means DefaultDir().
 func Open(dir string) (*Prefix, error) { return OpenIn(dir, "") }
 
@@ -73,11 +87,8 @@ func OpenIn(dir, root string) (*Prefix, error) {
 		}
 		root = r
 	}
-	switch {
-	case dir == "" && root != "":
-		dir = filepath.Join(root, filepath.FromSlash(RootPrefix))
-	case dir == "":
-		d, err := DefaultDir()
+	if dir == "" {
+		d, err := DefaultDirIn(root)
 		if err != nil {
 			return nil, err
 		}
@@ -123,6 +134,19 @@ func (p *Prefix) Store() *fetch.Store { return p.store }
 // EnvScript is the activation script: it sets LD_LIBRARY_PATH for the
 // objects that search no directory the user may write.
 func (p *Prefix) EnvScript() string { return filepath.Join(p.dir, "env.sh") }
+
+// EnvScriptInRoot is the activation script as the root's system names
+// it; "" without a root, or when the prefix lies outside the root.
+func (p *Prefix) EnvScriptInRoot() string {
+	if p.root == "" {
+		return ""
+	}
+	g, ok := guestPath(p.root, p.EnvScript())
+	if !ok {
+		return ""
+	}
+	return g
+}
 
 // ProbesDir is where the probes are written.
 func (p *Prefix) ProbesDir() string { return filepath.Join(p.dir, "probes") }

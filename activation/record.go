@@ -151,6 +151,26 @@ func (p *Placed) identify() error {
 	return nil
 }
 
+// EnvDirs are the record's activation script directories as its system
+// names them (the root's paths under --root).
+func (r *Record) EnvDirs() []string {
+	out := make([]string, 0, len(r.ScriptDirs))
+	for _, d := range r.ScriptDirs {
+		out = append(out, seenAs(r.Root, d))
+	}
+	return out
+}
+
+// LdConfDirs are the record's ld.so.conf.d directories as the root sees
+// them.
+func (r *Record) LdConfDirs() []string {
+	out := make([]string, 0, len(r.ConfDirs))
+	for _, d := range r.ConfDirs {
+		out = append(out, seenAs(r.Root, d))
+	}
+	return out
+}
+
 func (r *Record) empty() bool {
 	return len(r.Placed) == 0 && len(r.Created) == 0 && len(r.ScriptDirs) == 0 && len(r.ConfDirs) == 0 && len(r.Installed) == 0
 }

@@ -113,7 +113,7 @@ func newJetson(t *testing.T, host string) *jetsonFixture {
 	t.Helper()
 	sr := lddtest.ArmSysroot(t)
 	hostEvidence(t, sr.Root, host)
-	f := &jetsonFixture{sr: sr, site: filepath.Join(sr.Root, "opt/venv/lib/python3.10/site-packages"), prefix: openPrefix(t, filepath.Join(sr.Root, "opt/cudadeps"))}
+	f := &jetsonFixture{sr: sr, site: filepath.Join(sr.Root, "opt/venv/lib/python3.10/site-packages"), prefix: openPrefixIn(t, "", sr.Root)}
 	var err error
 	if f.client, err = fetch.NewClient(fetch.Options{CacheDir: t.TempDir()}); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ type Linked struct {
 	Machine elf.Machine // EM_X86_64 (default) or EM_AARCH64
 	Soname  string
 	Needed  []string
+	RPath   *string // DT_RPATH when non-nil
 	RunPath *string
 
 	// VersionDefs are the versions the object defines; a base definition
@@ -204,6 +205,9 @@ func BuildLinked(spec Linked) ([]byte, error) {
 	if spec.Soname != "" {
 		str(spec.Soname)
 	}
+	if spec.RPath != nil {
+		str(*spec.RPath)
+	}
 	if spec.RunPath != nil {
 		str(*spec.RunPath)
 	}
@@ -358,6 +362,9 @@ func BuildLinked(spec Linked) ([]byte, error) {
 	}
 	if spec.Soname != "" {
 		dyn(elf.DT_SONAME, uint64(strIdx[spec.Soname]))
+	}
+	if spec.RPath != nil {
+		dyn(elf.DT_RPATH, uint64(strIdx[*spec.RPath]))
 	}
 	if spec.RunPath != nil {
 		dyn(elf.DT_RUNPATH, uint64(strIdx[*spec.RunPath]))
