@@ -363,7 +363,7 @@ func TestRecoverFinishesPlacement(t *testing.T) {
 	copies := []bool{false, true, false, false}
 	for i, f := range files {
 		var pl Placed
-		l, err := pl.plan(f, copies[i])
+		l, err := pl.plan(f, copies[i], "")
 		if err != nil {
 			t.Fatal(err)
 		}

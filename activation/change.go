@@ -2,6 +2,7 @@ package activation
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,11 +28,15 @@ import (
 // announced in the target's journal before it is made; Commit records it
 // all and removes the journal.
 type Change struct {
+	ctx context.Context
 	p   *Prefix
 	rec *Record
 	j   *journal
 	// hook is the test hook the context carried at Begin (internal/testhook).
 	hook func(step string)
+	// conf says whether the root's ldconfig can activate directories
+	// through /etc/ld.so.conf.d: asked once, on the first directory.
+	conf *confProbe
 }
 
 // Begin opens the record of a target (its key, and the name the user gave
@@ -45,7 +51,10 @@ func (p *Prefix) Begin(ctx context.Context, target, name string) (*Change, error
 	if err != nil {
 		return nil, err
 	}
-	return &Change{p: p, rec: rec, hook: testhook.From(ctx)}, nil
+	if rec.Root == "" {
+		rec.Root = p.root
+	}
+	return &Change{ctx: ctx, p: p, rec: rec, hook: testhook.From(ctx)}, nil
 }
 
 // Record is the target's record as the change has it so far; the caller
@@ -105,6 +114,24 @@ func (c *Change) Install(ctx context.Context, client *fetch.Client, items []fetc
 	return present, nil
 }
 
+// Discard removes from the store an entry this change installed and that
+// nothing will use (a release refused after its download), unless another
+// target's record uses it, and drops it from the target's record.
+func (c *Change) Discard(ctx context.Context, key fetch.Key) error {
+	others, err := c.p.others(c.rec.Target)
+	if err != nil {
+		return err
+	}
+	c.rec.Installed = slices.DeleteFunc(c.rec.Installed, func(k fetch.Key) bool { return k == key })
+	if len(c.p.usersOf(others, key)) > 0 {
+		return nil
+	}
+	if err := c.p.store.Remove(ctx, key); err != nil && !errors.Is(err, fetch.ErrNotInstalled) {
+		return err
+	}
+	return nil
+}
+
 // File is one file to put in place for a target.
 type File struct {
 	// Path is where it goes, absolute.
@@ -152,7 +179,7 @@ func (c *Change) Place(key fetch.Key, files []File, copy bool) ([]Placed, error)
 			continue
 		}
 		t := todo{p: Placed{Path: f.Path, Soname: f.Soname, Component: f.Component, Dist: f.Dist}, f: f}
-		l, err := t.p.plan(f, copy)
+		l, err := t.p.plan(f, copy, c.rec.Root)
 		if err != nil {
 			return nil, err
 		}
@@ -196,9 +223,9 @@ func (c *Change) inTheWay(path string) error {
 	return nil
 }
 
-// plan fills in how p will be placed from f, and returns the journal line
-// that announces it.
-func (p *Placed) plan(f File, copy bool) (journalLine, error) {
+// plan fills in how p will be placed from f, for the system under root
+// ("" for this host), and returns the journal line that announces it.
+func (p *Placed) plan(f File, copy bool, root string) (journalLine, error) {
 	l := journalLine{Path: f.Path, Soname: f.Soname, Component: f.Component, Dist: f.Dist}
 	switch {
 	case f.From == "":
@@ -220,17 +247,28 @@ func (p *Placed) plan(f File, copy bool) (journalLine, error) {
 		l.Op, l.Src, l.Temp = opCopy, f.From, tempName(f.Path)
 	default:
 		p.Kind = PlacedLink
-		// A relative link survives moving the prefix and the tree
-		// together (an image prepared under --root).
-		link, err := filepath.Rel(filepath.Dir(f.Path), f.From)
-		if err != nil || strings.Count(link, "..") > 12 {
-			link = f.From
-		}
-		p.Link = link
-		l.Op, l.Link = opLink, link
+		p.Link = linkText(f.Path, f.From, root)
+		l.Op, l.Link = opLink, p.Link
 	}
 	l.SHA256, l.Size = p.SHA256, p.Size
 	return l, nil
+}
+
+// linkText is what a link at path to from says: relative, so that the
+// prefix and the tree can move together (an image prepared under --root);
+// when that climbs too far, absolute, as the system under root sees from
+// when both lie in it.
+func linkText(path, from, root string) string {
+	link, err := filepath.Rel(filepath.Dir(physical(path)), physical(from))
+	if err == nil && strings.Count(link, "..") <= 12 {
+		return link
+	}
+	if _, in := guestPath(root, path); in {
+		if g, ok := guestPath(root, from); ok {
+			return g
+		}
+	}
+	return from
 }
 
 // place makes the file p was planned as.
@@ -316,18 +354,61 @@ func (c *Change) Supply(sup declared.Supply) {
 	c.rec.Supplied = append(c.rec.Supplied, sup)
 }
 
-// AddScriptDir puts a library directory of the store entry key on the
-// activation script's LD_LIBRARY_PATH for the target (written at Commit).
-func (c *Change) AddScriptDir(key fetch.Key, dir string) {
-	c.rec.ScriptDirs = uniq.Append(c.rec.ScriptDirs, dir)
+// AddScriptDir makes the loader search a library directory of the store
+// entry key (a directory of this machine) for the target, and returns how,
+// in words ("LD_LIBRARY_PATH (PREFIX/env.sh)"): for a target under a
+// root whose own ldconfig runs here, through the root's /etc/ld.so.conf.d
+// and ld.so.cache; otherwise through the activation script. Both are
+// written at Commit.
+func (c *Change) AddScriptDir(key fetch.Key, dir string) string {
 	c.rec.Installed = appendKeys(c.rec.Installed, key)
+	return c.addDir(dir)
 }
 
-// AddSystemScriptDir puts a library directory the system itself provides
-// (JetPack's CUDA on a Jetson) on the activation script's LD_LIBRARY_PATH
-// for the target: no store entry is used, and undo leaves the directory.
-func (c *Change) AddSystemScriptDir(dir string) {
+// AddSystemScriptDir makes the loader search a library directory the
+// system itself provides (JetPack's CUDA on a Jetson), named as that
+// system sees it, for the target, as AddScriptDir does: no store entry is
+// used, and undo leaves the directory.
+func (c *Change) AddSystemScriptDir(dir string) string {
+	if c.rec.Root != "" && path.IsAbs(dir) {
+		dir = filepath.Join(c.rec.Root, filepath.FromSlash(dir))
+	}
+	return c.addDir(dir)
+}
+
+func (c *Change) addDir(dir string) string {
+	if c.rec.Root != "" {
+		_, in := guestPath(c.rec.Root, dir)
+		if !in && c.conf == nil {
+			c.conf = &confProbe{refused: cmp.Or(c.p.Unseen(), dir+" lies outside the root "+c.rec.Root)}
+		}
+		if in && c.confUsable() == "" {
+			c.rec.ConfDirs = uniq.Append(c.rec.ConfDirs, dir)
+			return confFile(c.rec.Root) + " (the root's ld.so.cache)"
+		}
+	}
 	c.rec.ScriptDirs = uniq.Append(c.rec.ScriptDirs, dir)
+	return "LD_LIBRARY_PATH (" + c.p.EnvScript() + ")"
+}
+
+// ConfRefused says why directories of a target under a root went to the
+// activation script rather than the root's /etc/ld.so.conf.d (its
+// ldconfig cannot run here, say); "" when they did not, or there is no
+// root.
+func (c *Change) ConfRefused() string {
+	if c.rec.Root == "" || c.conf == nil || len(c.rec.ScriptDirs) == 0 {
+		return ""
+	}
+	return c.conf.refused
+}
+
+// confUsable says why the root's ld.so.conf.d cannot serve; "" when it
+// can.
+func (c *Change) confUsable() string {
+	if c.conf == nil {
+		c.conf = probeConf(c.ctx, c.p, c.rec.Root)
+	}
+	return c.conf.refused
 }
 
 // Share makes the target a co-owner of what other targets' records placed
@@ -355,6 +436,11 @@ func (c *Change) Share(paths []string) error {
 				c.rec.Installed = appendKeys(c.rec.Installed, c.p.keysFor(o, d)...)
 				changed = true
 			}
+			if slices.Contains(o.ConfDirs, d) && !slices.Contains(c.rec.ConfDirs, d) {
+				c.rec.ConfDirs = append(c.rec.ConfDirs, d)
+				c.rec.Installed = appendKeys(c.rec.Installed, c.p.keysFor(o, d)...)
+				changed = true
+			}
 		}
 	}
 	if !changed {
@@ -379,7 +465,7 @@ func (c *Change) shareFrom(o *Record, pl Placed) {
 			c.rec.Placed = append(c.rec.Placed, x)
 		}
 		shared = append(shared, x.Path)
-		c.rec.Installed = appendKeys(c.rec.Installed, c.p.keysFor(o, x.linkTarget())...)
+		c.rec.Installed = appendKeys(c.rec.Installed, c.p.keysFor(o, x.linkTarget(o.Root))...)
 	}
 	for _, d := range o.Created {
 		if slices.ContainsFunc(shared, func(p string) bool { return inside(p, d) }) {
@@ -402,8 +488,10 @@ func (p *Prefix) keysFor(r *Record, path string) []fetch.Key {
 	return out
 }
 
-// Commit saves the record and the activation script, then removes the
-// round's journal: everything the round did is now recorded.
+// Commit saves the record, the activation script and the root's
+// ld.so.conf.d entry (its ld.so.cache rebuilt when the entry changed),
+// then removes the round's journal: everything the round did is now
+// recorded.
 func (c *Change) Commit() error {
 	if c.j != nil {
 		if err := c.j.write(journalLine{Op: opSave}); err != nil {
@@ -415,6 +503,9 @@ func (c *Change) Commit() error {
 		return err
 	}
 	if err := c.p.writeEnvScript(); err != nil {
+		return err
+	}
+	if err := c.p.writeLdConfs(c.ctx, c.rec.Root); err != nil {
 		return err
 	}
 	if c.j != nil {

@@ -250,7 +250,8 @@ func (p *Prefix) Recover(ctx context.Context) ([]Recovered, error) {
 			return out, err
 		}
 	}
-	return out, nil
+	// A rebuild of a root's ld.so.cache a killed run left unfinished.
+	return out, p.writeLdConfs(ctx)
 }
 
 // openDead opens and locks a journal whose process is gone; nil when it
@@ -352,7 +353,7 @@ func (p *Prefix) adopt(rec *Record, lines []journalLine) []string {
 			if l.Temp != "" {
 				os.Remove(l.Temp)
 			}
-			pl, done := finishPlacement(l)
+			pl, done := finishPlacement(l, rec.Root)
 			if done {
 				finished = append(finished, pl.Path)
 			}
@@ -368,7 +369,7 @@ func (p *Prefix) adopt(rec *Record, lines []journalLine) []string {
 // place, when nothing took its path since and what it needs is there (the
 // directory, and the store file for a link or a copy). It returns the
 // placement as recorded, and whether it placed it now.
-func finishPlacement(l journalLine) (Placed, bool) {
+func finishPlacement(l journalLine, root string) (Placed, bool) {
 	pl := Placed{Path: l.Path, Link: l.Link, Size: l.Size, SHA256: l.SHA256, Soname: l.Soname, Component: l.Component, Dist: l.Dist}
 	switch l.Op {
 	case opLink:
@@ -388,7 +389,7 @@ func finishPlacement(l journalLine) (Placed, bool) {
 	var err error
 	switch pl.Kind {
 	case PlacedLink:
-		if _, err := os.Stat(pl.linkTarget()); err != nil {
+		if _, err := os.Stat(pl.linkTarget(root)); err != nil {
 			return pl, false
 		}
 		err = os.Symlink(l.Link, l.Path)

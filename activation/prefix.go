@@ -23,12 +23,26 @@ import (
 //	PREFIX/env.sh                      the activation script (LD_LIBRARY_PATH)
 //	PREFIX/probes/probe-NAME.py        the probes the import check runs
 //
+// A prefix may serve another system's tree (--root): what it writes for
+// that system names paths as the system sees them, and library
+// directories are activated through the system's own
+// /etc/ld.so.conf.d and ld.so.cache (see ldconf.go).
+//
 // Nothing is created until something is written: a prefix that does not
 // exist yet reads as empty.
 type Prefix struct {
 	dir   string
 	store *fetch.Store
+	// root is the system the prefix serves, absolute and with its links
+	// resolved; "" for this host.
+	root string
 }
+
+// RootPrefix is where the prefix of a system under a root lies by default,
+// as that system sees it: inside the tree, so that the system (a chroot, a
+// container image built from the tree) sees the store its activation
+// names.
+const RootPrefix = "/opt/cudadeps"
 
 // DefaultDir is $XDG_DATA_HOME/cudadeps, i.e. ~/.local/share/cudadeps.
 func DefaultDir() (string, error) {
@@ -42,10 +56,39 @@ func DefaultDir() (string, error) {
 	return filepath.Join(home, ".local", "share", "cudadeps"), nil
 }
 
-// Open opens the prefix dir; "" means DefaultDir().
-func Open(dir string) (*Prefix, error) {
+// DefaultDirIn is the default prefix of the system under root:
+// DefaultDir() for this host (root "" or "/"), ROOT/opt/cudadeps
+// (RootPrefix) for another.
+func DefaultDirIn(root string) (string, error) {
+	if root == "" || root == "/" {
+		return DefaultDir()
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", fmt.Errorf("root %s: %w", root, err)
+	}
+	return filepath.Join(abs, filepath.FromSlash(RootPrefix)), nil
+}
+
+// Open opens the prefix dir for this host; "" means DefaultDir().
+func Open(dir string) (*Prefix, error) { return OpenIn(dir, "") }
+
+// OpenIn opens the prefix dir for the system whose "/" is root ("" or "/"
+// for this host). dir "" means DefaultDir() for this host, and ROOT/opt/cudadeps
+// (RootPrefix) for a root.
+func OpenIn(dir, root string) (*Prefix, error) {
+	if root == "/" {
+		root = ""
+	}
+	if root != "" {
+		r, err := physicalDir(root)
+		if err != nil {
+			return nil, fmt.Errorf("root %s: %w", root, err)
+		}
+		root = r
+	}
 	if dir == "" {
-		d, err := DefaultDir()
+		d, err := DefaultDirIn(root)
 		if err != nil {
 			return nil, err
 		}
@@ -55,16 +98,35 @@ func Open(dir string) (*Prefix, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prefix %s: %w", dir, err)
 	}
+	if root != "" {
+		abs = physical(abs)
+	}
 	// The store lives in the prefix itself (PREFIX/pkgs).
 	store, err := fetch.OpenStore(abs)
 	if err != nil {
 		return nil, err
 	}
-	return &Prefix{dir: abs, store: store}, nil
+	return &Prefix{dir: abs, store: store, root: root}, nil
 }
 
 // Dir is the prefix's directory, absolute.
 func (p *Prefix) Dir() string { return p.dir }
+
+// Root is the system the prefix serves, as a directory of this machine;
+// "" for this host.
+func (p *Prefix) Root() string { return p.root }
+
+// Unseen says, for a prefix that serves a root but lies outside it, that
+// the root's system cannot see the store: links placed in the tree would
+// point out of it, and its loader would not find the directories named
+// for it. "" when the root sees the prefix (or there is no root).
+func (p *Prefix) Unseen() string {
+	if p.root == "" || inside(p.dir, p.root) {
+		return ""
+	}
+	return fmt.Sprintf("the prefix %s lies outside the root %s: the system there (a chroot, an image built from it) cannot see the libraries placed from it; drop --prefix to use %s inside the root",
+		p.dir, p.root, filepath.Join(p.root, filepath.FromSlash(RootPrefix)))
+}
 
 // Store is the prefix's store of installed archives.
 func (p *Prefix) Store() *fetch.Store { return p.store }
@@ -72,6 +134,19 @@ func (p *Prefix) Store() *fetch.Store { return p.store }
 // EnvScript is the activation script: it sets LD_LIBRARY_PATH for the
 // objects that search no directory the user may write.
 func (p *Prefix) EnvScript() string { return filepath.Join(p.dir, "env.sh") }
+
+// EnvScriptInRoot is the activation script as the root's system names
+// it; "" without a root, or when the prefix lies outside the root.
+func (p *Prefix) EnvScriptInRoot() string {
+	if p.root == "" {
+		return ""
+	}
+	g, ok := guestPath(p.root, p.EnvScript())
+	if !ok {
+		return ""
+	}
+	return g
+}
 
 // ProbesDir is where the probes are written.
 func (p *Prefix) ProbesDir() string { return filepath.Join(p.dir, "probes") }

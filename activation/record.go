@@ -41,9 +41,18 @@ type Record struct {
 	Placed []Placed `json:"placed"`
 	// Created are the directories created for them, parents first.
 	Created []string `json:"created_dirs"`
+	// Root is the system the target belongs to (--root), as a directory of
+	// this machine; "" for this host. What is written for the target names
+	// paths as that system sees them.
+	Root string `json:"root,omitempty"`
 	// ScriptDirs are store library directories the activation script adds to
 	// LD_LIBRARY_PATH for this target.
 	ScriptDirs []string `json:"env"`
+	// ConfDirs are library directories listed, for a target under a root,
+	// in the root's /etc/ld.so.conf.d entry, which its own ldconfig writes
+	// into its ld.so.cache (see ldconf.go): every program of that system
+	// finds them without LD_LIBRARY_PATH.
+	ConfDirs []string `json:"ld_so_conf,omitempty"`
 	// Installed are the store entries this target's links, copies and
 	// activation script lines come from: installed for it or shared with
 	// other targets (an entry is removed once no record names it).
@@ -89,13 +98,17 @@ type Placed struct {
 	Dist string `json:"distribution,omitempty"`
 }
 
-// linkTarget is where a placed link points, as an absolute path; "" for
-// any other kind.
-func (p Placed) linkTarget() string {
+// linkTarget is where a placed link points, as an absolute path of this
+// machine; "" for any other kind. An absolute link placed under a root
+// names a path of that system: it lies under root here.
+func (p Placed) linkTarget(root string) string {
 	if p.Kind != PlacedLink || p.Link == "" {
 		return ""
 	}
 	if filepath.IsAbs(p.Link) {
+		if _, in := guestPath(root, p.Path); root != "" && in {
+			return filepath.Join(root, p.Link)
+		}
 		return filepath.Clean(p.Link)
 	}
 	return filepath.Join(filepath.Dir(p.Path), p.Link)
@@ -139,8 +152,28 @@ func (p *Placed) identify() error {
 	return nil
 }
 
+// EnvDirs are the record's activation script directories as its system
+// names them (the root's paths under --root).
+func (r *Record) EnvDirs() []string {
+	out := make([]string, 0, len(r.ScriptDirs))
+	for _, d := range r.ScriptDirs {
+		out = append(out, seenAs(r.Root, d))
+	}
+	return out
+}
+
+// LdConfDirs are the record's ld.so.conf.d directories as the root sees
+// them.
+func (r *Record) LdConfDirs() []string {
+	out := make([]string, 0, len(r.ConfDirs))
+	for _, d := range r.ConfDirs {
+		out = append(out, seenAs(r.Root, d))
+	}
+	return out
+}
+
 func (r *Record) empty() bool {
-	return len(r.Placed) == 0 && len(r.Created) == 0 && len(r.ScriptDirs) == 0 && len(r.Installed) == 0
+	return len(r.Placed) == 0 && len(r.Created) == 0 && len(r.ScriptDirs) == 0 && len(r.ConfDirs) == 0 && len(r.Installed) == 0
 }
 
 func (r *Record) owns(p string) bool {
@@ -171,8 +204,9 @@ func (r *Record) setPlaced(p Placed) {
 }
 
 // uses reports whether the record names the store entry k (in dir): as
-// installed for or shared with its target, or by a placed link or an
-// activation script directory pointing into it. This is the one rule of
+// installed for or shared with its target, or by a placed link, an
+// activation script directory or an ld.so.conf.d directory pointing into
+// it. This is the one rule of
 // an entry in use: store remove refuses such an entry and undo keeps it.
 func (r *Record) uses(k fetch.Key, dir string) bool {
 	if slices.Contains(r.Installed, k) {
@@ -181,13 +215,13 @@ func (r *Record) uses(k fetch.Key, dir string) bool {
 	if dir == "" {
 		return false
 	}
-	for _, d := range r.ScriptDirs {
+	for _, d := range append(slices.Clone(r.ScriptDirs), r.ConfDirs...) {
 		if inside(d, dir) {
 			return true
 		}
 	}
 	for _, p := range r.Placed {
-		if t := p.linkTarget(); t != "" && inside(t, dir) {
+		if t := p.linkTarget(r.Root); t != "" && inside(t, dir) {
 			return true
 		}
 	}

@@ -94,6 +94,9 @@ func (p *Prefix) Undo(ctx context.Context, targets []string, recovered []Recover
 	if err := p.writeEnvScript(); err != nil {
 		return out, err
 	}
+	if err := p.writeLdConfs(ctx); err != nil {
+		return out, err
+	}
 	if err := p.removeProbesIfUnused(); err != nil {
 		return out, err
 	}
@@ -149,8 +152,11 @@ func (p *Prefix) undoOne(ctx context.Context, r *Record, others []*Record, j *jo
 	if err := p.save(&Record{Target: r.Target}); err != nil {
 		return rep, err
 	}
-	// Its env.sh lines go with it.
+	// Its env.sh lines and ld.so.conf.d directories go with it.
 	if err := p.writeEnvScript(); err != nil {
+		return rep, err
+	}
+	if err := p.writeLdConfs(ctx, r.Root); err != nil {
 		return rep, err
 	}
 	err := j.finish()

@@ -166,7 +166,7 @@ func analyze(ctx context.Context, opts Options) (*Result, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	prefix, err := activation.Open(opts.Prefix)
+	prefix, err := activation.OpenIn(opts.Prefix, opts.Loader.Root)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -54,7 +54,7 @@ func TestResolveArm64Sysroot(t *testing.T) {
 	empty := ""
 	out, err := Resolve(ctx, target, Options{
 		Loader:  ldso.Options{Root: sr.Root, LDLibraryPath: &empty, PreloadSet: true},
-		Catalog: cat, Prefix: openPrefix(t, prefix), Client: client, Verify: true,
+		Catalog: cat, Prefix: openPrefixIn(t, prefix, sr.Root), Client: client, Verify: true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -153,7 +153,14 @@ func newFixture(t *testing.T, runtimeLib bool) *fixture {
 // openPrefix opens a prefix for a test.
 func openPrefix(t *testing.T, dir string) *activation.Prefix {
 	t.Helper()
-	p, err := activation.Open(dir)
+	return openPrefixIn(t, dir, "")
+}
+
+// openPrefixIn opens the prefix dir for the system under root ("" for the
+// one inside root, ROOT/opt/cudadeps).
+func openPrefixIn(t *testing.T, dir, root string) *activation.Prefix {
+	t.Helper()
+	p, err := activation.OpenIn(dir, root)
 	if err != nil {
 		t.Fatal(err)
 	}

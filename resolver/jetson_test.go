@@ -37,18 +37,19 @@ func arm64(s elfwrite.Spec) elfwrite.Spec { s.Machine = elf.EM_AARCH64; return s
 
 // jetPackCUDA lays out JetPack 6's CUDA 12.6 under root as JetPack does:
 // /usr/local/cuda an absolute link to cuda-12.6, lib64 a link to
-// targets/aarch64-linux/lib, which holds libcudart and libcublas.
+// targets/aarch64-linux/lib, which holds libcudart and libcublas (each
+// defining, in its soname's version, what torchForJetson calls).
 func jetPackCUDA(t *testing.T, root string) {
 	t.Helper()
 	lib := filepath.Join(root, "usr/local/cuda-12.6/targets/aarch64-linux/lib")
 	if err := os.MkdirAll(lib, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for file, spec := range map[string]elfwrite.Spec{
-		"libcudart.so.12.6.68":  {Soname: "libcudart.so.12", Needed: []string{"libc.so.6"}},
-		"libcublas.so.12.6.4.1": {Soname: "libcublas.so.12", Needed: []string{"libc.so.6"}},
+	for file, data := range map[string][]byte{
+		"libcudart.so.12.6.68":  cudaLib(t, "libcudart.so.12", "cudaMalloc"),
+		"libcublas.so.12.6.4.1": cudaLib(t, "libcublas.so.12", "cublasCreate_v2"),
 	} {
-		if err := elfwrite.Write(filepath.Join(lib, file), arm64(spec)); err != nil {
+		if err := os.WriteFile(filepath.Join(lib, file), data, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -66,20 +67,22 @@ func jetPackCUDA(t *testing.T, root string) {
 
 // torchForJetson is what NVIDIA's torch wheels for Jetson are: they
 // declare no nvidia-* wheel, link JetPack's CUDA 12 and need cuSPARSELt and
-// cuDSS, which JetPack lacks. With bundled, the CUDA runtime and cuBLAS lie
-// beside it (as in a wheel that carries them).
+// cuDSS, which JetPack lacks; the library references what it calls of
+// each, so that the loader binds them. With bundled, the CUDA runtime and
+// cuBLAS lie beside it (as in a wheel that carries them).
 func torchForJetson(t *testing.T, site string, bundled bool) {
 	t.Helper()
 	files := map[string][]byte{
 		"torch/__init__.py": []byte("\n"),
-		"torch/lib/libtorch_cuda.so": elfBytes(t, arm64(elfwrite.Spec{Soname: "libtorch_cuda.so",
-			Needed: []string{"libcudart.so.12", "libcublas.so.12", "libcusparseLt.so.0", "libcudss.so.0", "libc.so.6"},
-			RPath:  elfwrite.Str("$ORIGIN:$ORIGIN/../../nvidia/cusparselt/lib:$ORIGIN/../../nvidia/cudss/lib")})),
+		"torch/lib/libtorch_cuda.so": linkedArm(t, elfwrite.Linked{Soname: "libtorch_cuda.so",
+			Needed:       []string{"libcudart.so.12", "libcublas.so.12", "libcusparseLt.so.0", "libcudss.so.0", "libc.so.6"},
+			RPath:        elfwrite.Str("$ORIGIN:$ORIGIN/../../nvidia/cusparselt/lib:$ORIGIN/../../nvidia/cudss/lib"),
+			VersionNeeds: []elfwrite.VersionNeed{{File: "libcudart.so.12", Versions: []string{"libcudart.so.12"}}, {File: "libcublas.so.12", Versions: []string{"libcublas.so.12"}}},
+			Refs:         slices.Concat(refs("", "cusparseLtInit", "cudssCreate"), refs("libcudart.so.12", "cudaMalloc"), refs("libcublas.so.12", "cublasCreate_v2"))}),
 	}
 	if bundled {
-		for _, n := range []string{"libcudart.so.12", "libcublas.so.12"} {
-			files["torch/lib/"+n] = elfBytes(t, arm64(elfwrite.Spec{Soname: n, Needed: []string{"libc.so.6"}}))
-		}
+		files["torch/lib/libcudart.so.12"] = cudaLib(t, "libcudart.so.12", "cudaMalloc")
+		files["torch/lib/libcublas.so.12"] = cudaLib(t, "libcublas.so.12", "cublasCreate_v2")
 	}
 	writeDist(t, site, "torch", "2.5.0a0+872d972e41.nv24.08", nil, files, map[string]fs.FileMode{"torch/lib/libtorch_cuda.so": 0o755})
 }
@@ -87,17 +90,18 @@ func torchForJetson(t *testing.T, site string, bundled bool) {
 // l4tArchives are NVIDIA's linux-aarch64 (L4T) CUDA 12 archives of what a
 // Jetson's torch needs, their linux-sbsa twins, and libcublas, which
 // JetPack already has.
-func l4tArchives() []mirrortest.Archive {
-	lib := func(soname string) map[string]elfwrite.Spec {
-		return map[string]elfwrite.Spec{soname: {Soname: soname, Needed: []string{"libc.so.6"}}}
+func l4tArchives(t *testing.T) []mirrortest.Archive {
+	lib := func(soname string, data []byte) map[string][]byte { return map[string][]byte{soname: data} }
+	plain := func(soname, symbol string) []byte {
+		return linkedArm(t, elfwrite.Linked{Soname: soname, Needed: []string{"libc.so.6"}, Defs: defs("", symbol)})
 	}
 	var out []mirrortest.Archive
 	for _, p := range []string{platform.LinuxAarch64, platform.LinuxSBSA} {
 		out = append(out,
-			mirrortest.Archive{Component: "libcudss", Product: "cudss", Version: "0.8.0.10", Platform: p, Variant: "cuda12", Machine: elf.EM_AARCH64, Libs: lib("libcudss.so.0")},
-			mirrortest.Archive{Component: "libcusparse_lt", Product: "cusparselt", Version: "0.8.1.1", Platform: p, Variant: "cuda12", Machine: elf.EM_AARCH64, Libs: lib("libcusparseLt.so.0")},
-			mirrortest.Archive{Component: "libcublas", Product: "cuda", Version: "12.6.4.1", Platform: p, Machine: elf.EM_AARCH64, Libs: lib("libcublas.so.12")},
-			mirrortest.Archive{Component: "cuda_cudart", Product: "cuda", Version: "12.6.77", Platform: p, Machine: elf.EM_AARCH64, Libs: lib("libcudart.so.12")})
+			mirrortest.Archive{Component: "libcudss", Product: "cudss", Version: "0.8.0.10", Platform: p, Variant: "cuda12", Machine: elf.EM_AARCH64, Raw: lib("libcudss.so.0", plain("libcudss.so.0", "cudssCreate"))},
+			mirrortest.Archive{Component: "libcusparse_lt", Product: "cusparselt", Version: "0.8.1.1", Platform: p, Variant: "cuda12", Machine: elf.EM_AARCH64, Raw: lib("libcusparseLt.so.0", plain("libcusparseLt.so.0", "cusparseLtInit"))},
+			mirrortest.Archive{Component: "libcublas", Product: "cuda", Version: "12.6.4.1", Platform: p, Machine: elf.EM_AARCH64, Raw: lib("libcublas.so.12", cudaLib(t, "libcublas.so.12", "cublasCreate_v2"))},
+			mirrortest.Archive{Component: "cuda_cudart", Product: "cuda", Version: "12.6.77", Platform: p, Machine: elf.EM_AARCH64, Raw: lib("libcudart.so.12", cudaLib(t, "libcudart.so.12", "cudaMalloc"))})
 	}
 	return out
 }
@@ -113,7 +117,7 @@ func newJetson(t *testing.T, host string) *jetsonFixture {
 	t.Helper()
 	sr := lddtest.ArmSysroot(t)
 	hostEvidence(t, sr.Root, host)
-	f := &jetsonFixture{sr: sr, site: filepath.Join(sr.Root, "opt/venv/lib/python3.10/site-packages"), prefix: openPrefix(t, filepath.Join(sr.Root, "opt/cudadeps"))}
+	f := &jetsonFixture{sr: sr, site: filepath.Join(sr.Root, "opt/venv/lib/python3.10/site-packages"), prefix: openPrefixIn(t, "", sr.Root)}
 	var err error
 	if f.client, err = fetch.NewClient(fetch.Options{CacheDir: t.TempDir()}); err != nil {
 		t.Fatal(err)
@@ -142,63 +146,88 @@ func (f *jetsonFixture) resolve(t *testing.T, project string, cat *catalog.Catal
 }
 
 // TestJetsonOrin resolves a Jetson torch on an Orin (L4T R36.4.7 and the
-// tegra234 device tree, as on the real board): what JetPack's CUDA has
-// (libcudart, libcublas) is taken from /usr/local/cuda, not downloaded;
-// cuSPARSELt and cuDSS come from NVIDIA's linux-aarch64 archives, never
-// the linux-sbsa ones; and the arm64 ld.so then finds everything with the
-// activation script's LD_LIBRARY_PATH.
+// tegra234 device tree, as on the real board), under --root: what
+// JetPack's CUDA has (libcudart, libcublas) is taken from /usr/local/cuda,
+// not downloaded; cuSPARSELt and cuDSS, which torch does not declare, come
+// from NVIDIA's linux-aarch64 archives, never the linux-sbsa ones. With
+// the root's own ldconfig, JetPack's directory goes into the root's
+// ld.so.conf.d and cache, and the arm64 ld.so in a chroot finds and binds
+// everything with no environment; without it, into the activation script,
+// named as the root sees it. Undo leaves the tree as it was.
 func TestJetsonOrin(t *testing.T) {
-	f := newJetson(t, "jetson-orin-nano")
-	jetPackCUDA(t, f.sr.Root)
-	torchForJetson(t, f.site, false)
-	m, cat := serveCatalog(t, l4tArchives())
-	out := f.resolve(t, "torch", cat, nil)
-	if !out.OK || out.Host == nil || out.Host.Kind != platform.KindJetsonOrin || out.Platform != platform.LinuxAarch64 || out.CUDAMajor != 12 {
-		t.Fatalf("resolve: ok=%v host=%+v platform=%s cuda=%d stopped=%q unresolved=%+v", out.OK, out.Host, out.Platform, out.CUDAMajor, out.Stopped, out.Unresolved)
-	}
-	plan := out.Rounds[0].Plan
-	var jp []string
-	for _, j := range plan.JetPack {
-		jp = append(jp, j.String())
-	}
-	want := []string{
-		"libcublas.so.12: taken from JetPack 6 (L4T R36.4.7), /usr/local/cuda/lib64/libcublas.so.12",
-		"libcudart.so.12: taken from JetPack 6 (L4T R36.4.7), /usr/local/cuda/lib64/libcudart.so.12",
-	}
-	if !slices.Equal(jp, want) {
-		t.Errorf("JetPack's libraries: %q, want %q", jp, want)
-	}
-	var steps []string
-	for _, s := range plan.Steps {
-		steps = append(steps, s.Component+" "+s.Platform)
-	}
-	slices.Sort(steps)
-	if !slices.Equal(steps, []string{"libcudss linux-aarch64", "libcusparse_lt linux-aarch64"}) {
-		t.Errorf("downloads %v, want cuDSS and cuSPARSELt for linux-aarch64 only", steps)
-	}
-	for p, n := range m.Requests() {
-		if strings.Contains(p, "linux-sbsa") || strings.Contains(p, "libcublas") || strings.Contains(p, "cuda_cudart") {
-			t.Errorf("fetched %s (%d times)", p, n)
+	for _, ldconfig := range []bool{true, false} {
+		name := "the root's ldconfig"
+		if !ldconfig {
+			name = "no ldconfig in the root"
 		}
-	}
-	envDirs, err := f.prefix.EnvDirs()
-	if err != nil || !slices.Contains(envDirs, "/usr/local/cuda/lib64") {
-		t.Fatalf("activation script directories %v, %v; want JetPack's /usr/local/cuda/lib64", envDirs, err)
-	}
-	// The oracle: the arm64 ld.so, in the tree, with what env.sh sets.
-	guest := strings.TrimPrefix(filepath.Join(f.site, "torch/lib/libtorch_cuda.so"), f.sr.Root)
-	var guestDirs []string
-	for _, d := range envDirs {
-		guestDirs = append(guestDirs, strings.TrimPrefix(d, f.sr.Root))
-	}
-	res, err := f.sr.List(context.Background(), guest, []string{"LD_LIBRARY_PATH=" + strings.Join(guestDirs, ":")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range res.Lines {
-		if l.NotFound {
-			t.Errorf("after resolve, the arm64 ld.so does not find %s:\n%s", l.Name, res.Raw)
-		}
+		t.Run(name, func(t *testing.T) {
+			f := newJetson(t, "jetson-orin-nano")
+			if ldconfig {
+				f.sr.InstallLdconfig(t)
+			}
+			jetPackCUDA(t, f.sr.Root)
+			torchForJetson(t, f.site, false)
+			before := treeState(t, f.sr.Root, f.prefix.Dir())
+			m, cat := serveCatalog(t, l4tArchives(t))
+			out := f.resolve(t, "torch", cat, nil)
+			if !out.OK || out.Host == nil || out.Host.Kind != platform.KindJetsonOrin || out.Platform != platform.LinuxAarch64 || out.CUDAMajor != 12 {
+				t.Fatalf("resolve: ok=%v host=%+v platform=%s cuda=%d stopped=%q unresolved=%+v", out.OK, out.Host, out.Platform, out.CUDAMajor, out.Stopped, out.Unresolved)
+			}
+			plan := out.Rounds[0].Plan
+			var jp []string
+			for _, j := range plan.JetPack {
+				jp = append(jp, j.String())
+			}
+			want := []string{
+				"libcublas.so.12: taken from JetPack 6 (L4T R36.4.7), /usr/local/cuda/lib64/libcublas.so.12",
+				"libcudart.so.12: taken from JetPack 6 (L4T R36.4.7), /usr/local/cuda/lib64/libcudart.so.12",
+			}
+			if !slices.Equal(jp, want) {
+				t.Errorf("JetPack's libraries: %q, want %q", jp, want)
+			}
+			var steps, undeclared []string
+			for _, s := range plan.Steps {
+				steps = append(steps, s.Component+" "+s.Platform)
+			}
+			for _, u := range plan.Undeclared {
+				undeclared = append(undeclared, u.Soname)
+			}
+			slices.Sort(steps)
+			slices.Sort(undeclared)
+			if !slices.Equal(steps, []string{"libcudss linux-aarch64", "libcusparse_lt linux-aarch64"}) {
+				t.Errorf("downloads %v, want cuDSS and cuSPARSELt for linux-aarch64 only", steps)
+			}
+			if !slices.Equal(undeclared, []string{"libcudss.so.0", "libcusparseLt.so.0"}) {
+				t.Errorf("undeclared by torch: %v, want cuDSS and cuSPARSELt", undeclared)
+			}
+			for p, n := range m.Requests() {
+				if strings.Contains(p, "linux-sbsa") || strings.Contains(p, "libcublas") || strings.Contains(p, "cuda_cudart") {
+					t.Errorf("fetched %s (%d times)", p, n)
+				}
+			}
+			var env []string
+			envDirs, err := f.prefix.EnvDirs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ldconfig {
+				if !slices.Contains(out.Activation.LdConfDirs, "/usr/local/cuda/lib64") || len(envDirs) > 0 {
+					t.Fatalf("activation %+v, script directories %v; want JetPack's /usr/local/cuda/lib64 in the root's ld.so.conf.d", out.Activation, envDirs)
+				}
+			} else {
+				if !slices.Equal(envDirs, []string{"/usr/local/cuda/lib64"}) || len(out.Activation.Notes) == 0 {
+					t.Fatalf("script directories %v (notes %q); want JetPack's /usr/local/cuda/lib64, as the root names it, and why", envDirs, out.Activation.Notes)
+				}
+				env = []string{"LD_LIBRARY_PATH=" + strings.Join(envDirs, ":")}
+			}
+			judgeInTree(t, f.sr, []string{strings.TrimPrefix(filepath.Join(f.site, "torch/lib/libtorch_cuda.so"), f.sr.Root)}, env)
+			if _, err := f.prefix.Undo(context.Background(), []string{"torch"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if after := treeState(t, f.sr.Root, f.prefix.Dir()); !slices.Equal(after, before) {
+				t.Errorf("undo did not restore the tree: first difference %s", firstDiff(before, after))
+			}
+		})
 	}
 }
 
@@ -210,7 +239,7 @@ func TestWrongArmPlatformRefused(t *testing.T) {
 	t.Run("linux-sbsa on an Orin, by --platform", func(t *testing.T) {
 		f := newJetson(t, "jetson-orin-nano")
 		torchForJetson(t, f.site, true)
-		m, cat := serveCatalog(t, l4tArchives())
+		m, cat := serveCatalog(t, l4tArchives(t))
 		out := f.resolve(t, "torch", cat, func(o *Options) { o.Platform = platform.LinuxSBSA })
 		if out.PlatformOverride != "--platform linux-sbsa instead of linux-aarch64 (Jetson Orin (Tegra234))" {
 			t.Errorf("override: %q", out.PlatformOverride)
@@ -221,7 +250,7 @@ func TestWrongArmPlatformRefused(t *testing.T) {
 		f := newJetson(t, "dgx-spark")
 		torchForJetson(t, f.site, true)
 		var mislabelled []mirrortest.Archive
-		for _, a := range l4tArchives() {
+		for _, a := range l4tArchives(t) {
 			if a.Platform == platform.LinuxAarch64 {
 				a.ListedAs = platform.LinuxSBSA
 				mislabelled = append(mislabelled, a)
@@ -277,7 +306,7 @@ func TestJetsonRefusesSBSAWheels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, cat := serveCatalog(t, l4tArchives())
+	_, cat := serveCatalog(t, l4tArchives(t))
 	out := f.resolve(t, "gpupkg", cat, func(o *Options) { o.DryRun, o.Index, o.Source = true, index, SourcePyPI })
 	found := false
 	for _, u := range out.Unresolved {

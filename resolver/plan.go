@@ -34,6 +34,9 @@ type Need struct {
 	// the version it must come at.
 	Owner *OwnedLib   `json:"owner,omitempty"`
 	Pin   catalog.Pin `json:"-"`
+	// Undeclared is set, for a Python target, when no distribution the
+	// package declares owns it (see UndeclaredLib).
+	Undeclared bool `json:"undeclared,omitempty"`
 }
 
 // Request is one object's failed search.
@@ -149,6 +152,9 @@ type Plan struct {
 	// from there (the activation script adds their directory), never
 	// downloaded.
 	JetPack []JetPackLib `json:"jetpack,omitempty"`
+	// Undeclared are the libraries of the steps that no distribution the
+	// package declares owns.
+	Undeclared []UndeclaredLib `json:"undeclared,omitempty"`
 }
 
 // Bytes is the download size of the steps neither in the store nor in the

@@ -197,8 +197,7 @@ func (s *session) useJetPack(p *Plan) {
 		return
 	}
 	for _, j := range p.JetPack {
-		s.change.AddSystemScriptDir(j.Dir)
-		s.handled[j.Soname] = "LD_LIBRARY_PATH (" + s.opts.Prefix.EnvScript() + ")"
+		s.handled[j.Soname] = s.change.AddSystemScriptDir(j.Dir)
 		s.viaEnv[j.Soname] = true
 	}
 }

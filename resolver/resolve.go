@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -111,7 +112,11 @@ type Outcome struct {
 	Checks []string `json:"checks"`
 	// Remaining are the version errors the loader would still stop at.
 	VersionErrors []scan.VersionError `json:"version_errors"`
-	OK            bool                `json:"ok"`
+	// UndefinedSymbols are the references the last scan found unbound
+	// (an import binds every one: RTLD_NOW); a Python target's scan binds
+	// them, a directory's does not.
+	UndefinedSymbols []scan.UndefinedSymbol `json:"undefined_symbols"`
+	OK               bool                   `json:"ok"`
 	// Stopped says why the loop ended.
 	Stopped StopReason `json:"stopped"`
 	// SeeChecks is set when everything loads and Checks still name a
@@ -149,22 +154,38 @@ type Activation struct {
 	// target ("nvidia-cublas 13.1.0.3"): installed whole from wheels, or
 	// supplied from NVIDIA's archives.
 	Distributions []string `json:"distributions,omitempty"`
-	// Script is set when LD_LIBRARY_PATH is needed: source it.
+	// Script is set when LD_LIBRARY_PATH is needed: source it. ScriptDirs
+	// are its directories as the target's system names them.
 	Script     string   `json:"script,omitempty"`
 	ScriptDirs []string `json:"env_dirs,omitempty"`
+	// ScriptInRoot is the script as the root's system names it, under
+	// --root when the prefix lies in the root.
+	ScriptInRoot string `json:"script_in_root,omitempty"`
+	// LdConf is, under --root, the entry written in the root's
+	// /etc/ld.so.conf.d (a path of this machine), and LdConfDirs the
+	// directories it lists, as the root sees them: the root's own ldconfig
+	// wrote them into its ld.so.cache.
+	LdConf     string   `json:"ld_so_conf,omitempty"`
+	LdConfDirs []string `json:"ld_so_conf_dirs,omitempty"`
 	Record     string   `json:"record,omitempty"`
+	// Notes say what activation could not do the way it prefers: a prefix
+	// the root cannot see, a root whose ldconfig cannot run here.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Round is one pass of the loop.
 type Round struct {
-	N         int                 `json:"round"`
-	Missing   []*Need             `json:"missing"`
-	Shadowed  []Shadow            `json:"shadowed"`
-	Plan      *Plan               `json:"plan"`
-	Decisions []Decision          `json:"placements"`
-	Installed []fetch.Key         `json:"installed"`
-	Placed    []activation.Placed `json:"placed"`
-	Verify    *Verification       `json:"verify,omitempty"`
+	N         int         `json:"round"`
+	Missing   []*Need     `json:"missing"`
+	Shadowed  []Shadow    `json:"shadowed"`
+	Plan      *Plan       `json:"plan"`
+	Decisions []Decision  `json:"placements"`
+	Installed []fetch.Key `json:"installed"`
+	// Refused are releases downloaded and not placed: their symbols do not
+	// bind against what the package needs (see checkBinding).
+	Refused []Refusal           `json:"refused,omitempty"`
+	Placed  []activation.Placed `json:"placed"`
+	Verify  *Verification       `json:"verify,omitempty"`
 }
 
 // Resolve runs the loop for a target: each round scans, plans, installs
@@ -238,7 +259,7 @@ func newSession(ctx context.Context, t *Target, opts Options) (*session, error) 
 		return nil, errors.New("resolve needs a catalog")
 	}
 	out := &Outcome{Target: t, DryRun: opts.DryRun, Rounds: []*Round{}, Unresolved: []Unresolved{}, Optional: []OptionalLib{},
-		VersionErrors: []scan.VersionError{}, Shadowed: []Shadow{}, Incomplete: []string{}, Checks: []string{}, Notes: []string{}}
+		VersionErrors: []scan.VersionError{}, UndefinedSymbols: []scan.UndefinedSymbol{}, Shadowed: []Shadow{}, Incomplete: []string{}, Checks: []string{}, Notes: []string{}}
 	if t.Kind == KindWheel && !opts.DryRun {
 		// A wheel is not installed anywhere: there is nowhere to place
 		// libraries for it. Plan only.
@@ -261,6 +282,9 @@ func newSession(ctx context.Context, t *Target, opts Options) (*session, error) 
 	if !opts.DryRun {
 		if opts.Prefix == nil || opts.Client == nil {
 			return nil, errors.New("resolve needs a prefix and a download client")
+		}
+		if want := opts.Prefix.Root(); (root.Dir() == "") != (want == "") || root.Dir() != "" && physical(root.Dir()) != want {
+			return nil, fmt.Errorf("the prefix %s serves %s, not the root %s: open it for that root", opts.Prefix.Dir(), orHost(want), root)
 		}
 		change, err := opts.Prefix.Begin(ctx, t.Key(), t.Name)
 		if err != nil {
@@ -313,6 +337,11 @@ func (s *session) round(n int) (bool, error) {
 	if err != nil {
 		return true, err
 	}
+	if err := s.checkBinding(r, plan, entries); err != nil {
+		_ = s.change.Commit()
+		return true, err
+	}
+	s.out.Unresolved = plan.Unresolved
 	log.Info("place", "decisions", len(r.Decisions))
 	if err := s.place(r, entries); err != nil {
 		return true, err
@@ -507,6 +536,7 @@ func (s *session) plan(needs []*Need) *Plan {
 		}
 	}
 	plan.Steps = steps
+	s.markUndeclared(plan)
 	for _, st := range plan.Steps {
 		if s.opts.Prefix != nil {
 			if _, ok, err := s.opts.Prefix.Store().Lookup(st.Key()); err == nil && ok {
@@ -600,9 +630,9 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 			if err != nil {
 				return err
 			}
-			s.change.AddScriptDir(e.Key, filepath.Join(e.Dir, filepath.FromSlash(libDir)))
+			how := s.change.AddScriptDir(e.Key, filepath.Join(e.Dir, filepath.FromSlash(libDir)))
 			for _, n := range d.Step.Provides {
-				s.handled[n] = "LD_LIBRARY_PATH (" + s.opts.Prefix.EnvScript() + ")"
+				s.handled[n] = how
 				s.viaEnv[n] = true
 			}
 		}
@@ -701,6 +731,16 @@ func (s *session) finish() {
 			}
 		}
 		s.out.Checks = orEmpty(crossChecks(s.last))
+		for _, root := range s.last.Roots {
+			for _, u := range root.UndefinedSymbols {
+				if !slices.Contains(s.out.UndefinedSymbols, u) {
+					s.out.UndefinedSymbols = append(s.out.UndefinedSymbols, u)
+				}
+			}
+		}
+		if len(s.out.UndefinedSymbols) > 0 {
+			s.out.OK = false
+		}
 	}
 	s.out.SeeChecks = s.out.OK && len(s.out.Checks) > 0
 	s.out.fillActivation(s.opts, s.change)
@@ -854,6 +894,11 @@ func runtimeNeeds(names []string, by map[string]string, static []*Need, rep *sca
 }
 
 func (o *Outcome) fillActivation(opts Options, change *activation.Change) {
+	if opts.Prefix != nil && opts.Loader.Root != "" {
+		if why := opts.Prefix.Unseen(); why != "" {
+			o.Activation.Notes = append(o.Activation.Notes, why)
+		}
+	}
 	if change == nil {
 		return
 	}
@@ -876,9 +921,17 @@ func (o *Outcome) fillActivation(opts Options, change *activation.Change) {
 	}
 	if len(rec.ScriptDirs) > 0 {
 		o.Activation.Script = opts.Prefix.EnvScript()
-		o.Activation.ScriptDirs = rec.ScriptDirs
+		o.Activation.ScriptDirs = rec.EnvDirs()
+		o.Activation.ScriptInRoot = opts.Prefix.EnvScriptInRoot()
+		if why := change.ConfRefused(); why != "" && why != opts.Prefix.Unseen() {
+			o.Activation.Notes = append(o.Activation.Notes, "the root's ld.so.conf.d is not used: "+why+"; source "+o.Activation.Script+" in the root's shells instead")
+		}
 	}
-	if len(rec.Placed) > 0 || len(rec.ScriptDirs) > 0 {
+	if len(rec.ConfDirs) > 0 {
+		o.Activation.LdConf = activation.ConfFile(rec.Root)
+		o.Activation.LdConfDirs = rec.LdConfDirs()
+	}
+	if len(rec.Placed) > 0 || len(rec.ScriptDirs) > 0 || len(rec.ConfDirs) > 0 {
 		o.Activation.Record = opts.Prefix.RecordFile(rec.Target)
 	}
 }
@@ -888,4 +941,12 @@ func restoreVerb(m RestoreMode) string {
 		return "supplied from NVIDIA's archive"
 	}
 	return "installed"
+}
+
+// orHost names a root for messages: "this host" for "".
+func orHost(root string) string {
+	if root == "" {
+		return "this host"
+	}
+	return root
 }

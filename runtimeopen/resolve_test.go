@@ -278,3 +278,54 @@ func TestLibcudaOpensPTXJITCompiler(t *testing.T) {
 		}
 	}
 }
+
+// Debian names torch's libraries with the package's version
+// (libtorch_cpu.so.2.6, libtorch_cuda_linalg.so.2.6); the table keys them
+// as the wheels name them (libtorch_cpu.so), and still applies. Torch opens
+// libtorch_cuda_linalg.so by that name, which only a link of that name
+// (Debian's libtorch-cuda-dev) answers: the model finds it exactly when the
+// real dlopen does, and once found, the library's own needs (cuSOLVER)
+// come into the process.
+func TestDebianNamedTorchOpensLinalg(t *testing.T) {
+	cc := gcc(t)
+	for _, devLink := range []bool{false, true} {
+		dir := t.TempDir()
+		lib := filepath.Join(dir, "lib")
+		cuda := filepath.Join(dir, "cuda")
+		build(t, cc, filepath.Join(cuda, "libcusolver.so.11"), "int cusolverDnCreate(void) { return 0; }\n", "-shared", "-fPIC", "-Wl,-soname,libcusolver.so.11")
+		linalg := filepath.Join(lib, "libtorch_cuda_linalg.so.2.6")
+		build(t, cc, linalg, "int cusolverDnCreate(void);\nint linalg(void) { return cusolverDnCreate(); }\n",
+			"-shared", "-fPIC", "-Wl,-soname,libtorch_cuda_linalg.so.2.6", "-L"+cuda, "-l:libcusolver.so.11")
+		if devLink {
+			if err := os.Symlink("libtorch_cuda_linalg.so.2.6", filepath.Join(lib, "libtorch_cuda_linalg.so")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		opener := filepath.Join(lib, "libtorch_cpu.so.2.6")
+		build(t, cc, opener, openerSrc("libtorch_cuda_linalg.so"), "-shared", "-fPIC", "-Wl,-soname,libtorch_cpu.so.2.6", "-ldl")
+		exe := filepath.Join(dir, "prog")
+		build(t, cc, exe, mainSrc, "-ldl")
+		llp := lib + ":" + cuda
+		real := realOpens(t, exe, opener, llp)["libtorch_cuda_linalg.so"]
+		if real != devLink {
+			t.Fatalf("dev link %v: the real dlopen found=%v", devLink, real)
+		}
+		opens := modelOpens(t, exe, opener, llp)
+		got := opensOf(opens, "libtorch_cpu.so.2.6")["libtorch_cuda_linalg.so"]
+		if got == nil {
+			t.Fatalf("dev link %v: the table's libtorch_cpu.so entry did not apply to libtorch_cpu.so.2.6", devLink)
+		}
+		if (got.Found != nil) != real || got.Missing() == real {
+			t.Errorf("dev link %v: model found=%v missing=%v, real dlopen found=%v", devLink, got.Found != nil, got.Missing(), real)
+		}
+		if got.Found != nil {
+			found := false
+			for _, d := range got.Found.Deps {
+				found = found || d.Found() && filepath.Base(d.Path) == "libcusolver.so.11"
+			}
+			if !found {
+				t.Errorf("libtorch_cuda_linalg.so.2.6 opened without its cuSOLVER: %v", got.Found.Deps)
+			}
+		}
+	}
+}

@@ -169,19 +169,44 @@ func Alternatives(open string) []string {
 	return out
 }
 
-// ForSoname returns the entries whose opener answers to one of names.
+// ForSoname returns the entries whose opener answers to one of names. An
+// entry keyed on an unversioned name (libtorch_cpu.so, as a wheel names
+// it) also answers to that name with numeric version parts after ".so":
+// Debian's build of the same library is libtorch_cpu.so.2.6.
 func (t *Table) ForSoname(names ...string) []Entry {
 	var out []Entry
 	seen := map[int]bool{}
-	for _, n := range names {
-		for _, i := range t.bySo[n] {
+	add := func(key string) {
+		for _, i := range t.bySo[key] {
 			if !seen[i] {
 				seen[i] = true
 				out = append(out, t.Entries[i])
 			}
 		}
 	}
+	for _, n := range names {
+		add(n)
+		if stem, ok := unversioned(n); ok {
+			add(stem)
+		}
+	}
 	return out
+}
+
+// unversioned strips the numeric version parts after ".so" from a library
+// name: libtorch_cpu.so.2.6 is libtorch_cpu.so; false when the name has
+// none, or parts that are not numbers.
+func unversioned(name string) (string, bool) {
+	i := strings.LastIndex(name, ".so.")
+	if i < 0 {
+		return "", false
+	}
+	for _, part := range strings.Split(name[i+len(".so."):], ".") {
+		if part == "" || strings.Trim(part, "0123456789") != "" {
+			return "", false
+		}
+	}
+	return name[:i+len(".so")], true
 }
 
 // ForPath returns the entries anchored at a file and the site-packages

@@ -140,3 +140,25 @@ func TestTableMatchesCorpus(t *testing.T) {
 		t.Errorf("only %d entries have their opener in the corpus", checked)
 	}
 }
+
+// An entry keyed on a wheel's unversioned name answers to Debian's
+// versioned one; a versioned key answers to nothing longer, and a name
+// whose version is not numeric to nothing.
+func TestForSonameVersioned(t *testing.T) {
+	tab, err := Parse([]byte(`
+- {opener: libtorch_cpu.so, opens: [libtorch_cuda_linalg.so], source: "a wheel's unversioned soname"}
+- {opener: libnvrtc.so.12, opens: [libnvrtc-builtins.so.12.4], source: "a versioned soname, as NVIDIA names it"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{
+		"libtorch_cpu.so": 1, "libtorch_cpu.so.2.6": 1, "libtorch_cpu.so.2": 1, "libtorch_cpu.so.2.6.0": 1,
+		"libtorch_cpu.so.x": 0, "libtorch_cpu.so.2.": 0, "libtorch_cpu.so2": 0,
+		"libnvrtc.so.12": 1, "libnvrtc.so.12.4.127": 0, "libnvrtc.so": 0,
+	} {
+		if got := len(tab.ForSoname(name)); got != want {
+			t.Errorf("ForSoname(%s): %d entries, want %d", name, got, want)
+		}
+	}
+}

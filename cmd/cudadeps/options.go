@@ -82,7 +82,7 @@ func (o *globalOptions) addCUDAFlag(cmd *cobra.Command, usage string) {
 
 // addStoreFlags registers the flags that locate the install store.
 func (o *globalOptions) addStoreFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.prefix, "prefix", "", "install store `DIR` (default: $XDG_DATA_HOME/cudadeps, i.e. ~/.local/share/cudadeps)")
+	cmd.Flags().StringVar(&o.prefix, "prefix", "", "install store `DIR` (default: $XDG_DATA_HOME/cudadeps, i.e. ~/.local/share/cudadeps; with --root, ROOT/opt/cudadeps)")
 	_ = cmd.MarkFlagDirname("prefix")
 }
 

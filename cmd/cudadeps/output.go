@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 
@@ -149,6 +150,11 @@ func (a *app) commandLine(args ...string) string {
 	words := []string{"cudadeps"}
 	for _, s := range args {
 		words = append(words, shquote.Quote(s))
+	}
+	if a.opts.root != "" {
+		if r, err := filepath.Abs(a.opts.root); err == nil {
+			words = append(words, "--root", shquote.Quote(r))
+		}
 	}
 	if a.opts.prefix != "" {
 		if p, err := a.prefix(); err == nil {

@@ -170,7 +170,7 @@ func (a *app) prefix() (string, error) {
 	if a.opts.prefix != "" {
 		return filepath.Abs(a.opts.prefix)
 	}
-	return activation.DefaultDir()
+	return activation.DefaultDirIn(a.opts.root)
 }
 
 // loadCatalog loads the embedded catalog with the --catalog and --mirror flags applied.
@@ -180,7 +180,7 @@ func (a *app) loadCatalog(ctx context.Context) (*catalog.Catalog, error) {
 
 // openPrefix opens the prefix and a download client for its store.
 func (a *app) openPrefix(cacheDir string, allowHTTP bool) (*activation.Prefix, *fetch.Client, error) {
-	prefix, err := activation.Open(a.opts.prefix)
+	prefix, err := activation.OpenIn(a.opts.prefix, a.opts.root)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -247,7 +247,7 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	if err != nil {
 		return err
 	}
-	prefix, err := activation.Open(a.opts.prefix)
+	prefix, err := activation.OpenIn(a.opts.prefix, a.opts.root)
 	if err != nil {
 		return err
 	}
@@ -500,6 +500,9 @@ func renderPlan(w io.Writer, r *resolver.Round, prefix *activation.Prefix) {
 	for _, j := range p.JetPack {
 		fmt.Fprintf(w, "  %s\n", j)
 	}
+	for _, u := range p.Undeclared {
+		fmt.Fprintf(w, "  %s\n", u)
+	}
 	for _, s := range p.Steps {
 		if s.Source == resolver.SourcePyPI {
 			fmt.Fprintf(w, "  %s %s (wheel %s, from %s) for %s\n", s.Project, s.Version, s.Filename, s.Index, strings.Join(s.Provides, ", "))
@@ -517,12 +520,22 @@ func renderPlan(w io.Writer, r *resolver.Round, prefix *activation.Prefix) {
 		if dir, err := prefix.Store().EntryDir(s.Key()); err == nil {
 			fmt.Fprintf(w, "      → %s\n", dir)
 		}
-		for _, line := range placementLines(r, s, prefix.EnvScript()) {
+		for _, line := range placementLines(r, s, scriptLabel(prefix)) {
 			fmt.Fprintf(w, "      %s\n", line)
 		}
 	}
 	n, bytes := p.Downloads()
 	fmt.Fprintf(w, "Total: %d archive(s) to download, %s.\n", n, humansize.Bytes(bytes))
+}
+
+// scriptLabel names how objects that search no writable directory are
+// served: the activation script, or under --root the root's
+// ld.so.conf.d entry when its ldconfig runs here.
+func scriptLabel(prefix *activation.Prefix) string {
+	if prefix.Root() == "" {
+		return "LD_LIBRARY_PATH via " + prefix.EnvScript()
+	}
+	return activation.ConfFile(prefix.Root()) + " and the root's ld.so.cache (else LD_LIBRARY_PATH via " + prefix.EnvScript() + ")"
 }
 
 func variantNote(v string) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -42,6 +43,13 @@ func renderResolve(w io.Writer, o *resolver.Outcome, command func(...string) str
 		if !v.Weak {
 			fmt.Fprintf(w, "  ! %s\n", v.Message)
 		}
+	}
+	for i, u := range o.UndefinedSymbols {
+		if i == 5 {
+			fmt.Fprintf(w, "  ! %d more undefined symbols\n", len(o.UndefinedSymbols)-i)
+			break
+		}
+		fmt.Fprintf(w, "  ! %s\n", u.Message())
 	}
 	renderOptional(w, o.Optional)
 	renderStillShadowed(w, o.Unresolved)
@@ -108,10 +116,16 @@ func renderRound(w io.Writer, r *resolver.Round, planShown bool, explained map[s
 		for _, j := range r.Plan.JetPack {
 			fmt.Fprintf(w, "  %s\n", j)
 		}
+		for _, u := range r.Plan.Undeclared {
+			fmt.Fprintf(w, "  %s\n", u)
+		}
 		for _, s := range r.Plan.Steps {
 			if !planShown {
 				renderStep(w, r, s)
 			}
+		}
+		for _, ref := range r.Refused {
+			fmt.Fprintf(w, "  ! %s\n", ref)
 		}
 		renderUnresolved(w, r.N, r.Plan.Unresolved, explained)
 		if n := r.Plan.Bytes(); n > 0 {
@@ -301,7 +315,7 @@ func placementLines(r *resolver.Round, s *resolver.Step, script string) []string
 			out = append(out, fmt.Sprintf("%s %s (%s)", verb, p.HostDir, strings.TrimSpace(string(p.Rule)+" "+p.Entry)))
 		}
 		if d.Script != nil {
-			out = append(out, fmt.Sprintf("LD_LIBRARY_PATH via %s, for %s", script, strings.Join(shortList(d.Script.For, 2), ", ")))
+			out = append(out, fmt.Sprintf("%s, for %s", script, strings.Join(shortList(d.Script.For, 2), ", ")))
 		}
 	}
 	return out
@@ -315,7 +329,7 @@ func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) 
 		fmt.Fprintln(w, "Nothing is missing: the loader finds everything.")
 	case o.OK && script != "":
 		// Until the script is sourced, the objects it serves find nothing new.
-		fmt.Fprintf(w, "Done once the activation script is sourced: run '. %s' in each shell that uses %s\n", shquote.Quote(script), t.Name)
+		fmt.Fprintf(w, "Done once the activation script is sourced: run '. %s' in each shell that uses %s\n", shquote.Quote(cmp.Or(o.Activation.ScriptInRoot, script)), t.Name)
 		fmt.Fprintln(w, "(it sets LD_LIBRARY_PATH for objects that search no directory you may write); the loader then finds everything.")
 		script = ""
 	case o.OK:
@@ -333,7 +347,10 @@ func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) 
 		fmt.Fprintf(w, "Not done (%s).\n", o.Stopped)
 	}
 	if script != "" {
-		fmt.Fprintf(w, "Some objects search no directory you may write: run '. %s' in shells that use them.\n", shquote.Quote(script))
+		fmt.Fprintf(w, "Some objects search no directory you may write: run '. %s' in shells that use them.\n", shquote.Quote(cmp.Or(o.Activation.ScriptInRoot, script)))
+	}
+	for _, n := range o.Activation.Notes {
+		fmt.Fprintf(w, "Note: %s\n", n)
 	}
 	if o.DryRun {
 		return
@@ -344,7 +361,10 @@ func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) 
 	if len(o.Activation.InPlace) > 0 {
 		fmt.Fprintf(w, "Libraries were linked into: %s\n", strings.Join(o.Activation.InPlace, ", "))
 	}
-	if len(o.Activation.InPlace) > 0 || len(o.Activation.Distributions) > 0 || o.Activation.Script != "" {
+	if o.Activation.LdConf != "" {
+		fmt.Fprintf(w, "The root's ld.so.cache, rebuilt by its own ldconfig, lists %s (from %s): every program there finds them.\n", strings.Join(o.Activation.LdConfDirs, ", "), o.Activation.LdConf)
+	}
+	if len(o.Activation.InPlace) > 0 || len(o.Activation.Distributions) > 0 || o.Activation.Script != "" || o.Activation.LdConf != "" {
 		fmt.Fprintf(w, "Undo with: %s\n", command("undo", t.Name))
 	}
 }

@@ -20,14 +20,17 @@ func (a *app) undoCommand() *cobra.Command {
 copies it placed (only those still as it left them), the directories it
 created (once empty), its entries in PREFIX/env.sh, and the store entries it
 installed that no other target uses. Files it did not place are never
-touched. TARGET is named as it was for resolve (a distribution name or a
+touched. For a target resolved under --root, its entry in the root's
+/etc/ld.so.conf.d goes too and the root's ld.so.cache is rebuilt by the
+root's own ldconfig. TARGET is named as it was for resolve (a distribution name or a
 path); without TARGET, every recorded target is undone, after asking (--yes
 not to ask; needed when stdin is not a terminal).`,
 		Example: `  cudadeps undo torch
   cudadeps undo torch --prefix ~/cudadeps-test
+  cudadeps undo torch --root /srv/arm64
   cudadeps undo --yes --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			prefix, err := activation.Open(a.opts.prefix)
+			prefix, err := activation.OpenIn(a.opts.prefix, a.opts.root)
 			if err != nil {
 				return err
 			}
@@ -58,6 +61,8 @@ not to ask; needed when stdin is not a terminal).`,
 		},
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "undo every recorded target without asking")
+	cmd.Flags().StringVar(&a.opts.root, "root", "", "the system `DIR` resolve --root served: its store (DIR/opt/cudadeps unless --prefix) and its ld.so.conf.d entry")
+	_ = cmd.MarkFlagDirname("root")
 	cmd.ValidArgsFunction = a.completeRecorded
 	a.opts.addStoreFlags(cmd)
 	a.opts.addJSONFlag(cmd)

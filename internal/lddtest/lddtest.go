@@ -262,6 +262,28 @@ func (s *Sysroot) RebuildCache(t testing.TB) {
 	}
 }
 
+// InstallLdconfig puts the sysroot's ldconfig where libc-bin installs it
+// (/sbin/ldconfig, through the /sbin link in a merged-/usr tree): a tree
+// whose own ldconfig activation can run.
+func (s *Sysroot) InstallLdconfig(t testing.TB) {
+	t.Helper()
+	src := filepath.Join(s.Tools, "sbin", "ldconfig")
+	if _, err := os.Stat(src); err != nil {
+		src = filepath.Join(s.Tools, "usr", "sbin", "ldconfig")
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(s.Root, "sbin", "ldconfig")
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // List runs the sysroot's loader in trace mode on file. As root, qemu runs
 // inside the tree with chroot(2), so that the kernel resolves every path
 // there (absolute symlinks included); otherwise qemu's -L prefix stands in
