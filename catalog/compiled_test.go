@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/cudadeps/cudadeps"
 )
 
 // compiledFile is where the embedded catalog is compiled to Go.
@@ -23,7 +22,7 @@ const compiledFile = "compiled.go"
 // -update). Load starts from the compiled form: parsing the YAML was a
 // tenth of a warm resolve.
 func TestCompiledCatalog(t *testing.T) {
-	want, err := Parse(cudadeps.DefaultCatalog(), DefaultName)
+	want, err := Parse(DefaultYAML(), DefaultName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,14 +39,14 @@ func TestCompiledCatalog(t *testing.T) {
 	}
 	got := compiledCatalog()
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("compiledCatalog() differs from Parse(catalog.yaml): run go generate (go test ./catalog -run TestCompiledCatalog -update)")
+		t.Fatalf("compiledCatalog() differs from Parse(catalog.yaml): run go generate ./catalog (go test ./catalog -run TestCompiledCatalog -update)")
 	}
 	have, err := os.ReadFile(compiledFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(have, src) {
-		t.Fatalf("%s is not what catalog.yaml compiles to now: run go generate (go test ./catalog -run TestCompiledCatalog -update)", compiledFile)
+		t.Fatalf("%s is not what catalog.yaml compiles to now: run go generate ./catalog (go test ./catalog -run TestCompiledCatalog -update)", compiledFile)
 	}
 	// The compiled form is fresh for every caller: Load merges layers
 	// into it.

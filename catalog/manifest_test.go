@@ -91,9 +91,9 @@ func TestParseManifestRejects(t *testing.T) {
 // Every Linux archive of every copied manifest comes out of ParseManifest
 // with its size, checked against a plain JSON walk.
 func TestParseManifestRealFiles(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(repoRoot(t), "data", "manifests", "*.json"))
+	files, _ := filepath.Glob(filepath.Join(repoRoot(t), "catalog", "manifests", "*.json"))
 	if len(files) < 20 {
-		t.Fatalf("only %d manifests in data/manifests", len(files))
+		t.Fatalf("only %d manifests in catalog/manifests", len(files))
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)

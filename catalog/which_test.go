@@ -180,7 +180,7 @@ type rawArchive struct {
 
 func newestRawArchive(t *testing.T, glob, component, platform, variant string) rawArchive {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(repoRoot(t), "data", "manifests", glob))
+	files, _ := filepath.Glob(filepath.Join(repoRoot(t), "catalog", "manifests", glob))
 	if len(files) == 0 {
 		t.Fatalf("no manifests %s", glob)
 	}
@@ -297,7 +297,7 @@ func TestDefaultCatalogHoldsOnlyWhatManifestsSay(t *testing.T) {
 	// the manifest's own sha256 and size.
 	type key struct{ path, sha string }
 	known := map[key]int64{}
-	files, _ := filepath.Glob(filepath.Join(repoRoot(t), "data", "manifests", "*.json"))
+	files, _ := filepath.Glob(filepath.Join(repoRoot(t), "catalog", "manifests", "*.json"))
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -338,7 +338,7 @@ func TestDefaultCatalogHoldsOnlyWhatManifestsSay(t *testing.T) {
 func TestWhichToolkitRelease(t *testing.T) {
 	c := loadDefault(t, LoadOptions{})
 	for _, label := range []string{"13.0.2", "13.0.0", "12.9.1", "13.2.1", "12.8.1"} {
-		data, err := os.ReadFile(filepath.Join(repoRoot(t), "data", "manifests", "cuda_"+label+".json"))
+		data, err := os.ReadFile(filepath.Join(repoRoot(t), "catalog", "manifests", "cuda_"+label+".json"))
 		if err != nil {
 			t.Fatal(err)
 		}

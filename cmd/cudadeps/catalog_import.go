@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cudadeps/cudadeps"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/atomicfile"
@@ -39,7 +38,7 @@ is valid, 1 otherwise.`,
 		Example: `  cudadeps catalog validate
   cudadeps catalog validate site.yaml extra.yaml --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			base, err := catalog.Parse(cudadeps.DefaultCatalog(), catalog.DefaultName)
+			base, err := catalog.Parse(catalog.DefaultYAML(), catalog.DefaultName)
 			if err != nil {
 				return err
 			}
@@ -144,7 +143,7 @@ which is downloaded (from --mirror when given), verified and unpacked.
 
 Layer the result over the built-in catalog with --catalog FILE. With --json
 (and -o FILE) a summary of what was written is printed as JSON.`,
-		Example: `  cudadeps catalog import data/manifests -o catalog.yaml
+		Example: `  cudadeps catalog import catalog/manifests -o catalog/catalog.yaml
   cudadeps catalog import redistrib_13.0.2.json --component libcublas --platform linux-sbsa -o cublas.yaml --json
   cudadeps catalog import redistrib_13.0.2.json --scan --mirror file:///srv/nvidia -o scanned.yaml`,
 		Args: cobra.MinimumNArgs(1),

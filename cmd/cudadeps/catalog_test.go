@@ -31,10 +31,10 @@ func repoFile(t *testing.T, rel string) string {
 }
 
 // The embedded catalog is exactly what `catalog import` makes of the
-// manifests in data/manifests: regenerate it with `go generate .`.
+// manifests in catalog/manifests: regenerate it with `go generate ./catalog`.
 func TestDefaultCatalogIsRegenerated(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "catalog.yaml")
-	_, stderr, code := cli(t, "catalog", "import", "-q", repoFile(t, "data/manifests"), "-o", out)
+	_, stderr, code := cli(t, "catalog", "import", "-q", repoFile(t, "catalog/manifests"), "-o", out)
 	if code != 0 {
 		t.Fatalf("import exited %d: %s", code, stderr)
 	}
@@ -42,19 +42,19 @@ func TestDefaultCatalogIsRegenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile(repoFile(t, "catalog.yaml"))
+	want, err := os.ReadFile(repoFile(t, "catalog/catalog.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("catalog.yaml is stale: run `go generate .` at the repository root (got %d bytes, committed %d)", len(got), len(want))
+		t.Fatalf("catalog.yaml is stale: run `go generate ./catalog` (got %d bytes, committed %d)", len(got), len(want))
 	}
 }
 
 // manifestArchive reads one archive of a manifest with plain JSON.
 func manifestArchive(t *testing.T, file, component, platform, variant string) (version, path, sha string, size int64) {
 	t.Helper()
-	data, err := os.ReadFile(repoFile(t, "data/manifests/"+file))
+	data, err := os.ReadFile(repoFile(t, "catalog/manifests/"+file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestValidate(t *testing.T) {
 
 func TestImportOneManifest(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "nvpl.yaml")
-	_, stderr, code := cli(t, "catalog", "import", repoFile(t, "data/manifests/nvpl_26.5.json"), "-o", out, "--platform", "linux-sbsa", "-q")
+	_, stderr, code := cli(t, "catalog", "import", repoFile(t, "catalog/manifests/nvpl_26.5.json"), "-o", out, "--platform", "linux-sbsa", "-q")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -286,16 +286,16 @@ func TestImportOneManifest(t *testing.T) {
 	if _, _, code := cli(t, "catalog", "import", filepath.Join(t.TempDir(), "none.json")); code != exitError {
 		t.Errorf("missing manifest: exit %d", code)
 	}
-	if _, _, code := cli(t, "catalog", "import", repoFile(t, "data/manifests/nvpl_26.5.json"), "--platform", "windows-x86_64"); code != exitUsage {
+	if _, _, code := cli(t, "catalog", "import", repoFile(t, "catalog/manifests/nvpl_26.5.json"), "--platform", "windows-x86_64"); code != exitUsage {
 		t.Errorf("bad platform: exit %d", code)
 	}
 }
 
-// newestManifest is the file among data/manifests/<product>_*.json with
+// newestManifest is the file among catalog/manifests/<product>_*.json with
 // the highest release label.
 func newestManifest(t *testing.T, product string) (file, label string) {
 	t.Helper()
-	files, _ := filepath.Glob(repoFile(t, "data/manifests/"+product+"_*.json"))
+	files, _ := filepath.Glob(repoFile(t, "catalog/manifests/"+product+"_*.json"))
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -322,7 +322,7 @@ func newestManifest(t *testing.T, product string) (file, label string) {
 func TestWhichAnswersCurrentReleases(t *testing.T) {
 	tensorrt10 := func(t *testing.T) (string, string) {
 		// The newest TensorRT 10 manifest: libnvinfer.so.10 is TensorRT 10's.
-		files, _ := filepath.Glob(repoFile(t, "data/manifests/tensorrt_10.*.json"))
+		files, _ := filepath.Glob(repoFile(t, "catalog/manifests/tensorrt_10.*.json"))
 		best := ""
 		for _, f := range files {
 			l := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "tensorrt_"), ".json")

@@ -90,7 +90,7 @@ func TestCatalogUpdateFromLocalServer(t *testing.T) {
 	// A cuDNN release newer than any built in, in NVIDIA's format: the
 	// newest real manifest with its version moved on.
 	file, label := newestManifest(t, "cudnn")
-	real, err := os.ReadFile(repoFile(t, "data/manifests/"+file))
+	real, err := os.ReadFile(repoFile(t, "catalog/manifests/"+file))
 	if err != nil {
 		t.Fatal(err)
 	}
