@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -24,6 +22,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/regfile"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
 	"github.com/cudadeps/cudadeps/internal/uniq"
+	"github.com/cudadeps/cudadeps/platform"
 )
 
 // For a target under a root (--root), library directories the objects
@@ -284,7 +283,7 @@ func findLdconfig(root string) (*ldconfig, error) {
 		if err != nil {
 			continue
 		}
-		in, err := elfInfo(host)
+		in, err := elfscan.ReadInfo(host)
 		if err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", guest, err))
 			continue
@@ -293,14 +292,11 @@ func findLdconfig(root string) (*ldconfig, error) {
 			reasons = append(reasons, guest+" is not statically linked")
 			continue
 		}
-		if in.Machine == hostMachine() {
+		if in.Machine == platform.HostMachine() {
 			return &ldconfig{root: root, argv: []string{host}}, nil
 		}
-		name := qemuName(in.Machine)
+		name := platform.MachineName(in.Machine)
 		for _, q := range []string{"qemu-" + name + "-static", "qemu-" + name} {
-			if name == "" {
-				break
-			}
 			if qp, err := exec.LookPath(q); err == nil {
 				return &ldconfig{root: root, argv: []string{qp, host}}, nil
 			}
@@ -332,47 +328,4 @@ func (l *ldconfig) run(ctx context.Context, args ...string) error {
 		return fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, msg)
 	}
 	return nil
-}
-
-func elfInfo(p string) (*elfscan.Info, error) {
-	f, err := elfscan.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Info()
-}
-
-// hostMachine is the ELF machine of the programs this host runs.
-func hostMachine() elf.Machine {
-	switch runtime.GOARCH {
-	case "amd64":
-		return elf.EM_X86_64
-	case "arm64":
-		return elf.EM_AARCH64
-	case "ppc64le":
-		return elf.EM_PPC64
-	case "riscv64":
-		return elf.EM_RISCV
-	case "s390x":
-		return elf.EM_S390
-	}
-	return elf.EM_NONE
-}
-
-// qemuName names qemu-user's emulator of a machine ("" when unknown).
-func qemuName(m elf.Machine) string {
-	switch m {
-	case elf.EM_X86_64:
-		return "x86_64"
-	case elf.EM_AARCH64:
-		return "aarch64"
-	case elf.EM_PPC64:
-		return "ppc64le"
-	case elf.EM_RISCV:
-		return "riscv64"
-	case elf.EM_S390:
-		return "s390x"
-	}
-	return ""
 }

@@ -60,8 +60,8 @@ func HostMachine() elf.Machine {
 	return elf.EM_NONE
 }
 
-// MachineName is an ELF machine as `uname -m` and wheel platform tags name
-// it (x86_64, aarch64).
+// MachineName is an ELF machine as `uname -m`, wheel platform tags and
+// qemu-user's emulators name it (x86_64, aarch64).
 func MachineName(m elf.Machine) string {
 	switch m {
 	case elf.EM_X86_64:
@@ -72,6 +72,10 @@ func MachineName(m elf.Machine) string {
 		return "ppc64le"
 	case elf.EM_386:
 		return "i686"
+	case elf.EM_RISCV:
+		return "riscv64"
+	case elf.EM_S390:
+		return "s390x"
 	}
 	return strings.ToLower(strings.TrimPrefix(m.String(), "EM_"))
 }

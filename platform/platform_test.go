@@ -35,7 +35,7 @@ func TestCheck(t *testing.T) {
 
 // TestMachineName: the names uname -m and wheel platform tags use.
 func TestMachineName(t *testing.T) {
-	for m, want := range map[elf.Machine]string{elf.EM_X86_64: "x86_64", elf.EM_AARCH64: "aarch64", elf.EM_PPC64: "ppc64le", elf.EM_386: "i686", elf.EM_RISCV: "riscv"} {
+	for m, want := range map[elf.Machine]string{elf.EM_X86_64: "x86_64", elf.EM_AARCH64: "aarch64", elf.EM_PPC64: "ppc64le", elf.EM_386: "i686", elf.EM_RISCV: "riscv64", elf.EM_S390: "s390x", elf.EM_SPARCV9: "sparcv9"} {
 		if got := MachineName(m); got != want {
 			t.Errorf("MachineName(%v) = %q, want %q", m, got, want)
 		}
