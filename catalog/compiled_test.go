@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-
 )
 
 // compiledFile is where the embedded catalog is compiled to Go.
