@@ -53,6 +53,45 @@ func runtimeOpens(ctx context.Context, r *runtimeopen.Resolver, p *ldso.Process,
 		})
 		root.OK = false
 	}
+	openedNeeds(opens, objs, root)
+}
+
+// openedNeeds records what a required run-time open that was found needs
+// and the loader does not find (libtorch_cuda_linalg, which torch opens,
+// needs cuSOLVER): the open fails on it as on the library itself.
+func openedNeeds(opens []runtimeopen.Open, objs []*ldso.Object, root *Root) {
+	before := map[*ldso.Object]bool{}
+	for _, o := range objs {
+		before[o] = true
+	}
+	seen := map[*ldso.Object]bool{}
+	for i := range opens {
+		o := &opens[i]
+		if o.Found == nil || o.Optional || o.Driver || before[o.Found] {
+			continue
+		}
+		queue := []*ldso.Object{o.Found}
+		for len(queue) > 0 {
+			x := queue[0]
+			queue = queue[1:]
+			if seen[x] || before[x] {
+				continue
+			}
+			seen[x] = true
+			if x.Found() {
+				queue = append(queue, x.Deps...)
+				continue
+			}
+			var by []string
+			for _, n := range x.NeededBy {
+				by = append(by, n.Path)
+			}
+			root.Missing = append(root.Missing, Missing{Soname: x.Name, NeededBy: by, RunTime: true,
+				Problem: "needed by " + o.Found.Path + ", which " + o.Opener.Path + " opens at run time (" + o.Evidence + ")"})
+			root.RuntimeMisses = append(root.RuntimeMisses, ldso.Miss{Name: x.Name, NeededBy: x.NeededBy, Requests: []*ldso.Object{x}})
+			root.OK = false
+		}
+	}
 }
 
 // AddRuntimeOpens adds to root the run-time opens of the process p whose

@@ -15,12 +15,11 @@
 # in TREE.old, for compare's old_libstdc++ variant.
 # Environment: MIRROR (default http://deb.debian.org/debian); when a file is
 # gone from it, the snapshot.debian.org archive at the pin list's
-# "resolved" timestamp is tried.
+# "resolved" timestamp is tried (fetch-debs.sh).
 set -euo pipefail
 pins=${1:?usage: build-tree.sh PINS TREE [DEBS]}
 tree=${2:?usage: build-tree.sh PINS TREE [DEBS]}
 debs=${3:-$tree.debs}
-mirror=${MIRROR:-http://deb.debian.org/debian}
 old=$(dirname "$0")/pins-old-libstdc++.txt
 arch=$(sed -n '1s/^# [a-z]* \([a-z0-9]*\):.*/\1/p' "$pins")
 case $arch in
@@ -29,32 +28,6 @@ case $arch in
   *) echo "build-tree.sh: $pins: no architecture on its first line" >&2; exit 1 ;;
 esac
 mkdir -p "$debs"
-
-# fetch PINS: downloads the .debs of a pin list for this architecture (and
-# "all") into $debs, each checked against its sha256.
-fetch() {
-  local list=$1 stamp fetched=0 kept=0
-  stamp=$(sed -n 's/^# resolved \([0-9TZ]*\).*/\1/p' "$list")
-  while read -r pkg ver parch sum size pool; do
-    case $pkg in '#'*|'') continue ;; esac
-    case $parch in "$arch"|all) ;; *) continue ;; esac
-    out=$debs/$(basename "$pool")
-    if [ -f "$out" ] && echo "$sum  $out" | sha256sum -c --status; then kept=$((kept + 1)); continue; fi
-    ok=
-    for url in "$mirror/$pool" "https://snapshot.debian.org/archive/debian/$stamp/$pool"; do
-      if curl -fsSL --retry 2 -o "$out.part" "$url" && echo "$sum  $out.part" | sha256sum -c --status; then
-        mv "$out.part" "$out"; ok=1; break
-      fi
-    done
-    if [ -z "$ok" ]; then
-      rm -f "$out.part"
-      echo "build-tree.sh: $pkg $ver ($parch): no copy with sha256 $sum at $mirror or snapshot.debian.org" >&2
-      exit 1
-    fi
-    fetched=$((fetched + 1))
-  done < "$list"
-  echo "$list: fetched $fetched, kept $kept"
-}
 
 # debs_of PINS: the .deb files of a pin list for this architecture.
 debs_of() {
@@ -65,8 +38,8 @@ debs_of() {
 }
 
 echo "== downloading into $debs"
-fetch "$pins"
-fetch "$old"
+"$(dirname "$0")/fetch-debs.sh" "$pins" "$debs" "$arch"
+"$(dirname "$0")/fetch-debs.sh" "$old" "$debs" "$arch"
 
 echo "== unpacking into $tree"
 rm -rf "$tree"

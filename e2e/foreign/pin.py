@@ -6,7 +6,9 @@ Debian suite's Packages indexes, one line per .deb with its sha256.
 Usage: pin.py SUITE ARCH SEEDFILE > pins-SUITE-ARCH.txt
 (e.g. pin.py trixie amd64 seeds.txt > pins-trixie-amd64.txt)
 Environment: MIRROR (default http://deb.debian.org/debian), COMPONENTS
-(default "main contrib non-free").
+(default "main contrib non-free"), NODEPS (when 1, the seeds alone are
+pinned, their dependencies not followed: a seed file that lists exactly
+the packages a tree needs).
 
 The seed file lists one package per line; "!name" marks a package taken as
 installed without downloading it (a driver installer, a kernel module
@@ -129,10 +131,13 @@ def main():
             return True
         return any(p in wanted or p in assumed for p in provides.get(name, []))
 
+    nodeps = os.environ.get("NODEPS") == "1"
     while queue:
         name = queue.pop(0)
         f = pkgs[name]
         chosen[name] = f
+        if nodeps:
+            continue
         for group in parse_deps(f.get("Pre-Depends", "")) + parse_deps(f.get("Depends", "")):
             if any(satisfied(a) for a in group):
                 continue
@@ -150,7 +155,7 @@ def main():
     print(f"# {suite} {arch}: {len(chosen)} packages, {total} bytes, from {mirror}")
     print(f"# resolved {time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())} (snapshot.debian.org timestamp)")
     print(f"# Debian {release.get('Version', '?')} ({suite}), Release of {release.get('Date', '?')}")
-    print(f"# seeds: {' '.join(seeds)}; assumed installed: {' '.join(sorted(assumed))}")
+    print(f"# seeds: {' '.join(seeds)}; assumed installed: {' '.join(sorted(assumed))}" + ("; dependencies not followed (NODEPS=1)" if nodeps else ""))
     for u in unmet:
         print(f"# unmet: {u}")
     for name in sorted(chosen):

@@ -1,0 +1,51 @@
+package debredist
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestUpstreamVersion(t *testing.T) {
+	for _, c := range []struct{ deb, version, release string }{
+		{"12.4.5.8~12.4.1-2", "12.4.5.8", "12.4.1"},
+		{"11.1.1+~10.3.5.147~12.4.1-2", "10.3.5.147", "12.4.1"},
+		{"11.8.89~11.8.0-5~deb12u1", "11.8.89", "11.8.0"},
+		{"1:12.4.127~12.4.1-2", "12.4.127", "12.4.1"},
+	} {
+		v, r, err := UpstreamVersion(c.deb)
+		if err != nil || v != c.version || r != c.release {
+			t.Errorf("UpstreamVersion(%q) = %q, %q, %v; want %q, %q", c.deb, v, r, err, c.version, c.release)
+		}
+	}
+	for _, bad := range []string{"550.163.01-2", "~12.4.1-2"} {
+		if v, r, err := UpstreamVersion(bad); err == nil {
+			t.Errorf("UpstreamVersion(%q) = %q, %q; want an error", bad, v, r)
+		}
+	}
+}
+
+func TestFilePins(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for _, n := range []string{"libcap2_1%3a2.75-10_arm64.deb", "libcudart12_12.4.127~12.4.1-2_arm64.deb", "tzdata_2025b-4_all.deb", "libc6_2.41-12_amd64.deb"} {
+		f := filepath.Join(dir, n)
+		if err := os.WriteFile(f, []byte(n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	pins, debs, err := FilePins("arm64", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pins.List) != 3 || pins.Version("libcap2") != "1:2.75-10" || pins.Version("tzdata") != "2025b-4" || pins.Version("libc6") != "" {
+		t.Errorf("pins: %+v", pins.List)
+	}
+	if debs["libcudart12"] != files[1] || pins.List[1].Size != int64(len("libcudart12_12.4.127~12.4.1-2_arm64.deb")) {
+		t.Errorf("debs %v, pins %+v", debs, pins.List)
+	}
+	if _, _, err := FilePins("arm64", []string{filepath.Join(dir, "notadeb.txt")}); err == nil {
+		t.Error("a file not named PACKAGE_VERSION_ARCH.deb: no error")
+	}
+}
