@@ -167,7 +167,7 @@ func TestJetsonOrin(t *testing.T) {
 			}
 			jetPackCUDA(t, f.sr.Root)
 			torchForJetson(t, f.site, false)
-			before := treeState(t, f.sr.Root, f.prefix.Dir())
+			before := lddtest.TreeState(t, f.sr.Root, f.prefix.Dir())
 			m, cat := serveCatalog(t, l4tArchives(t))
 			out := f.resolve(t, "torch", cat, nil)
 			if !out.OK || out.Host == nil || out.Host.Kind != platform.KindJetsonOrin || out.Platform != platform.LinuxAarch64 || out.CUDAMajor != 12 {
@@ -224,8 +224,8 @@ func TestJetsonOrin(t *testing.T) {
 			if _, err := f.prefix.Undo(context.Background(), []string{"torch"}, nil); err != nil {
 				t.Fatal(err)
 			}
-			if after := treeState(t, f.sr.Root, f.prefix.Dir()); !slices.Equal(after, before) {
-				t.Errorf("undo did not restore the tree: first difference %s", firstDiff(before, after))
+			if after := lddtest.TreeState(t, f.sr.Root, f.prefix.Dir()); !slices.Equal(after, before) {
+				t.Errorf("undo did not restore the tree: first difference %s", lddtest.Diff(before, after))
 			}
 		})
 	}

@@ -7,14 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/filehash"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/ldso"
@@ -110,48 +107,6 @@ func undeclaredArchives(t *testing.T) []mirrortest.Archive {
 	}
 }
 
-// treeState lists every file, link and directory under root with what
-// makes it itself (a link's target, a file's size and sha256),
-// but for the prefix (skip), whose store holds what was installed.
-func treeState(t *testing.T, root, skip string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == skip {
-			return filepath.SkipDir
-		}
-		if p == filepath.Join(root, ".qemu-aarch64-static") {
-			return nil // the judge's emulator, copied in to run in the chroot
-		}
-		st, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		line := strings.TrimPrefix(p, root) + " " + st.Mode().String()
-		switch {
-		case st.Mode()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			line += " -> " + target
-		case st.Mode().IsRegular():
-			sum, err := filehash.SHA256(p)
-			if err != nil {
-				return err
-			}
-			line += " " + strconv.FormatInt(st.Size(), 10) + " " + sum
-		}
-		out = append(out, line)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // judgeInTree runs the tree's own arm64 loader in a chroot on each object,
 // binding every symbol (LD_BIND_NOW, LD_WARN): nothing may be missing or
 // unbound.
@@ -196,7 +151,7 @@ func TestTorchAarch64WheelUndeclared(t *testing.T) {
 	torchAarch64Wheel(t, site)
 	m, cat := serveCatalog(t, undeclaredArchives(t))
 	prefix := openPrefixIn(t, "", sr.Root)
-	before := treeState(t, sr.Root, prefix.Dir())
+	before := lddtest.TreeState(t, sr.Root, prefix.Dir())
 	cacheBefore, err := os.ReadFile(filepath.Join(sr.Root, "etc/ld.so.cache"))
 	if err != nil {
 		t.Fatal(err)
@@ -255,8 +210,8 @@ func TestTorchAarch64WheelUndeclared(t *testing.T) {
 	if _, err := prefix.Undo(ctx, []string{"torch"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if after := treeState(t, sr.Root, prefix.Dir()); !slices.Equal(after, before) {
-		t.Errorf("undo did not restore the tree:\nbefore %d entries, after %d; first difference: %s", len(before), len(after), firstDiff(before, after))
+	if after := lddtest.TreeState(t, sr.Root, prefix.Dir()); !slices.Equal(after, before) {
+		t.Errorf("undo did not restore the tree:\nbefore %d entries, after %d; first difference: %s", len(before), len(after), lddtest.Diff(before, after))
 	}
 	if cacheAfter, _ := os.ReadFile(filepath.Join(sr.Root, "etc/ld.so.cache")); string(cacheAfter) != string(cacheBefore) {
 		t.Errorf("undo: ld.so.cache differs from the one before")
@@ -272,19 +227,4 @@ func TestTorchAarch64WheelUndeclared(t *testing.T) {
 	if left > 0 {
 		t.Errorf("undo left %d files in the prefix", left)
 	}
-}
-
-func firstDiff(a, b []string) string {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		if a[i] != b[i] {
-			return a[i] + " | " + b[i]
-		}
-	}
-	if len(a) > len(b) {
-		return "gone: " + a[len(b)]
-	}
-	if len(b) > len(a) {
-		return "new: " + b[len(a)]
-	}
-	return ""
 }

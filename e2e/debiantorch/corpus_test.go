@@ -109,7 +109,7 @@ func TestDebianCUDA11Arm64(t *testing.T) {
 			t.Errorf("before: the tree's loader finds %s (missing: %v)", want, missingBefore)
 		}
 	}
-	before := treeState(t, root, filepath.Join(root, "opt", "cudadeps"))
+	before := lddtest.TreeState(t, root, filepath.Join(root, "opt", "cudadeps"))
 	cacheBefore, err := os.ReadFile(filepath.Join(root, "etc", "ld.so.cache"))
 	if err != nil {
 		t.Fatal(err)
@@ -162,8 +162,8 @@ func TestDebianCUDA11Arm64(t *testing.T) {
 	if _, err := prefix.Undo(ctx, []string{target.Name}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if after := treeState(t, root, filepath.Join(root, "opt", "cudadeps")); !slices.Equal(after, before) {
-		t.Errorf("undo did not restore the tree (%d entries before, %d after): %s", len(before), len(after), firstDiff(before, after))
+	if after := lddtest.TreeState(t, root, filepath.Join(root, "opt", "cudadeps")); !slices.Equal(after, before) {
+		t.Errorf("undo did not restore the tree (%d entries before, %d after): %s", len(before), len(after), lddtest.Diff(before, after))
 	}
 	if cacheAfter, _ := os.ReadFile(filepath.Join(root, "etc", "ld.so.cache")); string(cacheAfter) != string(cacheBefore) {
 		t.Errorf("undo: the tree's ld.so.cache is not as it was")

@@ -4,7 +4,6 @@ package debiantorch_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/debredist"
-	"github.com/cudadeps/cudadeps/internal/filehash"
 	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/ldso"
@@ -109,7 +107,7 @@ func TestDebianTorchArm64(t *testing.T) {
 			t.Errorf("before: the tree's loader finds %s (missing: %v)", want, missingBefore)
 		}
 	}
-	before := treeState(t, root, filepath.Join(root, "opt", "cudadeps"))
+	before := lddtest.TreeState(t, root, filepath.Join(root, "opt", "cudadeps"))
 	cacheBefore, err := os.ReadFile(filepath.Join(root, "etc", "ld.so.cache"))
 	if err != nil {
 		t.Fatal(err)
@@ -181,8 +179,8 @@ func TestDebianTorchArm64(t *testing.T) {
 	if _, err := prefix.Undo(ctx, targets, nil); err != nil {
 		t.Fatal(err)
 	}
-	if after := treeState(t, root, filepath.Join(root, "opt", "cudadeps")); !slices.Equal(after, before) {
-		t.Errorf("undo did not restore the tree (%d entries before, %d after): %s", len(before), len(after), firstDiff(before, after))
+	if after := lddtest.TreeState(t, root, filepath.Join(root, "opt", "cudadeps")); !slices.Equal(after, before) {
+		t.Errorf("undo did not restore the tree (%d entries before, %d after): %s", len(before), len(after), lddtest.Diff(before, after))
 	}
 	if cacheAfter, _ := os.ReadFile(filepath.Join(root, "etc", "ld.so.cache")); string(cacheAfter) != string(cacheBefore) {
 		t.Errorf("undo: the tree's ld.so.cache is not as it was")
@@ -234,58 +232,4 @@ func judge(t *testing.T, sr *lddtest.Sysroot, prog string, libs, modules []strin
 		}
 	}
 	return missing
-}
-
-// treeState lists every file, link and directory under root with what
-// makes it itself (a link's target; a file's size and sha256 under /etc
-// and /var, where ldconfig writes, elsewhere its size and modification
-// time), but for skip and the judge's emulator.
-func treeState(t *testing.T, root, skip string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == skip {
-			return filepath.SkipDir
-		}
-		if p == filepath.Join(root, ".qemu-aarch64-static") {
-			return nil
-		}
-		st, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		line := strings.TrimPrefix(p, root) + " " + st.Mode().String()
-		switch {
-		case st.Mode()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			line += " -> " + target
-		case st.Mode().IsRegular() && (strings.HasPrefix(p, filepath.Join(root, "etc")+"/") || strings.HasPrefix(p, filepath.Join(root, "var")+"/")):
-			sum, err := filehash.SHA256(p)
-			if err != nil {
-				return err
-			}
-			line += fmt.Sprintf(" %d %s", st.Size(), sum)
-		case st.Mode().IsRegular():
-			line += fmt.Sprintf(" %d %s", st.Size(), st.ModTime().UTC().Format(time.RFC3339Nano))
-		}
-		out = append(out, line)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func firstDiff(a, b []string) string {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		if a[i] != b[i] {
-			return a[i] + " | " + b[i]
-		}
-	}
-	return fmt.Sprintf("%d and %d entries", len(a), len(b))
 }
