@@ -226,6 +226,9 @@ type session struct {
 	// activation script serves.
 	handled map[string]string
 	viaEnv  map[string]bool
+	// unbindable holds, by soname, why no release of its component binds
+	// against what the package needs: a later round plans it no more.
+	unbindable map[string]Unresolved
 	// runtime are sonames only the import check or a probe found
 	// missing; runtimeBy says which, by soname, when not the import.
 	runtime   []string
@@ -278,7 +281,7 @@ func newSession(ctx context.Context, t *Target, opts Options) (*session, error) 
 	if err != nil {
 		return nil, fmt.Errorf("root %s: %w", opts.Loader.Root, err)
 	}
-	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}, opens: opens, wheels: w, accepted: map[string]bool{}, root: root}
+	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}, unbindable: map[string]Unresolved{}, opens: opens, wheels: w, accepted: map[string]bool{}, root: root}
 	if !opts.DryRun {
 		if opts.Prefix == nil || opts.Client == nil {
 			return nil, errors.New("resolve needs a prefix and a download client")
@@ -524,6 +527,11 @@ func (s *session) plan(needs []*Need) *Plan {
 	for _, st := range plan.Steps {
 		var again []string
 		for _, n := range st.Provides {
+			if u, ok := s.unbindable[n]; ok {
+				again = append(again, n)
+				plan.Unresolved = append(plan.Unresolved, u)
+				continue
+			}
 			if where, done := s.handled[n]; done && (s.viaEnv[n] || !needFor(needs, n).Runtime) {
 				again = append(again, n)
 				plan.Unresolved = append(plan.Unresolved, Unresolved{Soname: n, NeededBy: needFor(needs, n).NeededBy, Kind: UnresolvedPlacedNotFound,

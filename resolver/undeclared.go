@@ -141,35 +141,38 @@ func (s *session) checkBinding(r *Round, plan *Plan, entries map[fetch.Key]fetch
 			}
 			delete(entries, st.Key())
 			older := s.olderRelease(st, refused[st.Component])
-			if older == nil || try == maxBindingTries-1 {
-				r.Refused = append(r.Refused, ref)
-				drop = append(drop, st)
-				for _, n := range st.needs {
-					plan.Unresolved = append(plan.Unresolved, Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Kind: UnresolvedMissing,
-						Reason: fmt.Sprintf("no release of %s for %s and CUDA %d binds against what the package needs: %s", st.Component, s.out.Platform, s.out.CUDAMajor, strings.Join(refused[st.Component], ", ")+" refused ("+strings.Join(ref.Unbound, "; ")+")"),
-						Advice: "name a release that has these symbols with --catalog, or install the library the package was built against"})
+			why := ""
+			if older != nil && try < maxBindingTries-1 {
+				older(st)
+				e, err := s.installOlder(r, st)
+				if err == nil {
+					ref.Instead = st.Version
+					r.Refused = append(r.Refused, ref)
+					for i := range plan.Undeclared {
+						if slices.Contains(st.Provides, plan.Undeclared[i].Soname) {
+							plan.Undeclared[i].Version = st.Version
+						}
+					}
+					entries[st.Key()] = e
+					continue
 				}
-				continue
+				if s.ctx.Err() != nil {
+					return err
+				}
+				// The older release cannot be had (a mirror without it):
+				// the library is named as no release served it.
+				why = fmt.Sprintf("; %s %s could not be fetched: %v", st.Component, st.Version, err)
 			}
-			older(st)
-			ref.Instead = st.Version
 			r.Refused = append(r.Refused, ref)
-			for i := range plan.Undeclared {
-				if slices.Contains(st.Provides, plan.Undeclared[i].Soname) {
-					plan.Undeclared[i].Version = st.Version
-				}
+			drop = append(drop, st)
+			for _, n := range st.needs {
+				u := Unresolved{Soname: n.Soname, NeededBy: n.NeededBy, Kind: UnresolvedMissing,
+					Reason: fmt.Sprintf("no release of %s for %s and CUDA %d binds against what the package needs: %s", st.Component, s.out.Platform, s.out.CUDAMajor, strings.Join(refused[st.Component], ", ")+" refused ("+strings.Join(ref.Unbound, "; ")+")"+why),
+					Advice: "name a release that has these symbols with --catalog, or install the library the package was built against"}
+				plan.Unresolved = append(plan.Unresolved, u)
+				s.unbindable[n.Soname] = u
 			}
-			installed, err := s.change.Install(s.ctx, s.opts.Client, []fetch.Item{{Key: st.Key(), Request: fetch.Request{
-				Name: fmt.Sprintf("%s %s (%s)", st.Component, st.Version, st.Platform), URL: st.URL, SHA256: st.SHA256, Size: st.Size}}})
-			r.Installed = append(r.Installed, installed...)
-			if err != nil {
-				return err
-			}
-			e, ok, err := s.opts.Prefix.Store().Lookup(st.Key())
-			if err != nil || !ok {
-				return fmt.Errorf("%s: not in the store after install: %v", st.Key(), err)
-			}
-			entries[st.Key()] = e
+			s.out.Unresolved = plan.Unresolved
 		}
 		if len(drop) > 0 {
 			plan.Steps = slices.DeleteFunc(plan.Steps, func(st *Step) bool { return slices.Contains(drop, st) })
@@ -177,6 +180,21 @@ func (s *session) checkBinding(r *Round, plan *Plan, entries map[fetch.Key]fetch
 		}
 	}
 	return nil
+}
+
+// installOlder brings the release st now names into the store.
+func (s *session) installOlder(r *Round, st *Step) (fetch.Entry, error) {
+	installed, err := s.change.Install(s.ctx, s.opts.Client, []fetch.Item{{Key: st.Key(), Request: fetch.Request{
+		Name: fmt.Sprintf("%s %s (%s)", st.Component, st.Version, st.Platform), URL: st.URL, SHA256: st.SHA256, Size: st.Size}}})
+	r.Installed = append(r.Installed, installed...)
+	if err != nil {
+		return fetch.Entry{}, err
+	}
+	e, ok, err := s.opts.Prefix.Store().Lookup(st.Key())
+	if err != nil || !ok {
+		return fetch.Entry{}, fmt.Errorf("%s: not in the store after install: %v", st.Key(), err)
+	}
+	return e, nil
 }
 
 // unbound binds the objects that need the judged steps' libraries with the

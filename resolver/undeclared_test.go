@@ -228,3 +228,46 @@ func TestTorchAarch64WheelUndeclared(t *testing.T) {
 		t.Errorf("undo left %d files in the prefix", left)
 	}
 }
+
+// TestUnbindableLibraryIsNamed: when no release of cuDSS defines what
+// torch needs of it, resolve stops at once naming cuDSS, the releases
+// refused and the unbound reference, and is not kept planning it again
+// until its round limit.
+func TestUnbindableLibraryIsNamed(t *testing.T) {
+	sr := lddtest.ArmSysroot(t)
+	sr.InstallLdconfig(t)
+	hostEvidence(t, sr.Root, "dgx-spark")
+	site := filepath.Join(sr.Root, "opt/venv/lib/python3.12/site-packages")
+	torchAarch64Wheel(t, site)
+	archives := undeclaredArchives(t)
+	archives = slices.DeleteFunc(archives, func(a mirrortest.Archive) bool { return a.Component == "libcudss" && a.Version == "0.9.9.1" })
+	_, cat := serveCatalog(t, archives)
+	prefix := openPrefixIn(t, "", sr.Root)
+	client, err := fetch.NewClient(fetch.Options{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	target, err := FindTarget(ctx, "torch", TargetOptions{SiteDir: site, Root: sr.Root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := ""
+	out, err := Resolve(ctx, target, Options{Loader: ldso.Options{Root: sr.Root, LDLibraryPath: &empty, PreloadSet: true},
+		Catalog: cat, Prefix: prefix, Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.OK || out.Stopped == StopRoundLimit || len(out.Rounds) > 2 {
+		t.Errorf("stopped %q after %d rounds, ok=%v: want a stop naming cuDSS before the round limit", out.Stopped, len(out.Rounds), out.OK)
+	}
+	var named bool
+	for _, u := range out.Unresolved {
+		if u.Soname == "libcudss.so.0" && strings.Contains(u.Reason, "0.9.9.9 refused") && strings.Contains(u.Reason, "cudssExecute") {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("unresolved %+v: want libcudss.so.0 with the refused release and cudssExecute", out.Unresolved)
+	}
+}
