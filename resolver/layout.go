@@ -86,13 +86,21 @@ func newLayout(t *Target, cl *declared.Closure, site string) *Layout {
 		}
 		lay.Dists = append(lay.Dists, st)
 	}
-	if cl != nil {
-		for _, d := range cl.Dists {
-			lay.declared(d, site)
-		}
-	}
 	sort.Slice(lay.Dists, func(i, j int) bool { return lay.Dists[i].Name < lay.Dists[j].Name })
+	lay.addDeclared(cl, site)
 	return lay
+}
+
+// addDeclared adds the NVIDIA distributions of cl that are not installed,
+// as newLayout does: a layout built without them gets them without its
+// installed files being stat'ed again.
+func (l *Layout) addDeclared(cl *declared.Closure, site string) {
+	if l == nil || cl == nil {
+		return
+	}
+	for _, d := range cl.Dists {
+		l.declared(d, site)
+	}
 }
 
 // own records that distribution dist's RECORD puts the file name at p.

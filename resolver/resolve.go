@@ -398,7 +398,7 @@ func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
 			s.out.Distributions = cl
 		}
 		s.out.DistributionsAfter = cl
-		s.layout = newLayout(s.t, cl, s.t.installSite())
+		s.layout.addDeclared(cl, s.t.installSite()) // the same files as above
 	}
 	s.out.VersionErrors = rep.VersionErrors
 	if s.change != nil {

@@ -2,7 +2,6 @@ package scan
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"io/fs"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/internal/dirent"
 	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/ldso"
 	"golang.org/x/sys/unix"
@@ -183,55 +183,35 @@ func (w *walker) list(path string) {
 // walk does not follow them.
 func (w *walker) entries(fd int, path string) ([]dirFile, error) {
 	var files []dirFile
-	buf := make([]byte, 16<<10)
-	for {
-		n, err := eintr.Retry(func() (int, error) { return syscall.ReadDirent(fd, buf) })
-		if err != nil {
-			return files, err
-		}
-		if n <= 0 {
-			return files, nil
-		}
-		for b := buf[:n]; len(b) >= 19; {
-			reclen := int(binary.NativeEndian.Uint16(b[16:]))
-			if reclen < 19 || reclen > len(b) {
-				break
-			}
-			typ, name := b[18], b[19:reclen]
-			if i := slices.Index(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			b = b[reclen:]
-			if string(name) == "." || string(name) == ".." {
-				continue
-			}
-			how := readFile
-			if !w.all {
-				// Decided before the name is copied: most files end here.
-				if how = candidate(string(name)); how == skipFile && typ == syscall.DT_REG {
-					continue
-				}
-			}
-			var mode uint32
-			if typ == syscall.DT_UNKNOWN {
-				// Some file systems never record the type.
-				typ, mode = typeAt(fd, string(name))
-				if how == readIfExecutable && typ == syscall.DT_REG {
-					how = executable(mode)
-				}
-			}
-			switch typ {
-			case syscall.DT_DIR:
-				if w.all || !skipDir(string(name)) {
-					w.push(walkTask{list: filepath.Join(path, string(name))})
-				}
-			case syscall.DT_REG:
-				if how != skipFile {
-					files = append(files, dirFile{name: string(name), how: how})
-				}
+	err := dirent.Each(fd, make([]byte, 16<<10), func(name []byte, typ byte) error {
+		how := readFile
+		if !w.all {
+			// Decided before the name is copied: most files end here.
+			if how = candidate(string(name)); how == skipFile && typ == syscall.DT_REG {
+				return nil
 			}
 		}
-	}
+		var mode uint32
+		if typ == syscall.DT_UNKNOWN {
+			// Some file systems never record the type.
+			typ, mode = typeAt(fd, string(name))
+			if how == readIfExecutable && typ == syscall.DT_REG {
+				how = executable(mode)
+			}
+		}
+		switch typ {
+		case syscall.DT_DIR:
+			if w.all || !skipDir(string(name)) {
+				w.push(walkTask{list: filepath.Join(path, string(name))})
+			}
+		case syscall.DT_REG:
+			if how != skipFile {
+				files = append(files, dirFile{name: string(name), how: how})
+			}
+		}
+		return nil
+	})
+	return files, err
 }
 
 // typeAt is the type (DT_*) and mode of the entry name of the directory
