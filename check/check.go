@@ -9,11 +9,13 @@
 package check
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -47,7 +49,15 @@ type Options struct {
 	// settings in force); Inputs more files (config files, catalogs).
 	Key    []string
 	Inputs []string
-	Logger *slog.Logger
+	// Import, when set, is a command that imports a Python target in a new
+	// process (python -c 'import torch'), run beside the analysis within
+	// ImportTimeout (no bound of its own when 0). An answer with an import
+	// is kept only when the import succeeded, with every file of the
+	// target's distribution among its inputs: a failing import runs again
+	// each time.
+	Import        []string
+	ImportTimeout time.Duration
+	Logger        *slog.Logger
 }
 
 // Result is the answer.
@@ -56,9 +66,24 @@ type Result struct {
 	Target   string             `json:"target"`
 	OK       bool               `json:"ok"`
 	Problems []resolver.Problem `json:"problems"`
+	// Import is what Options.Import did; nil when it was not asked for.
+	Import *Import `json:"import,omitempty"`
 	// Cached is set when nothing the answer depends on changed since it
 	// was last computed.
 	Cached bool `json:"cached"`
+}
+
+// Import is the outcome of importing the target in a new process.
+type Import struct {
+	Command string `json:"command"`
+	OK      bool   `json:"ok"`
+	// TimedOut says the import did not finish within its bound.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// LastLine is the last line of its output when it failed (a Python
+	// traceback ends with the exception).
+	LastLine string `json:"last_line,omitempty"`
+	// At is when it ran: from the cache, when it last really ran.
+	At time.Time `json:"at"`
 }
 
 // ErrTimeout is returned when the check did not end within its budget.
@@ -143,6 +168,7 @@ func run(ctx context.Context, opts Options, margin time.Duration) (*Result, erro
 	v = verdict{Key: key, Inputs: factcache.Capture(inputs), Result: *r}
 	switch {
 	case opts.Cache.Path() == "":
+	case r.Import != nil && !r.Import.OK:
 	case !v.Inputs.Settled(start, margin):
 		opts.Logger.Debug("answer not cached: its inputs changed moments ago", "newest", v.Inputs.Newest())
 	default:
@@ -170,12 +196,21 @@ func analyze(ctx context.Context, opts Options) (*Result, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// The import takes seconds where the analysis takes a fraction of one:
+	// it runs beside it.
+	imported := make(chan *Import, 1)
+	if len(opts.Import) > 0 {
+		go func() { imported <- runImport(ctx, opts.Import, opts.ImportTimeout) }()
+	} else {
+		imported <- nil
+	}
 	a, err := resolver.Analyze(ctx, t, resolver.Options{Loader: opts.Loader, Catalog: cat, Prefix: prefix, Logger: opts.Logger})
+	imp := <-imported
 	if err != nil {
 		return nil, nil, err
 	}
 	problems := a.Problems()
-	r := &Result{Target: t.Describe(), OK: len(problems) == 0, Problems: problems}
+	r := &Result{Target: t.Describe(), OK: len(problems) == 0, Problems: problems, Import: imp}
 	if r.Problems == nil {
 		r.Problems = []resolver.Problem{}
 	}
@@ -186,6 +221,11 @@ func analyze(ctx context.Context, opts Options) (*Result, []string, error) {
 	if t.Python != nil {
 		inputs = append(inputs, t.Python.Inputs...)
 		inputs = append(inputs, t.Python.Interpreter, t.Python.Executable, t.Python.RealExec)
+	}
+	if imp != nil && t.Dist != nil {
+		// What the import reads besides the libraries: the package's own
+		// modules, edited in place or not.
+		inputs = append(inputs, t.Dist.Files...)
 	}
 	if exe, err := os.Executable(); err == nil {
 		inputs = append(inputs, exe) // the catalog and the rules are in it
@@ -210,6 +250,9 @@ func keyParts(opts Options) []string {
 	if opts.Loader.PreloadSet {
 		parts = append(parts, "preload="+strings.Join(opts.Loader.Preload, ":"))
 	}
+	if len(opts.Import) > 0 {
+		parts = append(parts, "import="+strings.Join(opts.Import, "\x00"))
+	}
 	parts = append(parts, opts.Key...)
 	return append(parts, environ()...)
 }
@@ -229,4 +272,42 @@ func environ() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// runImport runs the import command with the user's environment, within
+// timeout when it is positive.
+func runImport(ctx context.Context, argv []string, timeout time.Duration) *Import {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	imp := &Import{Command: strings.Join(argv, " "), At: time.Now().UTC().Truncate(time.Second)}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	switch err := cmd.Run(); {
+	case err == nil:
+		imp.OK = true
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		imp.TimedOut = true
+	default:
+		imp.LastLine = lastLine(out.String())
+	}
+	return imp
+}
+
+// lastLine is a process's last non-empty line of output, at most 300
+// bytes.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			if len(l) > 300 {
+				l = l[:300] + "…"
+			}
+			return l
+		}
+	}
+	return "(no output)"
 }

@@ -165,6 +165,63 @@ func TestCheckPython(t *testing.T) {
 	}
 }
 
+// TestCheckImport runs the import beside the analysis: a passing import is
+// answered from cache while nothing it reads changed; a module of the
+// package edited in place (no directory changes) is seen, and a failing
+// import is never kept: it runs again each time.
+func TestCheckImport(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	lddtest.Need(t, err == nil, "python3 is not installed")
+	dir := t.TempDir()
+	venv := filepath.Join(dir, "venv")
+	if out, err := exec.Command(py, "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
+		lddtest.Need(t, false, "python3 -m venv: %v: %s", err, out)
+	}
+	site := sitePackages(t, venv)
+	initPy := filepath.Join(site, "gpupkg", "__init__.py")
+	writeDistFiles(t, site, "gpupkg", "1.0", nil, map[string]elfwrite.Spec{
+		"gpupkg/_core.cpython-3-x86_64-linux-gnu.so": {Needed: []string{"libc.so.6"}},
+	}, map[string]string{"gpupkg/__init__.py": "answer = 42\n"})
+	python := filepath.Join(venv, "bin", "python3")
+	opts := Options{Target: "gpupkg", Python: python, Loader: noEnv(), Catalog: embedded, Cache: factcache.At(filepath.Join(dir, "cache")),
+		Import: []string{python, "-c", "import gpupkg"}, ImportTimeout: time.Minute}
+	ctx := context.Background()
+	checkOnce := func(what string, wantOK, wantCached bool) *Result {
+		t.Helper()
+		r, err := runWithin(ctx, opts, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if r.Import == nil || r.Import.OK != wantOK || r.Cached != wantCached || !r.OK {
+			t.Fatalf("%s: import %+v, cached %v (want ok %v, cached %v), ok %v %v", what, r.Import, r.Cached, wantOK, wantCached, r.OK, r.Problems)
+		}
+		return r
+	}
+	first := checkOnce("first", true, false)
+	again := checkOnce("nothing changed", true, true)
+	if !again.Import.At.Equal(first.Import.At) || again.Import.Command != python+" -c import gpupkg" {
+		t.Errorf("cached import %+v, want the first's %+v", again.Import, first.Import)
+	}
+	if err := os.WriteFile(initPy, []byte("raise ImportError('gpupkg is broken')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"module edited in place", "still broken"} {
+		if r := checkOnce(what, false, false); r.Import.LastLine != "ImportError: gpupkg is broken" {
+			t.Errorf("%s: last line %q", what, r.Import.LastLine)
+		}
+	}
+	if err := os.WriteFile(initPy, []byte("answer = 43\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkOnce("repaired", true, false)
+	checkOnce("repaired, again", true, true)
+	// Without the import, the answer is another one, with no import.
+	opts.Import = nil
+	if r, err := runWithin(ctx, opts, 0); err != nil || r.Import != nil || r.Cached {
+		t.Fatalf("without the import: %+v, %v", r, err)
+	}
+}
+
 // TestCheckWithoutCache: an unwritable cache, or none, still answers.
 func TestCheckWithoutCache(t *testing.T) {
 	dir := t.TempDir()
@@ -214,6 +271,12 @@ func sitePackages(t *testing.T, venv string) string {
 // a RECORD listing them.
 func writeDist(t *testing.T, site, name, version string, requires []string, objs map[string]elfwrite.Spec) {
 	t.Helper()
+	writeDistFiles(t, site, name, version, requires, objs, nil)
+}
+
+// writeDistFiles is writeDist with more files (Python modules) by content.
+func writeDistFiles(t *testing.T, site, name, version string, requires []string, objs map[string]elfwrite.Spec, more map[string]string) {
+	t.Helper()
 	info := fmt.Sprintf("%s-%s.dist-info", name, version)
 	meta := fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\n", name, version)
 	for _, r := range requires {
@@ -227,6 +290,9 @@ func writeDist(t *testing.T, site, name, version string, requires []string, objs
 			t.Fatal(err)
 		}
 		files[p] = b
+	}
+	for p, text := range more {
+		files[p] = []byte(text)
 	}
 	var names []string
 	for p := range files {

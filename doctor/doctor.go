@@ -155,15 +155,12 @@ type Options struct {
 	// installed distribution: doctor then says whether a uv project's
 	// `uv sync` would remove what cudadeps installed.
 	Env *pyenv.Env
-	// Analysis is what resolve's own analysis (check.Run) found about the
-	// target; ImportCommand imports a Python target in a new process
-	// (bounded by ImportTimeout). Doctor fails while either does.
-	Analysis      *checkpkg.Result
-	AnalysisError string // why there is no Analysis, when it failed
-	ImportModule  string // the module ImportCommand imports
-	ImportCommand []string
-	ImportTimeout time.Duration
-	Logger        *slog.Logger
+	// Analyze, when set, runs resolve's own analysis of the target and,
+	// for a Python target, its import in a new process (check.Run with
+	// Options.Import), beside the checks of the host. Doctor fails while
+	// either fails.
+	Analyze func(context.Context) (*checkpkg.Result, error)
+	Logger  *slog.Logger
 }
 
 // DefaultProbeTimeout is used when Options.ProbeTimeout is zero.
@@ -177,6 +174,19 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	d, err := newDiag(opts)
 	if err != nil {
 		return nil, err
+	}
+	type analysis struct {
+		r   *checkpkg.Result
+		err error
+	}
+	analysed := make(chan analysis, 1)
+	if opts.Analyze != nil {
+		go func() {
+			r, err := opts.Analyze(ctx)
+			analysed <- analysis{r, err}
+		}()
+	} else {
+		analysed <- analysis{}
 	}
 	if err := d.loadTarget(ctx); err != nil {
 		return nil, err
@@ -203,7 +213,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		checks = append(checks, d.checkStaticRuntime())
 	}
 	checks = append(checks, d.checkShims())
-	for _, c := range []*Check{checkAnalysis(opts.Analysis, opts.AnalysisError), checkImport(ctx, opts.ImportCommand, opts.ImportTimeout), checkUV(opts.Env)} {
+	a := <-analysed
+	if a.err != nil && ctx.Err() != nil {
+		return nil, a.err
+	}
+	for _, c := range []*Check{checkAnalysis(a.r, a.err), checkImport(a.r), checkUV(opts.Env)} {
 		if c != nil {
 			checks = append(checks, *c)
 		}

@@ -1,11 +1,7 @@
 package doctor
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -16,12 +12,12 @@ import (
 const maxProblemsShown = 6
 
 // checkAnalysis says whether the target loads whole by the analysis resolve
-// and check make (Options.Analysis): what its metadata declares and the
+// and check make (Options.Analyze): what its metadata declares and the
 // state of each distribution, the libraries the loader would not find or
 // would take from the wrong place, symbols that would not bind.
-func checkAnalysis(r *checkpkg.Result, failed string) *Check {
-	if failed != "" {
-		c := check("target", Warn, "the target could not be analysed: "+failed, "")
+func checkAnalysis(r *checkpkg.Result, failed error) *Check {
+	if failed != nil {
+		c := check("target", Warn, "the target could not be analysed: "+failed.Error(), "")
 		return &c
 	}
 	if r == nil {
@@ -54,47 +50,26 @@ func targetWord(describe string) string {
 // ImportTimeout bounds the import doctor runs.
 const ImportTimeout = 2 * time.Minute
 
-// checkImport runs the import of a Python target in a new process with the
-// environment the user has (Options.ImportCommand): however the analysis
-// reads, doctor never reports success while the import fails.
-func checkImport(ctx context.Context, argv []string, timeout time.Duration) *Check {
-	if len(argv) == 0 {
+// checkImport says how the import of a Python target went (check's
+// Import): however the analysis reads, doctor never reports success while
+// the import fails. An import that succeeded is not run again while
+// nothing it reads changed: the line says when it ran.
+func checkImport(r *checkpkg.Result) *Check {
+	if r == nil || r.Import == nil {
 		return nil
 	}
-	if timeout <= 0 {
-		timeout = ImportTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	shown := strings.Join(argv, " ")
+	imp := r.Import
+	var c Check
 	switch {
-	case err == nil:
-		c := check("import", OK, shown+" succeeds", "")
-		return &c
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		c := check("import", Fail, fmt.Sprintf("%s did not finish in %s", shown, timeout), "")
-		return &c
+	case imp.OK && r.Cached:
+		c = check("import", OK, fmt.Sprintf("%s succeeded at %s, and nothing it reads has changed since (--no-cache imports again)", imp.Command, imp.At.Format(time.RFC3339)), "")
+	case imp.OK:
+		c = check("import", OK, imp.Command+" succeeds", "")
+	case imp.TimedOut:
+		c = check("import", Fail, fmt.Sprintf("%s did not finish in %s", imp.Command, ImportTimeout), "")
+	default:
+		c = check("import", Fail, fmt.Sprintf("%s fails: %s", imp.Command, imp.LastLine),
+			"a library named there is what is missing: 'cudadeps resolve' restores it; 'cudadeps why SONAME --from FILE' says why the loader misses it")
 	}
-	c := check("import", Fail, fmt.Sprintf("%s fails: %s", shown, lastLine(out.String())),
-		"a library named there is what is missing: 'cudadeps resolve' restores it; 'cudadeps why SONAME --from FILE' says why the loader misses it")
 	return &c
-}
-
-// lastLine is a process's last non-empty line of output (a Python
-// traceback ends with the exception).
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if l := strings.TrimSpace(lines[i]); l != "" {
-			if len(l) > 300 {
-				l = l[:300] + "…"
-			}
-			return l
-		}
-	}
-	return "(no output)"
 }

@@ -47,6 +47,7 @@ fails, 1 otherwise.`
 // doctorFlags are doctor's own flags.
 type doctorFlags struct {
 	probe, probeChild, nvmlChild bool
+	noCache                      bool
 	sm                           string
 	probeTimeout                 time.Duration
 	python                       string
@@ -57,6 +58,7 @@ func (f *doctorFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.probe, "probe", false, "load libcuda.so.1 in a subprocess and call cuInit, cuDriverGetVersion and cuDeviceGetCount")
 	fl.DurationVar(&f.probeTimeout, "probe-timeout", doctor.DefaultProbeTimeout, "give up on the probe after `DURATION`")
 	fl.StringVar(&f.python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET, whose process is modelled and which, in static builds, runs the probe (default: the active environment's python3)")
+	fl.BoolVar(&f.noCache, "no-cache", false, "analyze and import TARGET again even when nothing changed since they last passed")
 	fl.BoolVar(&f.probeChild, "probe-child", false, "run as the probe subprocess")
 	_ = fl.MarkHidden("probe-child")
 	fl.BoolVar(&f.nvmlChild, "nvml-child", false, "run as the NVML query subprocess")
@@ -105,11 +107,12 @@ func (a *app) runDoctor(cmd *cobra.Command, args []string, f doctorFlags) error 
 		PreloadSet:   cmd.Flags().Changed("preload"),
 	}
 	if len(args) == 1 {
+		var module string
 		var err error
-		if python, err = doctorTarget(cmd.Context(), args[0], python, &opts); err != nil {
+		if python, module, err = doctorTarget(cmd.Context(), args[0], python, &opts); err != nil {
 			return err
 		}
-		if err := a.doctorAnalysis(cmd, args[0], f.python, &opts); err != nil {
+		if err := a.doctorAnalysis(cmd, args[0], module, f, &opts); err != nil {
 			return err
 		}
 	}
@@ -196,15 +199,17 @@ func (a *app) printDoctor(rep *doctor.Report) error {
 }
 
 // doctorTarget fills in what doctor examines for TARGET and returns the
-// interpreter that loads it (python unless a distribution names another).
-func doctorTarget(ctx context.Context, arg, python string, opts *doctor.Options) (string, error) {
+// interpreter that loads it (python unless a distribution names another)
+// and, for a distribution, the module its import check imports.
+func doctorTarget(ctx context.Context, arg, python string, opts *doctor.Options) (string, string, error) {
 	t, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: python, Cache: factcache.Open()})
 	if err != nil {
-		return "", usageError("%v", err)
+		return "", "", usageError("%v", err)
 	}
+	module := ""
 	switch t.Kind {
 	case resolver.KindPython:
-		opts.TargetName, opts.TargetFiles, opts.Env, opts.ImportModule = t.Dist.Name, t.Dist.Files, t.Python, t.Module
+		opts.TargetName, opts.TargetFiles, opts.Env, module = t.Dist.Name, t.Dist.Files, t.Python, t.Module
 		// The interpreter is the program that will load the package: its
 		// loader view is the one that matters.
 		opts.From = t.Python.Executable
@@ -215,33 +220,28 @@ func doctorTarget(ctx context.Context, arg, python string, opts *doctor.Options)
 			python = t.Python.Interpreter
 		}
 	case resolver.KindWheel:
-		return "", usageError("%s: doctor examines what is installed; give the installed distribution's name or directory", arg)
+		return "", "", usageError("%s: doctor examines what is installed; give the installed distribution's name or directory", arg)
 	default:
 		opts.Target = t.Path
 	}
-	return python, nil
+	return python, module, nil
 }
 
-// doctorAnalysis runs, for TARGET, the analysis resolve and check make
-// (from check's cache when nothing changed), and for a Python target the
-// import itself.
-func (a *app) doctorAnalysis(cmd *cobra.Command, target, python string, opts *doctor.Options) error {
-	co := check.Options{Target: target, Python: python, Timeout: doctor.ImportTimeout, Cache: factcache.Open()}
+// doctorAnalysis has doctor run, for TARGET, the analysis resolve and
+// check make and, for a Python target, the import itself (from check's
+// cache while nothing changed since both passed).
+func (a *app) doctorAnalysis(cmd *cobra.Command, target, module string, f doctorFlags, opts *doctor.Options) error {
+	co := check.Options{Target: target, Python: f.python, Timeout: doctor.ImportTimeout + time.Minute, Cache: factcache.Open()}
+	if f.noCache {
+		co.Cache = factcache.Dir{}
+	}
 	if err := a.checkSettings(cmd, &co); err != nil {
 		return err
 	}
-	r, err := check.Run(cmd.Context(), co)
-	switch {
-	case err != nil && cmd.Context().Err() != nil:
-		return err
-	case err != nil:
-		opts.AnalysisError = err.Error()
-	default:
-		opts.Analysis = r
+	if opts.Env != nil && module != "" {
+		co.Import, co.ImportTimeout = []string{opts.Env.Executable, "-c", "import " + module}, doctor.ImportTimeout
 	}
-	if opts.Env != nil && opts.ImportModule != "" {
-		opts.ImportCommand = []string{opts.Env.Executable, "-c", "import " + opts.ImportModule}
-	}
+	opts.Analyze = func(ctx context.Context) (*check.Result, error) { return check.Run(ctx, co) }
 	return nil
 }
 

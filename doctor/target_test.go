@@ -1,0 +1,37 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	checkpkg "github.com/cudadeps/cudadeps/check"
+)
+
+// TestCheckImportVerdicts: the import line for each outcome check gives,
+// a passing import from cache naming when it really ran.
+func TestCheckImportVerdicts(t *testing.T) {
+	at := time.Date(2026, 11, 25, 17, 0, 0, 0, time.UTC)
+	imp := func(i checkpkg.Import, cached bool) *checkpkg.Result {
+		i.Command, i.At = "python -c import torch", at
+		return &checkpkg.Result{OK: true, Import: &i, Cached: cached}
+	}
+	for _, tc := range []struct {
+		r      *checkpkg.Result
+		status Status
+		want   string
+	}{
+		{imp(checkpkg.Import{OK: true}, false), OK, "python -c import torch succeeds"},
+		{imp(checkpkg.Import{OK: true}, true), OK, "succeeded at 2026-11-25T17:00:00Z, and nothing it reads has changed since"},
+		{imp(checkpkg.Import{TimedOut: true}, false), Fail, "did not finish in 2m0s"},
+		{imp(checkpkg.Import{LastLine: "ImportError: libcudnn.so.9: cannot open shared object file"}, false), Fail, "fails: ImportError: libcudnn.so.9"},
+	} {
+		c := checkImport(tc.r)
+		if c == nil || c.Status != tc.status || !strings.Contains(c.Evidence, tc.want) {
+			t.Errorf("%+v: got %+v, want %s with %q", tc.r.Import, c, tc.status, tc.want)
+		}
+	}
+	if c := checkImport(&checkpkg.Result{OK: true}); c != nil {
+		t.Errorf("no import asked: %+v", c)
+	}
+}
