@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"testing"
 
@@ -21,8 +22,8 @@ func BenchmarkCheckCached(b *testing.B) {
 	if _, err := runWithin(ctx, opts, 0); err != nil {
 		b.Fatal(err)
 	}
-	var v verdict
-	key := factcache.Key("check", joinKey(opts))
+	var v verdict[json.RawMessage]
+	key := factcache.Key("check", joinKey(opts, ""))
 	if !opts.Cache.Load(key, &v) {
 		b.Fatal("no answer kept")
 	}

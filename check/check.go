@@ -11,6 +11,7 @@ package check
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,11 +131,11 @@ func runWithin(ctx context.Context, opts Options, margin time.Duration) (*Result
 	}
 }
 
-// verdict is a cached answer.
-type verdict struct {
+// verdict is a kept answer, with what it was derived from.
+type verdict[T any] struct {
 	Key    string
 	Inputs factcache.Inputs
-	Result Result
+	Answer T
 }
 
 // settleMargin: inputs changed more recently than this before the check
@@ -146,55 +147,97 @@ const settleMargin = 2 * time.Second
 const keep = 64
 
 func run(ctx context.Context, opts Options, margin time.Duration) (*Result, error) {
-	key := joinKey(opts)
-	name := factcache.Key("check", key)
-	var v verdict
-	if opts.Cache.Load(name, &v) && v.Key == key && v.Inputs.Unchanged() {
-		r := v.Result
+	var r Result
+	if Recall(opts, "", &r) {
 		r.Cached = true
 		return &r, nil
 	}
 	start := time.Now()
-	r, inputs, err := analyze(ctx, opts)
+	t, a, r2, err := analyze(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if inputs == nil {
-		return r, nil
+	if r2.Import == nil || r2.Import.OK {
+		remember(opts, "", r2, t, a, start, margin)
 	}
-	v = verdict{Key: key, Inputs: factcache.Capture(inputs), Result: *r}
-	switch {
-	case opts.Cache.Path() == "":
-	case r.Import != nil && !r.Import.OK:
-	case !v.Inputs.Settled(start, margin):
-		opts.Logger.Debug("answer not cached: its inputs changed moments ago", "newest", v.Inputs.Newest())
-	default:
-		if err := opts.Cache.Save(name, v); err != nil {
-			opts.Logger.Debug("answer not cached", "error", err)
-		}
-		opts.Cache.Trim("check-", keep)
-	}
-	return r, nil
+	return r2, nil
 }
 
-// analyze runs the resolver's analysis and lists its inputs; none for a
-// directory or a wheel, whose walk the inputs do not cover (a file added
-// deep in a tree changes no directory the loader looked at).
-func analyze(ctx context.Context, opts Options) (*Result, []string, error) {
+// Recall loads into v the answer kept for what (a kind of answer: "" is
+// check's own) with opts, when nothing it depends on has changed.
+func Recall(opts Options, what string, v any) bool {
+	key := joinKey(opts, what)
+	var kept verdict[json.RawMessage]
+	if !opts.Cache.Load(factcache.Key("check", key), &kept) || kept.Key != key || !kept.Inputs.Unchanged() {
+		return false
+	}
+	return json.Unmarshal(kept.Answer, v) == nil
+}
+
+// Remember keeps v as the answer for what with opts, derived from the
+// analysis a of target t begun at start, for Recall to give while nothing
+// it depends on changes: the analysis' inputs, opts.Inputs, the
+// interpreter and this program. Only an answer about a Python
+// distribution or a file is kept (a tree's walk is not among the inputs),
+// and only when its inputs had settled when it began.
+func Remember(opts Options, what string, v any, t *resolver.Target, a *resolver.Analysis, start time.Time) {
+	remember(opts, what, v, t, a, start, settleMargin)
+}
+
+func remember(opts Options, what string, v any, t *resolver.Target, a *resolver.Analysis, start time.Time, margin time.Duration) {
+	if opts.Cache.Path() == "" || t.Kind != resolver.KindPython && t.Kind != resolver.KindFile {
+		return
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	answer, err := json.Marshal(v)
+	if err != nil {
+		opts.Logger.Debug("answer not cached", "error", err)
+		return
+	}
+	inputs := append(a.Inputs(), opts.Inputs...)
+	if t.Python != nil {
+		inputs = append(inputs, t.Python.Inputs...)
+		inputs = append(inputs, t.Python.Interpreter, t.Python.Executable, t.Python.RealExec)
+		if len(opts.Import) > 0 && t.Dist != nil {
+			// What the import reads besides the libraries: the package's
+			// own modules, edited in place or not.
+			inputs = append(inputs, t.Dist.Files...)
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		inputs = append(inputs, exe) // the catalog and the rules are in it
+	}
+	key := joinKey(opts, what)
+	kept := verdict[json.RawMessage]{Key: key, Inputs: factcache.Capture(inputs), Answer: answer}
+	if !kept.Inputs.Settled(start, margin) {
+		opts.Logger.Debug("answer not cached: its inputs changed moments ago", "newest", kept.Inputs.Newest())
+		return
+	}
+	if err := opts.Cache.Save(factcache.Key("check", key), kept); err != nil {
+		opts.Logger.Debug("answer not cached", "error", err)
+	}
+	opts.Cache.Trim("check-", keep)
+}
+
+// analyze runs the resolver's analysis and, when asked, the import
+// beside it.
+func analyze(ctx context.Context, opts Options) (*resolver.Target, *resolver.Analysis, *Result, error) {
 	t, err := resolver.FindTarget(ctx, opts.Target, resolver.TargetOptions{Python: opts.Python, SiteDir: opts.SiteDir, Cache: opts.Cache})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cat, err := opts.Catalog(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	prefix, err := activation.OpenIn(opts.Prefix, opts.Loader.Root)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// The import takes seconds where the analysis takes a fraction of one:
 	// it runs beside it.
@@ -207,34 +250,20 @@ func analyze(ctx context.Context, opts Options) (*Result, []string, error) {
 	a, err := resolver.Analyze(ctx, t, resolver.Options{Loader: opts.Loader, Catalog: cat, Prefix: prefix, Logger: opts.Logger})
 	imp := <-imported
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	problems := a.Problems()
 	r := &Result{Target: t.Describe(), OK: len(problems) == 0, Problems: problems, Import: imp}
 	if r.Problems == nil {
 		r.Problems = []resolver.Problem{}
 	}
-	if t.Kind != resolver.KindPython && t.Kind != resolver.KindFile {
-		return r, nil, nil
-	}
-	inputs := append(a.Inputs(), opts.Inputs...)
-	if t.Python != nil {
-		inputs = append(inputs, t.Python.Inputs...)
-		inputs = append(inputs, t.Python.Interpreter, t.Python.Executable, t.Python.RealExec)
-	}
-	if imp != nil && t.Dist != nil {
-		// What the import reads besides the libraries: the package's own
-		// modules, edited in place or not.
-		inputs = append(inputs, t.Dist.Files...)
-	}
-	if exe, err := os.Executable(); err == nil {
-		inputs = append(inputs, exe) // the catalog and the rules are in it
-	}
-	return r, inputs, nil
+	return t, a, r, nil
 }
 
 // joinKey is the text of everything the answer depends on besides files.
-func joinKey(opts Options) string { return strings.Join(keyParts(opts), "\x00") }
+func joinKey(opts Options, what string) string {
+	return strings.Join(append(keyParts(opts), "answer="+what), "\x00")
+}
 
 // keyParts are what the answer depends on besides files: the machine, the
 // working directory (a relative target), the options and the environment

@@ -31,15 +31,31 @@ type Analysis struct {
 func Analyze(ctx context.Context, t *Target, opts Options) (*Analysis, error) {
 	opts.DryRun, opts.Verify, opts.Check = true, false, ""
 	opts.Source, opts.Index, opts.Client, opts.Confirm = SourceNVIDIA, nil, nil, nil
-	a := &Analysis{prefix: opts.Prefix}
-	opts.Loader.OnNew = func(l *ldso.Loader) { a.loaders = append(a.loaders, l) }
+	a := Watch(&opts)
 	out, err := Resolve(ctx, t, opts)
 	if err != nil {
 		return nil, err
 	}
-	a.Outcome, a.Report = out, out.FinalScan
+	a.Done(out)
 	return a, nil
 }
+
+// Watch makes the resolve opts are for one whose Analysis can list its
+// inputs: Done gives it the outcome.
+func Watch(opts *Options) *Analysis {
+	a := &Analysis{prefix: opts.Prefix}
+	prev := opts.Loader.OnNew
+	opts.Loader.OnNew = func(l *ldso.Loader) {
+		if prev != nil {
+			prev(l)
+		}
+		a.loaders = append(a.loaders, l)
+	}
+	return a
+}
+
+// Done records the outcome of the resolve Watch watched.
+func (a *Analysis) Done(out *Outcome) { a.Outcome, a.Report = out, out.FinalScan }
 
 // ProblemKind says what is wrong.
 type ProblemKind string

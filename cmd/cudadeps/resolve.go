@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/check"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/fleet/registry"
 	"github.com/cudadeps/cudadeps/gpuarch"
@@ -25,6 +27,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/tty"
 	"github.com/cudadeps/cudadeps/ldso"
 	"github.com/cudadeps/cudadeps/plan"
+	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/pypi"
 	"github.com/cudadeps/cudadeps/resolver"
 	"github.com/cudadeps/cudadeps/scan"
@@ -238,6 +241,19 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	if err := f.checkUsage(); err != nil {
 		return err
 	}
+	start := time.Now()
+	kept, err := a.keptDryRun(cmd, arg, f)
+	if err != nil {
+		return err
+	}
+	// A dry run of a whole target that nothing changed since prints what
+	// it printed then, after a stat of everything the answer depends on.
+	var text string
+	if kept != nil && check.Recall(*kept, dryRunAnswer, &text) {
+		a.logger.Debug("dry run answered from cache: nothing it depends on changed since it was made")
+		_, err := io.WriteString(a.stdout, text)
+		return err
+	}
 	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root, Cache: factcache.Open()})
 	if err != nil {
 		return err
@@ -280,6 +296,7 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		}
 		opts.Confirm = a.confirmPlan(prefix, opts.Client, f.yes)
 	}
+	watched := resolver.Watch(&opts)
 	var dev *gpuarch.Device
 	if f.cov.wanted() {
 		// Before anything is fetched: a bad --sm is a usage error.
@@ -301,10 +318,42 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		}
 	}
 	logRounds(a, out)
-	if err := a.printResolve(ctx, out); err != nil {
+	var printed bytes.Buffer
+	if err := a.printResolve(ctx, io.MultiWriter(a.stdout, &printed), out); err != nil {
 		return err
 	}
-	return a.resolveExit(ctx, target, out)
+	if err := a.resolveExit(ctx, target, out); err != nil {
+		return err
+	}
+	if kept != nil && out.OK {
+		watched.Done(out)
+		check.Remember(*kept, dryRunAnswer, printed.String(), target, watched, start)
+	}
+	return nil
+}
+
+// dryRunAnswer names the answers kept for resolve --dry-run.
+const dryRunAnswer = "resolve --dry-run"
+
+// keptDryRun says under what a dry run's answer is kept (check's cache,
+// its key and inputs, with every flag that changes what is printed); nil
+// when it is not: no dry run, or one that judges GPU code for a device.
+func (a *app) keptDryRun(cmd *cobra.Command, arg string, f resolveFlags) (*check.Options, error) {
+	if !f.dryRun || f.cov.wanted() {
+		return nil, nil
+	}
+	co := check.Options{Target: arg, Python: f.python, SiteDir: f.siteDir, Cache: factcache.Open()}
+	if err := a.checkSettings(cmd, &co); err != nil {
+		return nil, err
+	}
+	co.Key = append(co.Key, "command="+a.commandLine("resolve", arg), "source="+f.source, "index-url="+f.indexURL,
+		"extra-index-url="+strings.Join(f.extraIndexURL, " "), fmt.Sprintf("platform=%s cuda=%d json=%v quiet=%v max-rounds=%d verify=%v check=%s",
+			a.opts.platform, a.opts.cuda, a.opts.json, a.opts.quiet, f.maxRounds, !f.noVerify, f.check))
+	// The host line: the driver, a Jetson's release and device tree.
+	for _, p := range []string{platform.DriverFile, platform.TegraReleaseFile, platform.CompatibleFile, platform.ProductNameFile} {
+		co.Inputs = append(co.Inputs, filepath.Join("/", a.opts.root, p))
+	}
+	return &co, nil
 }
 
 // checkUsage refuses flags that contradict each other or cannot hold.
@@ -377,16 +426,16 @@ func (a *app) packageIndex(f resolveFlags, t *resolver.Target) (*pypi.Client, er
 	return pypi.NewClient(pypi.Options{Indexes: ix.All(), AllowHTTP: f.allowHTTP, Logger: a.logger})
 }
 
-func (a *app) printResolve(ctx context.Context, out *resolver.Outcome) error {
+func (a *app) printResolve(ctx context.Context, w io.Writer, out *resolver.Outcome) error {
 	if a.opts.json {
 		// With the machine it ran on, the document is a plan that
 		// 'cudadeps apply' can check another machine against.
-		return writeJSON(a.stdout, schemaResolve, plan.NewDocument(ctx, out, a.opts.root))
+		return writeJSON(w, schemaResolve, plan.NewDocument(ctx, out, a.opts.root))
 	}
-	renderResolve(a.stdout, out, a.commandLine, a.planShown)
+	renderResolve(w, out, a.commandLine, a.planShown)
 	if out.Coverage != nil {
-		fmt.Fprintln(a.stdout)
-		renderCoverage(a.stdout, out.Coverage, out.Coverage.Device, newPainter(a.stdout))
+		fmt.Fprintln(w)
+		renderCoverage(w, out.Coverage, out.Coverage.Device, newPainter(a.stdout))
 	}
 	return nil
 }
