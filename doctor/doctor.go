@@ -17,7 +17,9 @@ import (
 	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
+	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/scan"
 )
 
 // Status is the verdict of one check.
@@ -413,27 +415,39 @@ func readTarget(ctx context.Context, path string, log *slog.Logger) (*target, er
 // readTargetFiles reads the ELF objects among a distribution's files.
 func readTargetFiles(ctx context.Context, name string, files []string, log *slog.Logger) (*target, error) {
 	t := &target{name: name, files: files}
-	var dirs []string
-	for _, f := range files {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	// Most of a distribution's files are Python sources and data: they
+	// are passed over by name, as a scan passes them; the rest are read
+	// several at once.
+	infos := make([]*elfscan.Info, len(files))
+	workers.Each(len(files), 0, func(i int) {
+		f := files[i]
+		if ctx.Err() != nil {
+			return
 		}
 		st, err := os.Lstat(f)
-		if err != nil || !st.Mode().IsRegular() {
-			continue // RECORD lists files pip wrote; a missing one is not ours to report
+		if err != nil || !st.Mode().IsRegular() || !scan.MayBeObject(filepath.Base(f), st.Mode) {
+			return // RECORD lists files pip wrote; a missing one is not ours to report
 		}
 		info, err := elfscan.ReadInfo(f)
 		if err != nil {
 			if !errors.Is(err, elfscan.ErrNotELF) {
 				log.Debug("skipping unreadable ELF file", "path", f, "err", err)
 			}
-			continue
+			return
 		}
-		if !info.Dynamic {
-			continue
+		if info.Dynamic {
+			infos[i] = info
 		}
-		t.objects = append(t.objects, &targetObject{host: f, info: info})
-		dirs = append(dirs, filepath.Dir(f))
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var dirs []string
+	for i, info := range infos {
+		if info != nil {
+			t.objects = append(t.objects, &targetObject{host: files[i], info: info})
+			dirs = append(dirs, filepath.Dir(files[i]))
+		}
 	}
 	if len(t.objects) == 0 {
 		return nil, fmt.Errorf("%s: its RECORD lists no dynamically linked ELF object", name)

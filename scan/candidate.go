@@ -1,6 +1,9 @@
 package scan
 
-import "strings"
+import (
+	"io/fs"
+	"strings"
+)
 
 // The files a directory walk reads as ELF. Opening a file to look at its
 // first bytes costs three system calls, and a Python environment is mostly
@@ -46,6 +49,20 @@ func candidate(name string) candidacy {
 		return skipFile
 	}
 	return readIfExecutable
+}
+
+// MayBeObject applies the rule to a regular file outside a walk: false
+// when its name says it is no loadable object, else true when the name
+// says it is one, else whether mode (asked for only then: a stat) has an
+// execute bit.
+func MayBeObject(name string, mode func() fs.FileMode) bool {
+	switch candidate(name) {
+	case skipFile:
+		return false
+	case readIfExecutable:
+		return mode()&0o111 != 0
+	}
+	return true
 }
 
 // skipDir reports a directory the walk does not list.

@@ -1,6 +1,7 @@
 package scan
 
 import (
+	"io/fs"
 	"path"
 	"testing"
 
@@ -84,4 +85,28 @@ func TestCandidateRuleFindsTheRealEnvironment(t *testing.T) {
 		t.Errorf("%d records: %d read by name, %d programs", len(recs), byName, programs)
 	}
 	t.Logf("%d ELF files: %d by name, %d programs (by their execute bit)", len(recs), byName, programs)
+}
+
+// TestMayBeObject: the rule outside a walk asks for the mode only of a
+// name that does not tell.
+func TestMayBeObject(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mode      fs.FileMode
+		want      bool
+		modeAsked bool
+	}{
+		{"libtorch_cuda.so", 0o644, true, false},
+		{"_C.cpython-312-x86_64-linux-gnu.so", 0o644, true, false},
+		{"__init__.py", 0o755, false, false},
+		{"RECORD", 0o755, false, false},
+		{"torch_shm_manager", 0o755, true, true},
+		{"torch_shm_manager", 0o644, false, true},
+	} {
+		asked := false
+		got := MayBeObject(tc.name, func() fs.FileMode { asked = true; return tc.mode })
+		if got != tc.want || asked != tc.modeAsked {
+			t.Errorf("%s %v: %v, mode asked %v; want %v, %v", tc.name, tc.mode, got, asked, tc.want, tc.modeAsked)
+		}
+	}
 }
