@@ -122,8 +122,10 @@ func (p *pagedReader) buffer(n uint64) []byte {
 			}
 		}
 	}
-	if n <= maxScratchSize {
-		// Sized for the largest walk it may serve next.
+	if p.spare != nil && n <= maxScratchSize {
+		// Sized for the largest walk it may serve next, once given back;
+		// a buffer nothing keeps is only as large as asked (a section
+		// header table is a few KiB, and read for every object).
 		return make([]byte, n, maxScratchSize)
 	}
 	return make([]byte, n)
