@@ -29,6 +29,10 @@ type Layout struct {
 	Dists []*DistState           `json:"distributions"`
 	libs  map[string][]*OwnedLib // by file name
 	dirs  map[string]string      // directory (physical host path) → owning distribution
+	// real memoizes physical for the directories own meets: a wheel
+	// puts hundreds of libraries in a few directories, and each physical
+	// path costs a stat per path component.
+	real map[string]string
 }
 
 // DistState is one distribution's RECORD against the disk.
@@ -113,7 +117,14 @@ func (l *Layout) own(name, p, dist, version string, present bool) {
 	if p == "" {
 		return
 	}
-	dir := physical(filepath.Dir(p))
+	dir, ok := l.real[filepath.Dir(p)]
+	if !ok {
+		dir = physical(filepath.Dir(p))
+		if l.real == nil {
+			l.real = map[string]string{}
+		}
+		l.real[filepath.Dir(p)] = dir
+	}
 	if _, taken := l.dirs[dir]; !taken {
 		l.dirs[dir] = dist
 	}
