@@ -182,15 +182,20 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		err error
 	}
 	analysed := make(chan analysis, 1)
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if opts.Analyze != nil {
 		go func() {
-			r, err := opts.Analyze(ctx)
+			r, err := opts.Analyze(actx)
 			analysed <- analysis{r, err}
 		}()
 	} else {
 		analysed <- analysis{}
 	}
 	if err := d.loadTarget(ctx); err != nil {
+		// The import in flight is stopped, not left to run on.
+		cancel()
+		<-analysed
 		return nil, err
 	}
 	d.host = gatherHost(d.sys, d.targetMachine())

@@ -242,16 +242,8 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		return err
 	}
 	start := time.Now()
-	kept, err := a.keptDryRun(cmd, arg, f)
-	if err != nil {
-		return err
-	}
-	// A dry run of a whole target that nothing changed since prints what
-	// it printed then, after a stat of everything the answer depends on.
-	var text string
-	if kept != nil && check.Recall(*kept, dryRunAnswer, &text) {
-		a.logger.Debug("dry run answered from cache: nothing it depends on changed since it was made")
-		_, err := io.WriteString(a.stdout, text)
+	kept, answered, err := a.recallDryRun(cmd, arg, f)
+	if err != nil || answered {
 		return err
 	}
 	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root, Cache: factcache.Open()})
@@ -318,6 +310,15 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		}
 	}
 	logRounds(a, out)
+	watched.Done(out)
+	return a.finishResolve(ctx, target, watched, kept, start)
+}
+
+// finishResolve prints the outcome of the resolve w watched and says how
+// it ended; a whole target's dry run is kept under kept when it is not
+// nil.
+func (a *app) finishResolve(ctx context.Context, target *resolver.Target, w *resolver.Analysis, kept *check.Options, start time.Time) error {
+	out := w.Outcome
 	var printed bytes.Buffer
 	if err := a.printResolve(ctx, io.MultiWriter(a.stdout, &printed), out); err != nil {
 		return err
@@ -326,10 +327,25 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		return err
 	}
 	if kept != nil && out.OK {
-		watched.Done(out)
-		check.Remember(*kept, dryRunAnswer, printed.String(), target, watched, start)
+		check.Remember(*kept, dryRunAnswer, printed.String(), target, w, start)
 	}
 	return nil
+}
+
+// recallDryRun prints the answer a dry run of a whole target gave while
+// nothing it depends on changed since (answered), after a stat of each of
+// its inputs; kept says under what a new answer is kept (nil: none is).
+func (a *app) recallDryRun(cmd *cobra.Command, arg string, f resolveFlags) (kept *check.Options, answered bool, err error) {
+	if kept, err = a.keptDryRun(cmd, arg, f); err != nil || kept == nil {
+		return kept, false, err
+	}
+	var text string
+	if !check.Recall(*kept, dryRunAnswer, &text) {
+		return kept, false, nil
+	}
+	a.logger.Debug("dry run answered from cache: nothing it depends on changed since it was made")
+	_, err = io.WriteString(a.stdout, text)
+	return kept, true, err
 }
 
 // dryRunAnswer names the answers kept for resolve --dry-run.
