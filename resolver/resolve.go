@@ -741,6 +741,9 @@ func (s *session) finish() {
 		s.out.Checks = orEmpty(crossChecks(s.last))
 		for _, root := range s.last.Roots {
 			for _, u := range root.UndefinedSymbols {
+				if s.optionalMiss(root, u) {
+					continue // the optional library's own symbols: listed under optional
+				}
 				if !slices.Contains(s.out.UndefinedSymbols, u) {
 					s.out.UndefinedSymbols = append(s.out.UndefinedSymbols, u)
 				}
@@ -752,6 +755,25 @@ func (s *session) finish() {
 	}
 	s.out.SeeChecks = s.out.OK && len(s.out.Checks) > 0
 	s.out.fillActivation(s.opts, s.change)
+}
+
+// optionalMiss reports a reference left unbound because an optional
+// library is absent (cupy's cuTENSOR module without cuTENSOR): one
+// versioned for that library, or an unversioned one of an object that
+// needs it and finds it missing.
+func (s *session) optionalMiss(root *scan.Root, u scan.UndefinedSymbol) bool {
+	optional := func(soname string) bool {
+		return slices.ContainsFunc(s.out.Optional, func(o OptionalLib) bool { return o.Soname == soname })
+	}
+	if u.File != "" {
+		return optional(u.File)
+	}
+	for _, m := range root.Missing {
+		if optional(m.Soname) && slices.Contains(m.NeededBy, u.Object) {
+			return true
+		}
+	}
+	return false
 }
 
 // correctedLDLibraryPath is the command that sets LD_LIBRARY_PATH without

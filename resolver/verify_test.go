@@ -289,6 +289,20 @@ type cupyFixture struct {
 	catalog              *catalog.Catalog
 }
 
+// cutensorModule is CuPy's optional cuTENSOR module: it binds cuTENSOR's
+// versioned symbols, and one unversioned, so that with cuTENSOR absent its
+// references stay unbound, as the real module's do.
+func cutensorModule(t *testing.T) []byte {
+	t.Helper()
+	data, err := elfwrite.BuildLinked(elfwrite.Linked{Needed: []string{"libcutensor.so.2", "libc.so.6"},
+		VersionNeeds: []elfwrite.VersionNeed{{File: "libcutensor.so.2", Versions: []string{"libcutensor.2.0.0"}}},
+		Refs:         []elfwrite.Ref{{Name: "cutensorCreate", Version: "libcutensor.2.0.0"}, {Name: "cutensorPermute"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 // nvrtcBuiltinsOpen is the fake binding's compile: it fails as NVRTC does
 // when the builtins cannot be opened.
 const nvrtcBuiltinsOpen = `
@@ -326,7 +340,7 @@ func newCupyFixture(t *testing.T, compile string, extraRoot bool) *cupyFixture {
 		"cupy_backends/cuda/libs/nvrtc.py":            []byte(nvrtc),
 		"cupy_cuda13x-14.0.0.dist-info/top_level.txt": []byte("cupy\ncupy_backends\ncupyx\n"),
 		"cupy/_core/core." + ext:                      elfBytes(t, elfwrite.Spec{Soname: "core." + ext, Needed: []string{"libc.so.6"}}),
-		"cupy_backends/cuda/libs/cutensor." + ext:     elfBytes(t, elfwrite.Spec{Needed: []string{"libcutensor.so.2", "libc.so.6"}}),
+		"cupy_backends/cuda/libs/cutensor." + ext:     cutensorModule(t),
 	}
 	if extraRoot {
 		// A module CuPy always loads that needs cuTENSOR too: then it is
