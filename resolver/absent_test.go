@@ -554,3 +554,47 @@ func TestAbsentUndoCases(t *testing.T) {
 		t.Errorf("undo reported %d files already removed (by pip uninstall) and %d left (pip's); want both", gone, left)
 	}
 }
+
+// TestAbsentCupyAlone resolves CuPy on its own with every NVIDIA
+// distribution absent. Its [ctk] extra is counted (CuPy needs cuBLAS),
+// and of the distributions that extra names, only those whose libraries
+// CuPy needs come back: nvidia-cuda-runtime, which nothing of CuPy loads,
+// is left out with a note and is no need of its own (the GPU machine's
+// run planned nothing for it and stopped with "no archive provides what
+// is missing").
+func TestAbsentCupyAlone(t *testing.T) {
+	f := newAbsentFixture(t)
+	ix := f.serveWheels(t)
+	out := f.resolveFromIndex(t, "cupy-cuda13x", SourcePyPI, ix, false)
+	if !out.OK {
+		t.Fatalf("resolve: %s; unresolved %+v; notes %q", out.Stopped, out.Unresolved, out.Notes)
+	}
+	var restored []string
+	for _, r := range out.Rounds {
+		if r.Plan == nil {
+			continue
+		}
+		for _, st := range r.Plan.Steps {
+			if st.Restore != nil {
+				restored = append(restored, st.Restore.Dist)
+			}
+		}
+	}
+	if len(restored) == 0 || !slices.Contains(restored, "nvidia-cublas") {
+		t.Errorf("restored %q: want CuPy's libraries back", restored)
+	}
+	for _, r := range out.Rounds {
+		if r.Plan == nil {
+			continue
+		}
+		for _, n := range r.Missing {
+			for _, st := range r.Plan.Steps {
+				if slices.Contains(st.Provides, n.Soname) {
+					goto planned
+				}
+			}
+			t.Errorf("round %d: %s missing and nothing planned for it (needed by %q)", r.N, n.Soname, n.NeededBy)
+		planned:
+		}
+	}
+}

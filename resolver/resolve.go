@@ -468,7 +468,7 @@ func (s *session) needs(rep *scan.Report) []*Need {
 	needs := s.withoutOptional(needsFrom(rep), rep)
 	needs = append(needs, runtimeNeeds(s.runtime, s.runtimeBy, needs, rep, s.t, s.handled, s.viaEnv)...)
 	for _, o := range s.layout.MissingLibraries() {
-		if needFor(needs, o.Name).NeededBy != nil || s.accepted[pymeta.NormalizeName(o.Dist)] {
+		if needFor(needs, o.Name).NeededBy != nil || s.accepted[pymeta.NormalizeName(o.Dist)] || s.unneededExtra(o.Dist) {
 			continue
 		}
 		if _, done := s.handled[o.Name]; done {

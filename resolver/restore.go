@@ -242,6 +242,22 @@ func (s *session) restoreStep(d *declared.Dist, site string) (*Step, *Unresolved
 
 // declaredNeeded says whether the package loads or opens a library of d
 // (or d's files are not known, so that it cannot be told).
+// unneededExtra reports an absent distribution declared only through an
+// extra that the package's objects do not need (planRestores leaves it
+// out, with a note): its RECORD's libraries are no need of their own.
+func (s *session) unneededExtra(dist string) bool {
+	if s.closure == nil {
+		return false
+	}
+	name := pymeta.NormalizeName(dist)
+	for _, d := range s.closure.Dists {
+		if pymeta.NormalizeName(d.Name) == name {
+			return d.State == declared.Absent && d.ViaExtra != "" && !s.declaredNeeded(d)
+		}
+	}
+	return false
+}
+
 func (s *session) declaredNeeded(d *declared.Dist) bool {
 	libs := d.Libraries()
 	if len(d.Files) == 0 {

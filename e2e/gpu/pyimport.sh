@@ -5,7 +5,8 @@
 #      names the objects that load only in their import (libtorch_nvshmem.so
 #      among them, with the symbols of libc10_cuda.so it binds);
 #   2. the real loader agrees: `ldd -r` of libtorch_nvshmem.so alone lists
-#      undefined symbols, and none with torch._C's closure in LD_PRELOAD;
+#      undefined symbols, and none with libc10_cuda.so (which torch._C
+#      loads first) in LD_PRELOAD;
 #   3. the frameworks' own loaders as installed here: torch's
 #      _load_global_deps and _preload_cuda_deps (is the load by path a
 #      fallback only, or also done after a successful load?), JAX's _load,
@@ -49,14 +50,17 @@ check "libtorch_nvshmem.so loads only in its import" "$?" "$(wc -l < "$OUT/only-
 
 log "2. the real loader on libtorch_nvshmem.so"
 NVSHMEM=$SITE/torch/lib/libtorch_nvshmem.so
-C=$(ls "$SITE"/torch/_C.cpython-*.so | head -1)
+C10=$SITE/torch/lib/libc10_cuda.so
 ldd -r "$NVSHMEM" > "$OUT/ldd-r-nvshmem-alone.txt" 2>&1
 alone=$(grep -c 'undefined symbol' "$OUT/ldd-r-nvshmem-alone.txt")
-PRE=$( (echo "$C"; ldd "$C" | awk '/=> \//{print $3}') | grep -v ld-linux | tr '\n' ' ')
-LD_PRELOAD="$PRE" ldd -r "$NVSHMEM" > "$OUT/ldd-r-nvshmem-after-C.txt" 2>&1
-after=$(grep -c 'undefined symbol' "$OUT/ldd-r-nvshmem-after-C.txt")
-[ "$alone" -gt 0 ] && [ "$after" = 0 ]
-check "ldd -r libtorch_nvshmem.so: undefined alone, none after torch._C" "$?" "$alone alone, $after after (ldd-r-nvshmem-*.txt)"
+# torch._C's closure, which loads libc10_cuda.so, cannot be preloaded into
+# ldd's own shell (it needs the interpreter's symbols): libc10_cuda.so, what
+# the symbols come from, is, and the traced process inherits it.
+LD_PRELOAD="$C10" ldd -r "$NVSHMEM" > "$OUT/ldd-r-nvshmem-after-c10.txt" 2>&1
+ran=$?
+after=$(grep -c 'undefined symbol' "$OUT/ldd-r-nvshmem-after-c10.txt")
+[ "$alone" -gt 0 ] && [ "$ran" = 0 ] && [ "$after" = 0 ]
+check "ldd -r libtorch_nvshmem.so: undefined alone, none after libc10_cuda.so (torch._C loads it first)" "$?" "$alone alone, $after after, ldd exit $ran (ldd-r-nvshmem-*.txt)"
 
 log "3. the frameworks' own loaders"
 "$PYTHON" - > "$OUT/torch-loaders.py.txt" 2>&1 <<'EOF'
