@@ -16,11 +16,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/filehash"
 	"github.com/cudadeps/cudadeps/internal/testhook"
 	"github.com/cudadeps/cudadeps/internal/uniq"
+	"github.com/cudadeps/cudadeps/python/declared"
 )
 
 // Change is a round of changes for one target: store entries installed,

@@ -17,11 +17,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/atomicfile"
 	"github.com/cudadeps/cudadeps/internal/regfile"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
 	"github.com/cudadeps/cudadeps/internal/uniq"
+	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/platform"
 )
 

@@ -13,11 +13,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/atomicfile"
 	"github.com/cudadeps/cudadeps/internal/filehash"
 	"github.com/cudadeps/cudadeps/internal/regfile"
+	"github.com/cudadeps/cudadeps/python/declared"
 )
 
 // recordSchema versions the record's format. Schema 1 (records without a

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // rootFixture is an arm64 system tree with its own ldconfig, a program in

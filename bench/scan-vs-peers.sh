@@ -54,7 +54,7 @@ if [ ${#trees[@]} -eq 0 ]; then
   [ -d /usr/lib/x86_64-linux-gnu ] && trees+=(/usr/lib/x86_64-linux-gnu)
   if [ -f "$CORPUS" ] && command -v go >/dev/null; then
     echo "== writing the torch environment's skeleton"
-    go run ./internal/torchtree/cmd/torchtree -pad -others "$CORPUS" "$work/torch-env/site-packages" 2>/dev/null
+    go run ./internal/testkit/torchtree/cmd/torchtree -pad -others "$CORPUS" "$work/torch-env/site-packages" 2>/dev/null
     trees+=("$work/torch-env/site-packages")
   fi
 fi

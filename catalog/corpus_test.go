@@ -18,8 +18,8 @@ import (
 
 	"github.com/ulikunitz/xz"
 
-	"github.com/cudadeps/cudadeps/elfscan"
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
+	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/platform"
 )
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/internal/dotted"
-	"github.com/cudadeps/cudadeps/pymeta"
+	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
 // untarDistInfo unpacks the corpus's dist-info directories into a

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // repoRoot walks up from the test's directory to the directory with go.mod.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/ulikunitz/xz"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 	"github.com/cudadeps/cudadeps/platform"
 )
 

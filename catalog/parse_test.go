@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/fuzzseed"
+	"github.com/cudadeps/cudadeps/internal/testkit/fuzzseed"
 	"github.com/cudadeps/cudadeps/platform"
 )
 

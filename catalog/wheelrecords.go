@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/internal/dotted"
-	"github.com/cudadeps/cudadeps/pymeta"
+	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
 //go:embed wheelrecords.json

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/pymeta"
+	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated files of the tests run: wheelrecords.json from the shared corpus (TestWheelRecords...), compiled.go from catalog.yaml (TestCompiledCatalog)")

@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/factcache"
-	"github.com/cudadeps/cudadeps/internal/torchtree"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/torchtree"
 )
 
 // BenchmarkCheckCached is the prologue's case: libtorch_cuda.so of the

@@ -25,7 +25,7 @@ import (
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/internal/factcache"
-	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/loader/ldso"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/factcache"
-	"github.com/cudadeps/cudadeps/internal/lddtest"
-	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
+	"github.com/cudadeps/cudadeps/loader/ldso"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/loader/ldso"
 )
 
 // finding is one observation; a check combines its findings into one line.

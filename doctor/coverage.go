@@ -7,8 +7,8 @@ import (
 	"path"
 	"strings"
 
-	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/humansize"
+	"github.com/cudadeps/cudadeps/loader/gpuarch"
 )
 
 // CheckCoverage judges the GPU code of the target's closure for the

@@ -5,8 +5,8 @@ import (
 	"path"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/gpuarch"
-	fb "github.com/cudadeps/cudadeps/internal/fatbintest"
+	fb "github.com/cudadeps/cudadeps/internal/testkit/fatbintest"
+	"github.com/cudadeps/cudadeps/loader/gpuarch"
 )
 
 // pciGPU lays out an NVIDIA display controller in sysfs as the kernel

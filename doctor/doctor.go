@@ -14,12 +14,12 @@ import (
 	"time"
 
 	checkpkg "github.com/cudadeps/cudadeps/check"
-	"github.com/cudadeps/cudadeps/elfscan"
-	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
 	"github.com/cudadeps/cudadeps/internal/workers"
-	"github.com/cudadeps/cudadeps/pyenv"
-	"github.com/cudadeps/cudadeps/scan"
+	"github.com/cudadeps/cudadeps/loader/elfscan"
+	"github.com/cudadeps/cudadeps/loader/gpuarch"
+	"github.com/cudadeps/cudadeps/loader/scan"
+	"github.com/cudadeps/cudadeps/python/pyenv"
 )
 
 // Status is the verdict of one check.

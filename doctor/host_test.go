@@ -14,8 +14,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/elfscan"
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/loader/elfscan"
 )
 
 // fakeHost is a machine built in a directory: the files doctor reads under

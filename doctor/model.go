@@ -13,9 +13,9 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/elfscan"
 	"github.com/cudadeps/cudadeps/internal/regfile"
-	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/loader/elfscan"
+	"github.com/cudadeps/cudadeps/loader/ldso"
 )
 
 // model is what the project's loader model says about this host: the

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // childSays is a probe subprocess that printed out and ended as res says.

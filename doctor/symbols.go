@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cudadeps/cudadeps/elfscan"
-	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/loader/elfscan"
+	"github.com/cudadeps/cudadeps/loader/ldso"
 )
 
 // hookKind sorts the entry points an interposer may define.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 )
 
 func hookLib(names ...string) elfwrite.Spec {

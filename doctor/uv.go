@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/internal/regfile"
-	"github.com/cudadeps/cudadeps/pyenv"
-	"github.com/cudadeps/cudadeps/pymeta"
+	"github.com/cudadeps/cudadeps/python/pyenv"
+	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
 // maxLock bounds a uv.lock read: the largest real ones are a few MiB.

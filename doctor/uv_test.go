@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/python/pyenv"
 )
 
 // A Python environment inside a uv project: the check names the

@@ -24,7 +24,7 @@ import (
 
 	"github.com/ulikunitz/xz"
 
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // member is one entry of a test archive.

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/fuzzseed"
+	"github.com/cudadeps/cudadeps/internal/testkit/fuzzseed"
 )
 
 // extractSeeds are FuzzExtract's seed corpus (testdata/fuzz/FuzzExtract):

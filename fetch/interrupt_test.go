@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // fakeXZ writes a shell script that stands in for xz: script is its body,

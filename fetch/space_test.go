@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // xzCLI compresses with the xz program, much faster than the pure-Go

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // trtTop is the top directory of a TensorRT archive, as NVIDIA names it.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // capturedH100 is the evidence e2e/gpu/platform-evidence.sh captures on the

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/lddtest"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // hostsDir holds one directory per real host: root/ (the files detection

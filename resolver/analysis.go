@@ -8,11 +8,11 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/activation"
-	"github.com/cudadeps/cudadeps/declared"
-	"github.com/cudadeps/cudadeps/ldso"
-	"github.com/cudadeps/cudadeps/pyenv"
-	"github.com/cudadeps/cudadeps/pymeta"
-	"github.com/cudadeps/cudadeps/scan"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+	"github.com/cudadeps/cudadeps/loader/scan"
+	"github.com/cudadeps/cudadeps/python/declared"
+	"github.com/cudadeps/cudadeps/python/pyenv"
+	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
 // Analysis is what a dry run finds out about a target, without the

@@ -7,10 +7,10 @@ import (
 	"slices"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/declared"
-	"github.com/cudadeps/cudadeps/pymeta"
-	"github.com/cudadeps/cudadeps/pypi"
-	"github.com/cudadeps/cudadeps/scan"
+	"github.com/cudadeps/cudadeps/loader/scan"
+	"github.com/cudadeps/cudadeps/python/declared"
+	"github.com/cudadeps/cudadeps/python/pymeta"
+	"github.com/cudadeps/cudadeps/python/pypi"
 )
 
 // declare reads the target's declared NVIDIA closure as the environment is

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/torchenv"
-	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/torchenv"
+	"github.com/cudadeps/cudadeps/loader/ldso"
 )
 
 // In the healthy torch environment, libtorch_nvshmem.so binds a symbol of

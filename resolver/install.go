@@ -13,7 +13,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/pymeta"
+	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
 // Installer is what cudadeps writes in the INSTALLER file of a

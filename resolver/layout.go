@@ -11,12 +11,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/internal/plural"
 	"github.com/cudadeps/cudadeps/internal/uniq"
-	"github.com/cudadeps/cudadeps/ldso"
-	"github.com/cudadeps/cudadeps/pymeta"
-	"github.com/cudadeps/cudadeps/scan"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+	"github.com/cudadeps/cudadeps/loader/scan"
+	"github.com/cudadeps/cudadeps/python/declared"
+	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
 // Layout is what a Python target's installed distributions say about its

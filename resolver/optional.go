@@ -11,8 +11,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cudadeps/cudadeps/internal/uniq"
-	"github.com/cudadeps/cudadeps/pymeta"
-	"github.com/cudadeps/cudadeps/scan"
+	"github.com/cudadeps/cudadeps/loader/scan"
+	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
 //go:embed optional.yaml

@@ -13,12 +13,12 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/lddtest"
-	"github.com/cudadeps/cudadeps/internal/mirrortest"
-	"github.com/cudadeps/cudadeps/ldso"
-	"github.com/cudadeps/cudadeps/pyenv"
-	"github.com/cudadeps/cudadeps/pymeta"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/mirrortest"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+	"github.com/cudadeps/cudadeps/python/pyenv"
+	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
 // pinFixture is a venv whose package pins nvidia-cudnn-cu13==9.19.0.56,

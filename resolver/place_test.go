@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/loader/ldso"
 )
 
 // fakeDirs is a dirChecker over a made-up machine: directories usable (and

@@ -6,9 +6,9 @@ import (
 	"path"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/elfscan"
+	"github.com/cudadeps/cudadeps/loader/elfscan"
+	"github.com/cudadeps/cudadeps/loader/scan"
 	"github.com/cudadeps/cudadeps/platform"
-	"github.com/cudadeps/cudadeps/scan"
 )
 
 // JetPackLib is a missing library that JetPack's CUDA on a Jetson

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/loader/ldso"
 )
 
 // TestPathfinderPreloadsBeforeTheModule: CuPy loads libcublas.so.13 by path

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/cudadeps/cudadeps/pymeta"
+	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
 // The probes make a framework open what it opens lazily (cuDNN's

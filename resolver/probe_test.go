@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // Messages as users and the GPU machine saw them.

@@ -15,18 +15,18 @@ import (
 
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
 	"github.com/cudadeps/cudadeps/internal/shquote"
 	"github.com/cudadeps/cudadeps/internal/uniq"
-	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/loader/gpuarch"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+	"github.com/cudadeps/cudadeps/loader/runtimeopen"
+	"github.com/cudadeps/cudadeps/loader/scan"
 	"github.com/cudadeps/cudadeps/platform"
-	"github.com/cudadeps/cudadeps/pymeta"
-	"github.com/cudadeps/cudadeps/pypi"
-	"github.com/cudadeps/cudadeps/runtimeopen"
-	"github.com/cudadeps/cudadeps/scan"
+	"github.com/cudadeps/cudadeps/python/declared"
+	"github.com/cudadeps/cudadeps/python/pymeta"
+	"github.com/cudadeps/cudadeps/python/pypi"
 )
 
 // Options configure a resolve.

@@ -10,11 +10,11 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/catalog"
-	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/internal/uniq"
-	"github.com/cudadeps/cudadeps/pymeta"
-	"github.com/cudadeps/cudadeps/pypi"
+	"github.com/cudadeps/cudadeps/python/declared"
+	"github.com/cudadeps/cudadeps/python/pymeta"
+	"github.com/cudadeps/cudadeps/python/pypi"
 )
 
 // RestoreMode says how a declared distribution that is not installed

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 )
 
 // TestSharedDirectory resolves two packages of one environment whose

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cudadeps/cudadeps/declared"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/uniq"
+	"github.com/cudadeps/cudadeps/python/declared"
 )
 
 // A declared distribution that is not installed, where no site-packages

@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/lddtest"
-	"github.com/cudadeps/cudadeps/internal/mirrortest"
-	"github.com/cudadeps/cudadeps/internal/torchtree"
-	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/mirrortest"
+	"github.com/cudadeps/cudadeps/internal/testkit/torchtree"
+	"github.com/cudadeps/cudadeps/loader/ldso"
 )
 
 // TestResolveTorchSkeleton resolves the skeleton of a real PyTorch 2.11 +

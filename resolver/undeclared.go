@@ -8,12 +8,12 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cudadeps/cudadeps/bind"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/internal/uniq"
-	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/loader/bind"
+	"github.com/cudadeps/cudadeps/loader/ldso"
 )
 
 // A package may need libraries that no distribution it declares provides:

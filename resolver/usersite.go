@@ -5,7 +5,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/python/pyenv"
 )
 
 // refreshSites asks the interpreter again for its site directories when

@@ -17,7 +17,7 @@ import (
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/internal/shquote"
 	"github.com/cudadeps/cudadeps/internal/uniq"
-	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/python/pyenv"
 )
 
 // DefaultCheckTimeout bounds the import check and each probe or check

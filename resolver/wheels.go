@@ -18,9 +18,9 @@ import (
 	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 	"github.com/cudadeps/cudadeps/platform"
-	"github.com/cudadeps/cudadeps/pyenv"
-	"github.com/cudadeps/cudadeps/pymeta"
-	"github.com/cudadeps/cudadeps/pypi"
+	"github.com/cudadeps/cudadeps/python/pyenv"
+	"github.com/cudadeps/cudadeps/python/pymeta"
+	"github.com/cudadeps/cudadeps/python/pypi"
 )
 
 // Source is where libraries come from: what a resolve may take

@@ -36,7 +36,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/fleet/registry"
-	"github.com/cudadeps/cudadeps/internal/registrytest"
+	"github.com/cudadeps/cudadeps/internal/testkit/registrytest"
 )
 
 const repo = "bench/blob"

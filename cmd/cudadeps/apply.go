@@ -9,9 +9,9 @@ import (
 
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/fleet/plan"
 	"github.com/cudadeps/cudadeps/fleet/registry"
 	"github.com/cudadeps/cudadeps/internal/factcache"
-	"github.com/cudadeps/cudadeps/plan"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 )
 
 // TestCheckCommand drives check through the command line: exit 0 and one

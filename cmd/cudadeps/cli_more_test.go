@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/internal/shquote"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/mirrortest"
 )
 
 // stallingMirror serves half of each archive, then stalls until the client

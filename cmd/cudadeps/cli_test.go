@@ -11,10 +11,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/lddtest"
-	"github.com/cudadeps/cudadeps/internal/mirrortest"
 	"github.com/cudadeps/cudadeps/internal/shquote"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/mirrortest"
 )
 
 // These tests run the built binary as a user would: a separate process,

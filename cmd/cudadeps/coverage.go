@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cudadeps/cudadeps/doctor"
-	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/humansize"
+	"github.com/cudadeps/cudadeps/loader/gpuarch"
 )
 
 // coverageFlags are --coverage and --sm, shared by scan, doctor and

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	fb "github.com/cudadeps/cudadeps/internal/fatbintest"
+	fb "github.com/cudadeps/cudadeps/internal/testkit/fatbintest"
 )
 
 // coverageTree is a package of three libraries built like the GPU proof's

@@ -13,8 +13,8 @@ import (
 
 	"github.com/cudadeps/cudadeps/check"
 	"github.com/cudadeps/cudadeps/doctor"
-	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/loader/gpuarch"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/lddtest"
-	"github.com/cudadeps/cudadeps/internal/torchenv"
-	"github.com/cudadeps/cudadeps/pyenv"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/torchenv"
+	"github.com/cudadeps/cudadeps/python/pyenv"
 )
 
 // doctor torch runs resolve's own analysis and the import itself. On the

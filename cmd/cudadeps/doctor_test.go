@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/doctor"
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 )
 
 // gpuRoot builds a host with driver 580.95.05, one GPU and the driver's

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/registrytest"
+	"github.com/cudadeps/cudadeps/internal/testkit/registrytest"
 )
 
 // BenchmarkFleetPullApply measures apply oci://... on N nodes at once

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/registrytest"
+	"github.com/cudadeps/cudadeps/internal/testkit/registrytest"
 )
 
 // pushPlan plans tree against the stand-in and pushes the plan to path

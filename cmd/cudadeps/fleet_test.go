@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/mirrortest"
-	"github.com/cudadeps/cudadeps/internal/registrytest"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/mirrortest"
+	"github.com/cudadeps/cudadeps/internal/testkit/registrytest"
 )
 
 // fleetStandIn stands in for NVIDIA: cuDSS, and cuTENSOR with a payload

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // interruptWhenMarked runs the built binary, waits until marker exists (the

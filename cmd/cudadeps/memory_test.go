@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // maxScanRSS is the memory target of a scan: the default scan (symbols

@@ -8,11 +8,11 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/fleet/mirror"
+	"github.com/cudadeps/cudadeps/fleet/plan"
 	"github.com/cudadeps/cudadeps/fleet/registry"
 	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/humansize"
-	"github.com/cudadeps/cudadeps/mirror"
-	"github.com/cudadeps/cudadeps/plan"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 

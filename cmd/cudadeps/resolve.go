@@ -20,17 +20,17 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/check"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/fleet/plan"
 	"github.com/cudadeps/cudadeps/fleet/registry"
-	"github.com/cudadeps/cudadeps/gpuarch"
 	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/humansize"
 	"github.com/cudadeps/cudadeps/internal/tty"
-	"github.com/cudadeps/cudadeps/ldso"
-	"github.com/cudadeps/cudadeps/plan"
+	"github.com/cudadeps/cudadeps/loader/gpuarch"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+	"github.com/cudadeps/cudadeps/loader/scan"
 	"github.com/cudadeps/cudadeps/platform"
-	"github.com/cudadeps/cudadeps/pypi"
+	"github.com/cudadeps/cudadeps/python/pypi"
 	"github.com/cudadeps/cudadeps/resolver"
-	"github.com/cudadeps/cudadeps/scan"
 )
 
 type resolveFlags struct {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // TestResolveDryRunKept: a dry run of a whole Python distribution is

@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/cudadeps/cudadeps/declared"
+	"github.com/cudadeps/cudadeps/python/declared"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/indextest"
-	"github.com/cudadeps/cudadeps/internal/mirrortest"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/indextest"
+	"github.com/cudadeps/cudadeps/internal/testkit/mirrortest"
 )
 
 // wheelTarget is a directory whose library needs libcudss.so.0 (RUNPATH

@@ -12,10 +12,10 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/plural"
-	"github.com/cudadeps/cudadeps/ldso"
-	"github.com/cudadeps/cudadeps/pyenv"
-	"github.com/cudadeps/cudadeps/runtimeopen"
-	"github.com/cudadeps/cudadeps/scan"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+	"github.com/cudadeps/cudadeps/loader/runtimeopen"
+	"github.com/cudadeps/cudadeps/loader/scan"
+	"github.com/cudadeps/cudadeps/python/pyenv"
 )
 
 const scanLong = `scan reads the ELF objects in PATH (a file, a directory searched recursively,

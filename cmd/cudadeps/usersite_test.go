@@ -16,11 +16,11 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/indextest"
-	"github.com/cudadeps/cudadeps/internal/lddtest"
-	"github.com/cudadeps/cudadeps/internal/torchenv"
-	"github.com/cudadeps/cudadeps/scan"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/indextest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/torchenv"
+	"github.com/cudadeps/cudadeps/loader/scan"
 )
 
 // asUser is another user than root, whose processes the tests start.

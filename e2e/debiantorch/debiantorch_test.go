@@ -14,10 +14,10 @@ import (
 
 	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/internal/debredist"
-	"github.com/cudadeps/cudadeps/internal/lddtest"
-	"github.com/cudadeps/cudadeps/internal/mirrortest"
-	"github.com/cudadeps/cudadeps/ldso"
+	"github.com/cudadeps/cudadeps/internal/testkit/debredist"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/mirrortest"
+	"github.com/cudadeps/cudadeps/loader/ldso"
 	"github.com/cudadeps/cudadeps/platform"
 	"github.com/cudadeps/cudadeps/resolver"
 )

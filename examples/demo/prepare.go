@@ -14,8 +14,8 @@ import (
 	"path/filepath"
 
 	"github.com/cudadeps/cudadeps/examples/internal/demoset"
-	"github.com/cudadeps/cudadeps/internal/redistwrite"
-	"github.com/cudadeps/cudadeps/internal/wheelwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/redistwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/wheelwrite"
 )
 
 // layout is what prepare wrote.

@@ -17,11 +17,11 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/fleet/mirror"
+	"github.com/cudadeps/cudadeps/fleet/plan"
 	"github.com/cudadeps/cudadeps/internal/atomicfile"
-	"github.com/cudadeps/cudadeps/mirror"
-	"github.com/cudadeps/cudadeps/plan"
 	"github.com/cudadeps/cudadeps/platform"
-	"github.com/cudadeps/cudadeps/pymeta"
+	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
 // Select says which manifest of an index a node takes.

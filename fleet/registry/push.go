@@ -18,10 +18,10 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
+	"github.com/cudadeps/cudadeps/fleet/mirror"
+	"github.com/cudadeps/cudadeps/fleet/plan"
 	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 	"github.com/cudadeps/cudadeps/internal/workers"
-	"github.com/cudadeps/cudadeps/mirror"
-	"github.com/cudadeps/cudadeps/plan"
 )
 
 // PushOptions say where Push finds what the registry lacks.

@@ -18,11 +18,11 @@ import (
 
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/indextest"
-	"github.com/cudadeps/cudadeps/internal/mirrortest"
-	"github.com/cudadeps/cudadeps/internal/registrytest"
-	"github.com/cudadeps/cudadeps/plan"
+	"github.com/cudadeps/cudadeps/fleet/plan"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/indextest"
+	"github.com/cudadeps/cudadeps/internal/testkit/mirrortest"
+	"github.com/cudadeps/cudadeps/internal/testkit/registrytest"
 )
 
 // fixture is NVIDIA and a package index standing in on 127.0.0.1, and a

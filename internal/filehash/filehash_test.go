@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // TestSHA256AgainstSha256sum: the digest is the one sha256sum prints, and a

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cudadeps/cudadeps/internal/lddtest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // BytesRead is what this process has read through read(2) and pread(2) so

@@ -5,9 +5,9 @@ import (
 	"debug/elf"
 	"fmt"
 
-	"github.com/cudadeps/cudadeps/internal/elfwrite"
-	"github.com/cudadeps/cudadeps/internal/redistwrite"
-	"github.com/cudadeps/cudadeps/internal/wheelwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/redistwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/wheelwrite"
 )
 
 // The pins the demo package declares, as a CUDA 13 PyTorch build declares

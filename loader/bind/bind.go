@@ -1,0 +1,372 @@
+// Package bind finds the symbol references of loaded objects that glibc's ld.so would fail to bind when it binds them all at load time (RTLD_NOW, LD_BIND_NOW).
+//
+// For each object checked, every undefined dynamic symbol of binding
+// STB_GLOBAL or STB_WEAK is looked up in the object's scope as ld.so's
+// do_lookup_x does: object after object, through each one's DT_GNU_HASH (or
+// DT_HASH) table, taking the first symbol of the chain that passes the
+// loader's checks (a value, a code or data type, a matching version), then
+// refusing it when it is local or hidden. A versioned reference binds only
+// to its version (or to an unversioned definition of an object that has no
+// version for it); an unversioned one binds to the oldest version, to the
+// only default version, or to an object without versions. A weak
+// reference that stays unbound is no error.
+//
+// Whether a reference binds does not depend on the order of the scope, only
+// on its members. A Binder therefore shares what it learns across the roots
+// of a scan: every symbol name is kept once; each file's references are read
+// once and remembered with an object known to define each, grouped by that
+// object, so that a root whose scope holds those objects costs one test per
+// group, not one lookup per reference; and what each file was asked about
+// past its bloom filter (kept in memory) is remembered too.
+package bind
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io/fs"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/cudadeps/cudadeps/internal/eintr"
+	"github.com/cudadeps/cudadeps/loader/elfscan"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+)
+
+// Undefined is a reference that no object in scope defines, as ld.so
+// reports it: "OBJECT: undefined symbol: SYMBOL, version VERSION".
+type Undefined struct {
+	Object  *ldso.Object
+	Symbol  string
+	Version string // empty for an unversioned reference
+	File    string // the soname the version is needed from
+}
+
+// Message is the loader's words for the miss.
+func (u Undefined) Message() string {
+	if u.Version == "" {
+		return "undefined symbol: " + u.Symbol
+	}
+	return "undefined symbol: " + u.Symbol + ", version " + u.Version
+}
+
+// Binder binds the references of objects; it is safe for concurrent use
+// and remembers what it read across calls.
+type Binder struct {
+	mu    sync.Mutex
+	files map[string]*file
+	all   []*file // by id - 1
+	syms  *symbols
+	pages *elfscan.PagesPool
+}
+
+// New returns an empty Binder.
+func New() *Binder {
+	return &Binder{files: map[string]*file{}, syms: newSymbols(), pages: elfscan.NewPagesPool(2 * runtime.GOMAXPROCS(0))}
+}
+
+func (b *Binder) file(path string) *file {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f, ok := b.files[path]
+	if !ok {
+		f = &file{id: int32(len(b.all) + 1), path: path}
+		b.files[path] = f
+		b.all = append(b.all, f)
+	}
+	return f
+}
+
+// count is the number of files known, the largest id.
+func (b *Binder) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.all)
+}
+
+func (b *Binder) getPages() *elfscan.Pages { return b.pages.Get() }
+
+// ErrUnreadable reports an object of the scope whose file cannot be read
+// here (a member of a wheel, a file removed since): nothing can be said
+// about the symbols of that scope.
+var ErrUnreadable = errors.New("object cannot be read for its symbols")
+
+// pending is a reference of a checked object not yet known to bind in
+// the scope.
+type pending struct {
+	o   *ldso.Object
+	f   *file
+	idx int32 // into f.refs
+	ok  bool
+}
+
+// Check binds the references of every object of check in scope, the
+// objects ld.so searches in order (the global scope, then the object's own
+// dependency group), and returns the ones that no object of scope defines,
+// strong references only, in the order of check and of each object's
+// symbol table. Objects not found (Found() false) are skipped in both.
+func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Undefined, error) {
+	members, inScope := b.members(scope)
+	todo, err := b.pendingOf(ctx, check, inScope)
+	if err != nil {
+		return nil, err
+	}
+	left := len(todo)
+	for _, m := range members {
+		if left == 0 {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n, err := b.bindIn(m, todo)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+		}
+		left -= n
+	}
+	var out []Undefined
+	var last *file
+	for _, p := range todo {
+		if p.f != last {
+			p.f.summarize()
+			last = p.f
+		}
+		if p.ok {
+			continue
+		}
+		s := p.f.refs[p.idx]
+		out = append(out, Undefined{Object: p.o, Symbol: s.name, Version: s.version, File: s.file})
+	}
+	return out, nil
+}
+
+// members lists the distinct files of scope in order, and marks them by
+// id.
+func (b *Binder) members(scope []*ldso.Object) ([]*file, []bool) {
+	var members []*file
+	for _, o := range scope {
+		if o.Found() && o.HostPath != "" {
+			members = append(members, b.file(o.HostPath))
+		}
+	}
+	inScope := make([]bool, b.count()+1)
+	out := members[:0]
+	for _, f := range members {
+		if !inScope[f.id] {
+			inScope[f.id] = true
+			out = append(out, f)
+		}
+	}
+	return out, inScope
+}
+
+// pendingOf lists the references of the objects of check not known to bind
+// to a member of the scope, in the order of check and of each object's
+// references.
+func (b *Binder) pendingOf(ctx context.Context, check []*ldso.Object, inScope []bool) ([]pending, error) {
+	var todo []pending
+	for _, o := range check {
+		if !o.Found() || o.HostPath == "" {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		f := b.file(o.HostPath)
+		if err := b.readReferences(f); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+		}
+		list, all := f.unboundIn(inScope)
+		if all {
+			for i := range f.refs {
+				todo = append(todo, pending{o: o, f: f, idx: int32(i)})
+			}
+			continue
+		}
+		for _, i := range list {
+			todo = append(todo, pending{o: o, f: f, idx: i})
+		}
+	}
+	return todo, nil
+}
+
+// bindIn looks the pending references up in the scope member m and
+// returns how many it binds.
+func (b *Binder) bindIn(m *file, todo []pending) (int, error) {
+	t, err := b.table(m)
+	if err != nil {
+		return 0, err
+	}
+	var open *elfscan.SymbolTable
+	var fd int
+	var pages *elfscan.Pages
+	defer func() {
+		if open != nil {
+			b.close(open, fd, pages)
+		}
+	}()
+	bound := 0
+	for i := range todo {
+		p := &todo[i]
+		if p.ok {
+			continue
+		}
+		s := p.f.refs[p.idx]
+		if !t.MayDefine(s.hash) {
+			continue
+		}
+		def, known := m.knows(s)
+		if !known {
+			if open == nil {
+				if open, fd, pages, err = b.reopen(m); err != nil {
+					return bound, err
+				}
+			}
+			if def, err = defines(open, s); err != nil {
+				return bound, err
+			}
+			m.learn(s, def)
+		}
+		if def {
+			p.ok = true
+			p.f.bound(p.idx, m.id)
+			bound++
+		}
+	}
+	return bound, nil
+}
+
+// table is m's symbol table, kept closed (its bloom filter answers most
+// questions without the file).
+func (b *Binder) table(m *file) (*elfscan.SymbolTable, error) {
+	b.read(m)
+	return m.table, m.tableErr
+}
+
+// reopen opens m's table with its file, for lookups past the bloom filter
+// (plain system calls: os.Open costs five more per file).
+func (b *Binder) reopen(m *file) (*elfscan.SymbolTable, int, *elfscan.Pages, error) {
+	fd, err := eintr.Retry(func() (int, error) {
+		return syscall.Open(m.path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	})
+	if err != nil {
+		return nil, -1, nil, &fs.PathError{Op: "open", Path: m.path, Err: err}
+	}
+	pages := b.getPages()
+	return m.table.Reopen(elfscan.FDReader(fd), pages), fd, pages, nil
+}
+
+func (b *Binder) close(t *elfscan.SymbolTable, fd int, pages *elfscan.Pages) {
+	t.Close()
+	syscall.Close(fd)
+	b.pages.Put(pages)
+}
+
+// readReferences reads the strong references of f.
+func (b *Binder) readReferences(f *file) error {
+	b.read(f)
+	return f.err
+}
+
+// read reads, once, f's references and symbol table: a file is checked
+// and a member of scopes alike, and one opening parses its headers and
+// version records for both.
+func (b *Binder) read(f *file) {
+	f.once.Do(func() {
+		ef, err := elfscan.Open(f.path)
+		if err != nil {
+			f.err, f.tableErr = err, err
+			return
+		}
+		pages := b.getPages()
+		ef.UsePages(pages)
+		defer func() {
+			ef.Close()
+			b.pages.Put(pages)
+		}()
+		if refs, err := ef.References(); err != nil {
+			f.err = err
+		} else {
+			f.refs = b.syms.intern(refs)
+			f.provider = make([]atomic.Int32, len(f.refs))
+		}
+		if t, err := ef.SymbolTable(); err != nil {
+			f.tableErr = err
+		} else {
+			t.Close()
+			f.table = t
+		}
+	})
+}
+
+// allowedTypes are the symbol types the loader takes as definitions: code
+// and data, common, thread-local and indirect functions.
+const allowedTypes = 1<<elf.STT_NOTYPE | 1<<elf.STT_OBJECT | 1<<elf.STT_FUNC | 1<<elf.STT_COMMON | 1<<elf.STT_TLS | 1<<elf.STT_GNU_IFUNC
+
+// stbGNUUnique is STB_GNU_UNIQUE, which debug/elf does not name.
+const stbGNUUnique = elf.SymBind(10)
+
+// defines reports whether the object of table t satisfies a reference to
+// s, by ld.so's rules for one object of a scope.
+func defines(t *elfscan.SymbolTable, s *symbol) (bool, error) {
+	var chosen, versioned elfscan.Definition
+	found, numVersions := false, 0
+	err := t.Lookup(s.name, s.hash, func(d elfscan.Definition) bool {
+		switch {
+		case d.Value == 0 && d.Section != elf.SHN_ABS && d.Type != elf.STT_TLS:
+			return true // no value
+		case d.Section == elf.SHN_UNDEF:
+			return true // a reference, not a definition
+		case (1<<d.Type)&allowedTypes == 0:
+			return true
+		}
+		if t.Versioned {
+			ndx := d.VersionIndex & 0x7fff
+			hidden := d.VersionIndex&0x8000 != 0
+			if s.version != "" {
+				// Another version is refused, and so is an unversioned
+				// definition when the reference must not fall back to one
+				// or the definition is hidden.
+				if (d.VersionHash != s.versionHash || d.Version != s.version) && (s.hidden || d.VersionHash != 0 || hidden) {
+					return true
+				}
+			} else if ndx >= 3 {
+				// An unversioned reference takes the local, global or first
+				// defined version; a later version only when it is the sole
+				// non-hidden one.
+				if !hidden {
+					numVersions++
+					if numVersions == 1 {
+						versioned = d
+					}
+				}
+				return true
+			}
+		}
+		chosen, found = d, true
+		return false
+	})
+	if err != nil {
+		return false, err
+	}
+	if !found && numVersions == 1 {
+		chosen, found = versioned, true
+	}
+	if !found {
+		return false, nil
+	}
+	// The first acceptable symbol decides for the whole object: hidden or
+	// local, the object is passed over.
+	if chosen.Visibility == elf.STV_HIDDEN || chosen.Visibility == elf.STV_INTERNAL {
+		return false, nil
+	}
+	switch chosen.Bind {
+	case elf.STB_GLOBAL, elf.STB_WEAK, stbGNUUnique:
+		return true, nil
+	}
+	return false, nil
+}

@@ -1,0 +1,52 @@
+package gpuarch
+
+import (
+	"bytes"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	fb "github.com/cudadeps/cudadeps/internal/testkit/fatbintest"
+)
+
+type countingReader struct {
+	r     *bytes.Reader
+	bytes atomic.Int64
+	reads atomic.Int64
+}
+
+func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
+	c.bytes.Add(int64(len(p)))
+	c.reads.Add(1)
+	return c.r.ReadAt(p, off)
+}
+
+// BenchmarkReadManyContainers reads a library shaped like libtorch_cuda.so
+// (thousands of containers of six cubins each) and reports what was read:
+// headers only, whatever the payloads weigh.
+func BenchmarkReadManyContainers(b *testing.B) {
+	payload := make([]byte, 8<<10)
+	var cs []fb.Container
+	for i := 0; i < 3000; i++ {
+		c := fb.Container{}
+		for _, a := range []uint32{75, 80, 86, 90, 100, 120} {
+			c.Entries = append(c.Entries, fb.Entry{Kind: fb.ELF, Arch: a, Payload: payload, Zstd: true})
+		}
+		cs = append(cs, c)
+	}
+	obj, err := elfwrite.Build(elfwrite.Spec{Soname: "libbig.so", Sections: []elfwrite.Section{{Name: SectionName, Data: fb.Build(cs...)}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cr := &countingReader{r: bytes.NewReader(obj)}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := Read(cr, int64(len(obj)), "libbig.so")
+		if err != nil || c.Containers != 3000 {
+			b.Fatal(c, err)
+		}
+	}
+	b.ReportMetric(float64(cr.bytes.Load())/float64(b.N), "read-B/op")
+	b.ReportMetric(float64(cr.reads.Load())/float64(b.N), "reads/op")
+	b.ReportMetric(float64(len(obj)), "file-B")
+}

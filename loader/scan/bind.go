@@ -1,0 +1,202 @@
+package scan
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+
+	"github.com/cudadeps/cudadeps/internal/workers"
+	"github.com/cudadeps/cudadeps/loader/bind"
+	"github.com/cudadeps/cudadeps/loader/elfscan"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+)
+
+// UndefinedSymbol is a reference of an object of a root's closure that no
+// object in its scope defines: with RTLD_NOW (Python's imports, LD_BIND_NOW)
+// the root fails to load with "OBJECT: undefined symbol: SYMBOL, version
+// VERSION".
+type UndefinedSymbol struct {
+	Object  string `json:"object"`
+	Symbol  string `json:"symbol"`
+	Version string `json:"version"` // empty for an unversioned reference
+	// File is the soname the version is needed from ("" when unversioned):
+	// the library that should have defined the symbol.
+	File string `json:"file,omitempty"`
+}
+
+// Message is the loader's words for the miss.
+func (u UndefinedSymbol) Message() string {
+	m := u.Object + ": undefined symbol: " + u.Symbol
+	if u.Version != "" {
+		m += ", version " + u.Version
+	}
+	return m
+}
+
+// bindRoots binds the references of every root's closure. A root that is
+// a Python extension module is bound as an import binds it, dlopen'ed into
+// the process of the interpreter of its environment (which defines the C
+// API); any other as `ldd -r` binds it, as the main program.
+func bindRoots(ctx context.Context, l *ldso.Loader, roots []*Root, opts Options) error {
+	b := bind.New()
+	var mu sync.Mutex
+	var firstErr error
+	workers.Each(len(roots), opts.Parallel, func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := bindRoot(ctx, l, b, roots[i], opts); err != nil {
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return firstErr
+}
+
+func bindRoot(ctx context.Context, l *ldso.Loader, b *bind.Binder, root *Root, opts Options) error {
+	var misses []bind.Undefined
+	var err error
+	if py := interpreterFor(l, root, opts); py != "" {
+		misses, err = bindImported(ctx, l, b, py, root.Result.Main.Path)
+		if err == nil {
+			root.BoundIn = py
+		}
+	}
+	if root.BoundIn == "" {
+		misses, err = b.Closure(ctx, root.Result)
+	}
+	if errors.Is(err, bind.ErrUnreadable) {
+		// A wheel's members, or a file gone since: nothing to say.
+		opts.Logger.Debug("symbols not bound", "root", root.Path, "error", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	setUndefined(root, misses)
+	return nil
+}
+
+// setUndefined records the misses of a root; a strong reference that does
+// not bind fails the load.
+func setUndefined(root *Root, misses []bind.Undefined) {
+	root.UndefinedSymbols = []UndefinedSymbol{}
+	seen := map[UndefinedSymbol]bool{}
+	for _, u := range misses {
+		x := UndefinedSymbol{Object: u.Object.Path, Symbol: u.Symbol, Version: u.Version, File: u.File}
+		if !seen[x] {
+			seen[x] = true
+			root.UndefinedSymbols = append(root.UndefinedSymbols, x)
+		}
+	}
+	if len(root.UndefinedSymbols) > 0 {
+		root.OK = false
+	}
+}
+
+// bindImported binds an extension module as `import` does: dlopen'ed with
+// RTLD_NOW|RTLD_LOCAL into the interpreter's process.
+func bindImported(ctx context.Context, l *ldso.Loader, b *bind.Binder, python, module string) ([]bind.Undefined, error) {
+	p, err := l.Start(ctx, python, ldso.AsExecuted)
+	if err != nil {
+		return nil, err
+	}
+	o, err := p.Dlopen(ctx, module)
+	if err != nil {
+		return nil, err
+	}
+	return b.Dlopened(ctx, p, o)
+}
+
+// BindImported records on root, computed from p.Reach(o) for an object o
+// dlopen'ed into process p (an extension module imported by the process's
+// interpreter), the references that would not bind. b may be shared by
+// the roots of one scan; nil uses a fresh one.
+func BindImported(ctx context.Context, b *bind.Binder, p *ldso.Process, o *ldso.Object, root *Root) error {
+	if b == nil {
+		b = bind.New()
+	}
+	misses, err := b.Dlopened(ctx, p, o)
+	if errors.Is(err, bind.ErrUnreadable) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	root.BoundIn = p.Main().Path
+	setUndefined(root, misses)
+	return nil
+}
+
+// extensionName matches the file names CPython imports extension modules
+// from: NAME.cpython-312-x86_64-linux-gnu.so, NAME.abi3.so, NAME.so.
+var extensionName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)?\.so$`)
+
+// interpreterFor returns the interpreter that imports root when root is a
+// Python extension module, and "" when it is not one or no interpreter is
+// found (pythonOf).
+func interpreterFor(l *ldso.Loader, root *Root, opts Options) string {
+	file := root.Result.Main.Path
+	if !IsExtensionModule(l, file) {
+		return ""
+	}
+	return pythonOf(l, filepath.Dir(file), opts)
+}
+
+// pythonOf returns the interpreter whose process the files under dir are
+// loaded into: Options.Python, else the one of the installation dir lies
+// in (PREFIX/lib/pythonX.Y/... → PREFIX/bin/pythonX.Y), else python3 on
+// PATH (the host) or /usr/bin/python3 of the root, when it is a dynamic
+// ELF program; "" when there is none.
+func pythonOf(l *ldso.Loader, dir string, opts Options) string {
+	if opts.Python != "" {
+		return opts.Python
+	}
+	for dir := l.HostPath(dir); dir != "/" && dir != "."; dir = filepath.Dir(dir) {
+		ver, lib := filepath.Base(dir), filepath.Base(filepath.Dir(dir))
+		if !pythonDir.MatchString(ver) || (lib != "lib" && lib != "lib64") {
+			continue
+		}
+		prefix := filepath.Dir(filepath.Dir(dir))
+		for _, name := range []string{ver, "python3", "python"} {
+			if p := filepath.Join(prefix, "bin", name); isProgram(l, p) {
+				return p
+			}
+		}
+	}
+	if l.Root() != "" {
+		if p := filepath.Join(l.Root(), "usr/bin/python3"); isProgram(l, p) {
+			return p
+		}
+		return ""
+	}
+	if opts.DefaultPython != "" {
+		return opts.DefaultPython
+	}
+	if p, err := exec.LookPath("python3"); err == nil && isProgram(l, p) {
+		return p
+	}
+	return ""
+}
+
+// pythonDir is the directory of a Python installation's library
+// (PREFIX/lib/python3.12, free-threaded python3.13t).
+var pythonDir = regexp.MustCompile(`^python[0-9]+\.[0-9]+t?$`)
+
+// isProgram reports an ELF program with dynamic linking (not a shell
+// wrapper such as pyenv's shims, nor a static build). Under a root, the
+// links on its way resolve inside the root (a venv's bin/python3 is an
+// absolute link to the system's interpreter).
+func isProgram(l *ldso.Loader, p string) bool {
+	in, err := elfscan.ReadInfo(l.OpenPath(p))
+	return err == nil && in.Dynamic
+}

@@ -1,0 +1,198 @@
+package scan
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/cudadeps/cudadeps/internal/workers"
+	"github.com/cudadeps/cudadeps/loader/bind"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+	"github.com/cudadeps/cudadeps/python/pyenv"
+)
+
+// importRoots loads again, as importing its package does, every root that
+// an installed Python distribution's RECORD lists, and keeps that answer,
+// with what loading it on its own gave (rep.Roots hold those answers).
+func importRoots(ctx context.Context, l *ldso.Loader, rep *Report, opts Options) error {
+	envs := &environments{l: l, opts: opts, binder: bind.New(), sites: map[string]*Importer{}, hasInfo: map[string]bool{}, pythons: map[string]*pyenv.Env{}}
+	errs := make([]error, len(rep.Roots))
+	workers.Each(len(rep.Roots), opts.Parallel, func(i int) {
+		if ctx.Err() == nil {
+			errs[i] = envs.importRoot(ctx, rep.Roots, i)
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// importRoot replaces roots[i] by its import, when it has one.
+func (e *environments) importRoot(ctx context.Context, roots []*Root, i int) error {
+	alone := roots[i]
+	if program(e.l, alone.Path) {
+		return nil // run, not imported: its own answer stands
+	}
+	im := e.importer(ctx, alone.Path)
+	if im == nil {
+		return nil
+	}
+	r, err := im.Import(ctx, alone.Path)
+	if ue := (*unloadable)(nil); errors.As(err, &ue) {
+		return nil // it does not load into the interpreter: its own answer stands
+	}
+	if err != nil {
+		return err
+	}
+	r.Import.Alone = aloneOf(alone)
+	r.Import.OnlyInImport = r.OK && r.Import.Alone != nil
+	for _, w := range alone.Warnings {
+		if !slices.Contains(r.Warnings, w) {
+			r.Warnings = append(r.Warnings, w)
+		}
+	}
+	roots[i] = r
+	return nil
+}
+
+// environments finds the Python environment each file belongs to: the
+// site directory above it whose installed distributions' RECORDs list it.
+// An environment is taken from an interpreter only when that interpreter
+// was named (--python) or is the one python3 runs: a scan never runs a
+// program of the tree it reads. Otherwise the site directory alone
+// describes it, and the interpreter program of its installation (read,
+// not run) is the process files are loaded into.
+type environments struct {
+	l      *ldso.Loader
+	opts   Options
+	binder *bind.Binder
+
+	mu      sync.Mutex
+	sites   map[string]*Importer  // by site directory (host path); nil: none there
+	hasInfo map[string]bool       // directories holding a *.dist-info
+	pythons map[string]*pyenv.Env // what each interpreter asked says; nil: failed
+}
+
+// importer is the Importer of the environment whose distributions own
+// file, or nil.
+func (e *environments) importer(ctx context.Context, file string) *Importer {
+	host := e.l.HostPath(file)
+	root := e.l.Root()
+	for dir := filepath.Dir(host); dir != "/" && dir != "." && (root == "" || strings.HasPrefix(dir, root+"/")); dir = filepath.Dir(dir) {
+		if !e.distInfoIn(dir) {
+			continue
+		}
+		if im := e.at(ctx, dir); im != nil && im.Owner(file) != nil {
+			return im
+		}
+	}
+	return nil
+}
+
+// distInfoIn reports (once) whether dir holds a *.dist-info directory.
+func (e *environments) distInfoIn(dir string) bool {
+	e.mu.Lock()
+	has, ok := e.hasInfo[dir]
+	e.mu.Unlock()
+	if ok {
+		return has
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, ent := range entries {
+		if ent.IsDir() && strings.HasSuffix(ent.Name(), ".dist-info") {
+			has = true
+			break
+		}
+	}
+	e.mu.Lock()
+	e.hasInfo[dir] = has
+	e.mu.Unlock()
+	return has
+}
+
+// at is (once) the Importer of the environment of site.
+func (e *environments) at(ctx context.Context, site string) *Importer {
+	e.mu.Lock()
+	im, ok := e.sites[site]
+	e.mu.Unlock()
+	if ok {
+		return im
+	}
+	im = e.load(ctx, site)
+	e.mu.Lock()
+	e.sites[site] = im
+	e.mu.Unlock()
+	return im
+}
+
+func (e *environments) load(ctx context.Context, site string) *Importer {
+	iopts := ImportOptions{RuntimeOpens: e.opts.RuntimeOpens, Symbols: e.opts.Symbols, Binder: e.binder}
+	if e.l.Root() == "" {
+		for _, py := range []string{e.opts.Python, e.opts.DefaultPython} {
+			if env := e.python(ctx, py); env != nil && holds(env.SiteDirs, site) {
+				iopts.Python = env.Executable
+				if !env.FromPython || !isProgram(e.l, env.Executable) {
+					iopts.Python = py
+				}
+				return NewImporter(e.l, env, iopts)
+			}
+		}
+	}
+	env, err := pyenv.FromSiteDir(site, e.l.Root())
+	if err != nil {
+		e.opts.Logger.Debug("no Python environment", "site", site, "error", err)
+		return nil
+	}
+	iopts.Python = pythonOf(e.l, e.l.GuestPath(site), e.opts)
+	return NewImporter(e.l, env, iopts)
+}
+
+// python is (once) the environment an interpreter reports; nil when it
+// cannot say.
+func (e *environments) python(ctx context.Context, py string) *pyenv.Env {
+	if py == "" {
+		return nil
+	}
+	e.mu.Lock()
+	env, ok := e.pythons[py]
+	e.mu.Unlock()
+	if ok {
+		return env
+	}
+	env, err := pyenv.DiscoverCached(ctx, py, e.opts.PythonCache)
+	if err != nil {
+		e.opts.Logger.Debug("interpreter not asked", "python", py, "error", err)
+		env = nil
+	}
+	e.mu.Lock()
+	e.pythons[py] = env
+	e.mu.Unlock()
+	return env
+}
+
+// holds reports whether dirs name dir (links resolved).
+func holds(dirs []string, dir string) bool {
+	want := dir
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		want = r
+	}
+	for _, d := range dirs {
+		if d == dir {
+			return true
+		}
+		if r, err := filepath.EvalSymlinks(d); err == nil && r == want {
+			return true
+		}
+	}
+	return false
+}

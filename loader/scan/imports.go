@@ -1,0 +1,498 @@
+package scan
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/cudadeps/cudadeps/internal/workers"
+	"github.com/cudadeps/cudadeps/loader/bind"
+	"github.com/cudadeps/cudadeps/loader/elfscan"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+	"github.com/cudadeps/cudadeps/loader/runtimeopen"
+	"github.com/cudadeps/cudadeps/python/pyenv"
+)
+
+// Import says how a root that belongs to an installed Python distribution
+// was loaded: as importing its package loads it (docs/python-imports.md).
+type Import struct {
+	Distribution string `json:"distribution"` // "torchvision 0.26.0"
+	// Python is the interpreter whose process it was loaded into; empty
+	// when none was known (an empty program of its kind stood in).
+	Python string `json:"python,omitempty"`
+	// After are the files opened before it, in order: the extension
+	// modules of the distributions its own requires, what frameworks load
+	// by path while their packages are imported, and, for a library that
+	// is no extension module, its own package's extension modules.
+	After []string `json:"after"`
+	// Alone is what loading it on its own gives (as the main program, or
+	// an extension module into a bare interpreter) when that fails; nil
+	// when it loads on its own too, or when that was not tried.
+	Alone *Alone `json:"alone,omitempty"`
+	// OnlyInImport marks a root that loads in its import and fails on its
+	// own: it is no failure (libtorch_nvshmem.so binds symbols of
+	// libc10_cuda.so, which torch loads first).
+	OnlyInImport bool `json:"only_in_import,omitempty"`
+}
+
+// Alone counts what fails when a root is loaded on its own.
+type Alone struct {
+	MissingLibraries []string `json:"missing_libraries"`
+	UndefinedSymbols int      `json:"undefined_symbols"`
+	VersionErrors    int      `json:"version_errors"`
+}
+
+// String says it in words: "2 undefined symbols, 1 missing library
+// (libc10.so)".
+func (a *Alone) String() string {
+	var parts []string
+	if n := a.UndefinedSymbols; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d undefined symbol%s", n, pluralS(n)))
+	}
+	if n := len(a.MissingLibraries); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d missing librar%s (%s)", n, map[bool]string{true: "y", false: "ies"}[n == 1], strings.Join(firstOf(a.MissingLibraries, 3), ", ")))
+	}
+	if n := a.VersionErrors; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d symbol version error%s", n, pluralS(n)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func pluralS(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func firstOf(list []string, n int) []string {
+	if len(list) <= n {
+		return list
+	}
+	return append(slices.Clone(list[:n-1]), fmt.Sprintf("%s and %d more", list[n-1], len(list)-n))
+}
+
+// aloneOf summarises a root loaded on its own, nil when it loads.
+func aloneOf(r *Root) *Alone {
+	if r.OK {
+		return nil
+	}
+	a := &Alone{MissingLibraries: []string{}, UndefinedSymbols: len(r.UndefinedSymbols), VersionErrors: len(r.VersionErrors)}
+	for _, m := range r.Missing {
+		if !slices.Contains(a.MissingLibraries, m.Soname) {
+			a.MissingLibraries = append(a.MissingLibraries, m.Soname)
+		}
+	}
+	return a
+}
+
+// Importer loads the files of one Python environment's installed
+// distributions as importing their packages loads them: into the
+// interpreter's process, after the extension modules of the distributions
+// the file's own requires (transitively, each after those it requires),
+// after what the frameworks' own loaders load by path while their packages
+// are imported (a fallback when a library of theirs does not load, or
+// preloads), and, for a library that is no extension module, after its
+// own package's extension modules. It is safe for concurrent use.
+type Importer struct {
+	l      *ldso.Loader
+	env    *pyenv.Env
+	owners *pyenv.Owners
+	opts   ImportOptions
+
+	mu      sync.Mutex
+	pkgs    map[*pyenv.Dist]*pkgLoads
+	order   map[*pyenv.Dist][]*pyenv.Dist
+	missing map[string]string // by the files loaded before and the library
+}
+
+// ImportOptions configure an Importer.
+type ImportOptions struct {
+	// Python is the interpreter program whose process files are loaded
+	// into; empty: an empty program of each file's kind.
+	Python string
+	// RuntimeOpens resolves what the frameworks load by path and what the
+	// objects open at run time; nil leaves both out.
+	RuntimeOpens *runtimeopen.Resolver
+	// Symbols binds every reference of what each file loads.
+	Symbols bool
+	// Binder is shared by the roots of a scan; nil: a fresh one.
+	Binder *bind.Binder
+}
+
+// NewImporter prepares the imports of env's distributions.
+func NewImporter(l *ldso.Loader, env *pyenv.Env, opts ImportOptions) *Importer {
+	dists, _ := env.Installed()
+	if opts.Binder == nil {
+		opts.Binder = bind.New()
+	}
+	if opts.RuntimeOpens != nil {
+		dirs := make([]string, len(env.SiteDirs))
+		for i, d := range env.SiteDirs {
+			dirs[i] = l.GuestPath(d)
+		}
+		user := ""
+		if env.UserSiteEnabled && env.UserSite != "" {
+			user = l.GuestPath(env.UserSite)
+		}
+		opts.RuntimeOpens = opts.RuntimeOpens.WithSites(runtimeopen.Sites{Dirs: dirs, User: user})
+	}
+	return &Importer{l: l, env: env, owners: pyenv.NewOwners(dists), opts: opts, pkgs: map[*pyenv.Dist]*pkgLoads{}, order: map[*pyenv.Dist][]*pyenv.Dist{}, missing: map[string]string{}}
+}
+
+// Owner is the installed distribution whose RECORD lists file (a path as
+// the loader names it), or nil.
+func (im *Importer) Owner(file string) *pyenv.Dist {
+	return im.owners.Owner(im.l.HostPath(file))
+}
+
+// ImportAll imports each file into a process of its own (several at once;
+// parallel bounds them, GOMAXPROCS when 0), in the order given: a file
+// that cannot be loaded into the process is a FileError; one of no
+// installed distribution is loaded as if it had no requirements.
+func (im *Importer) ImportAll(ctx context.Context, files []string, parallel int) ([]*Root, []FileError, error) {
+	type result struct {
+		root    *Root
+		fileErr *FileError
+		err     error
+	}
+	results := make([]result, len(files))
+	workers.Each(len(files), parallel, func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		r, err := im.Import(ctx, files[i])
+		var fe *unloadable
+		if errors.As(err, &fe) {
+			results[i] = result{fileErr: &fe.FileError}
+		} else {
+			results[i] = result{root: r, err: err}
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	var roots []*Root
+	var errs []FileError
+	for _, r := range results {
+		switch {
+		case r.err != nil:
+			return nil, nil, r.err
+		case r.fileErr != nil:
+			errs = append(errs, *r.fileErr)
+		default:
+			roots = append(roots, r.root)
+		}
+	}
+	return roots, errs, nil
+}
+
+// unloadable is a file that cannot be loaded into the process.
+type unloadable struct{ FileError }
+
+func (e *unloadable) Error() string { return e.Path + ": " + e.FileError.Error }
+
+// Import loads file the way importing its package does and reports it: its
+// closure in that process, what its objects open at run time, and (with
+// symbols) the references that would not bind. A file that cannot be
+// loaded into the process is an error that ImportAll reports as a
+// FileError.
+func (im *Importer) Import(ctx context.Context, file string) (*Root, error) {
+	if program(im.l, file) {
+		return im.run(ctx, file)
+	}
+	d := im.Owner(file)
+	p, python, err := im.process(ctx, file)
+	if err != nil {
+		return nil, err
+	}
+	info := &Import{After: []string{}, Python: python}
+	var globals []*ldso.Object
+	if d != nil {
+		info.Distribution = d.Name + " " + d.Version
+		order, err := im.importOrder(d)
+		if err != nil {
+			return nil, err
+		}
+		module := IsExtensionModule(im.l, file)
+		for _, dep := range order {
+			globals = append(globals, im.importPackage(ctx, p, dep, true, info)...)
+		}
+		// Its own package: what the framework loads first, and its
+		// extension modules unless file is one of them.
+		globals = append(globals, im.importPackage(ctx, p, d, !module, info)...)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	o, err := p.Dlopen(ctx, file)
+	if err != nil {
+		return nil, &unloadable{FileError{Path: file, Error: err.Error()}}
+	}
+	r := NewRoot(p.Reach(o))
+	r.Import = info
+	if im.opts.RuntimeOpens != nil {
+		AddRuntimeOpens(ctx, im.opts.RuntimeOpens, p, r)
+	}
+	if im.opts.Symbols {
+		misses, err := im.opts.Binder.Dlopened(ctx, p, o, globals...)
+		switch {
+		case errors.Is(err, bind.ErrUnreadable):
+		case err != nil:
+			return nil, err
+		default:
+			if python != "" {
+				r.BoundIn = python
+			}
+			setUndefined(r, misses)
+		}
+	}
+	return r, nil
+}
+
+// run is what running a program of a distribution loads (torch/bin/protoc):
+// no import loads it.
+func (im *Importer) run(ctx context.Context, file string) (*Root, error) {
+	p, err := im.l.Start(ctx, file, ldso.AsListed)
+	if err != nil {
+		return nil, &unloadable{FileError{Path: file, Error: err.Error()}}
+	}
+	r := NewRoot(p.Result())
+	if im.opts.RuntimeOpens != nil {
+		AddRuntimeOpens(ctx, im.opts.RuntimeOpens, p, r)
+	}
+	if im.opts.Symbols {
+		misses, err := im.opts.Binder.Closure(ctx, r.Result)
+		switch {
+		case errors.Is(err, bind.ErrUnreadable):
+		case err != nil:
+			return nil, err
+		default:
+			setUndefined(r, misses)
+		}
+	}
+	return r, nil
+}
+
+// program reports an executable (ET_EXEC, or a position-independent
+// executable): the kernel runs it, no import loads it.
+func program(l *ldso.Loader, file string) bool {
+	in, err := l.Info(file)
+	return err == nil && (in.Type == elf.ET_EXEC || in.Flags1&elf.DF_1_PIE != 0)
+}
+
+// importPackage loads into p what importing d's package loads: what its
+// framework loads by path first, then (with modules) its extension
+// modules, each recorded on info. It returns the objects opened with
+// RTLD_GLOBAL. What another package's import misses is its own business:
+// a failed load is left as the loader leaves it.
+func (im *Importer) importPackage(ctx context.Context, p *ldso.Process, d *pyenv.Dist, modules bool, info *Import) []*ldso.Object {
+	pl := im.loads(ctx, d)
+	var globals []*ldso.Object
+	open := func(f string) *ldso.Object {
+		if slices.Contains(info.After, f) {
+			return nil
+		}
+		o, err := p.Dlopen(ctx, f)
+		if err != nil {
+			return nil
+		}
+		info.After = append(info.After, f)
+		return o
+	}
+	for _, lib := range pl.fallbacks {
+		// The framework loads lib itself; when the loader misses one of
+		// the libraries its fallback names, it loads those by path from
+		// where it looks, then lib again.
+		if missing := im.missingAfter(ctx, info.After, lib); missing != "" {
+			if files, ok := im.opts.RuntimeOpens.Fallback(lib, missing); ok {
+				for _, f := range files {
+					open(f)
+				}
+			}
+		}
+		// torch loads it with RTLD_GLOBAL.
+		if o := open(lib); o != nil {
+			globals = append(globals, o)
+		}
+	}
+	for _, f := range pl.preloads {
+		open(f)
+	}
+	if modules {
+		for _, f := range pl.modules {
+			open(f)
+		}
+	}
+	return globals
+}
+
+// missingAfter is the first name the loader does not find when lib is
+// loaded into the interpreter's process after the files of after: the name
+// a framework's error message carries. A fresh process replays them, so
+// that the process of the import is left as the framework leaves it.
+func (im *Importer) missingAfter(ctx context.Context, after []string, lib string) string {
+	key := strings.Join(append(slices.Clone(after), lib), "\x00")
+	im.mu.Lock()
+	m, ok := im.missing[key]
+	im.mu.Unlock()
+	if ok {
+		return m
+	}
+	p, _, err := im.process(ctx, lib)
+	if err != nil {
+		return ""
+	}
+	for _, f := range after {
+		_, _ = p.Dlopen(ctx, f)
+	}
+	if o, err := p.Dlopen(ctx, lib); err == nil {
+		if miss := p.Reach(o).Missing; len(miss) > 0 {
+			m = miss[0].Name
+		}
+	}
+	im.mu.Lock()
+	im.missing[key] = m
+	im.mu.Unlock()
+	return m
+}
+
+// pkgLoads are what importing one distribution's package loads by itself.
+type pkgLoads struct {
+	fallbacks []string // libraries the framework loads itself, with a fallback
+	preloads  []string // libraries the framework loads by path first
+	modules   []string // its extension modules
+}
+
+// loads reads (once) what importing d's package loads.
+func (im *Importer) loads(ctx context.Context, d *pyenv.Dist) *pkgLoads {
+	im.mu.Lock()
+	pl, ok := im.pkgs[d]
+	im.mu.Unlock()
+	if ok {
+		return pl
+	}
+	pl = &pkgLoads{}
+	rt := im.opts.RuntimeOpens
+	for _, host := range d.Files {
+		if ctx.Err() != nil {
+			break
+		}
+		f := im.l.GuestPath(host)
+		if !loadable(im.l, f) {
+			continue
+		}
+		if rt != nil {
+			if rt.HasFallback(f) {
+				pl.fallbacks = append(pl.fallbacks, f)
+			}
+			for _, lib := range rt.Preloads(f) {
+				if !slices.Contains(pl.preloads, lib) {
+					pl.preloads = append(pl.preloads, lib)
+				}
+			}
+		}
+		if IsExtensionModule(im.l, f) {
+			pl.modules = append(pl.modules, f)
+		}
+	}
+	im.mu.Lock()
+	im.pkgs[d] = pl
+	im.mu.Unlock()
+	return pl
+}
+
+// importOrder is (once) what d requires, in import order.
+func (im *Importer) importOrder(d *pyenv.Dist) ([]*pyenv.Dist, error) {
+	im.mu.Lock()
+	o, ok := im.order[d]
+	im.mu.Unlock()
+	if ok {
+		return o, nil
+	}
+	o, err := im.env.ImportOrder(d)
+	if err != nil {
+		return nil, err
+	}
+	im.mu.Lock()
+	im.order[d] = o
+	im.mu.Unlock()
+	return o, nil
+}
+
+// process starts the interpreter, or, without one, an empty program of
+// file's kind.
+func (im *Importer) process(ctx context.Context, file string) (*ldso.Process, string, error) {
+	if py := im.opts.Python; py != "" {
+		p, err := im.l.Start(ctx, py, ldso.AsExecuted)
+		if err == nil {
+			return p, py, nil
+		}
+		// A statically linked interpreter (python-build-standalone) has no
+		// link map to speak of: an empty program stands in for it.
+		if !errors.Is(err, ldso.ErrStaticallyLinked) {
+			return nil, "", fmt.Errorf("interpreter %s: %w", py, err)
+		}
+	}
+	in, err := im.l.Info(file)
+	if err != nil {
+		return nil, "", &unloadable{FileError{Path: file, Error: err.Error()}}
+	}
+	return im.l.StartEmpty(ctx, in), "", nil
+}
+
+// loadable reports a file that the loader can load: a dynamic ELF object
+// (Python wheels name every shared object *.so*).
+func loadable(l *ldso.Loader, file string) bool {
+	if !strings.Contains(filepath.Base(file), ".so") {
+		return false
+	}
+	in, err := l.Info(file)
+	return err == nil && notLoadable(in) == ""
+}
+
+// LoadableFiles are the loadable ELF objects among files (a distribution's
+// RECORD).
+func LoadableFiles(l *ldso.Loader, files []string) []string {
+	var out []string
+	for _, f := range files {
+		if loadable(l, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// HasABITag reports the file name of an extension module built for an
+// interpreter: NAME.cpython-312-x86_64-linux-gnu.so, NAME.abi3.so,
+// NAME.pypy310-pp73-x86_64-linux-gnu.so.
+func HasABITag(base string) bool {
+	return strings.HasSuffix(base, ".so") && (strings.Contains(base, ".cpython-") || strings.Contains(base, ".abi3.") || strings.Contains(base, ".pypy"))
+}
+
+// IsExtensionModule reports a Python extension module: a file whose name
+// the interpreter imports modules from (NAME.so, NAME.TAG.so) and that
+// either carries an interpreter's ABI tag or defines PyInit_NAME
+// (torchvision/_C.so); libraries are named lib*.so*.
+func IsExtensionModule(l *ldso.Loader, file string) bool {
+	base := filepath.Base(file)
+	m := extensionName.FindStringSubmatch(base)
+	if m == nil {
+		return false
+	}
+	if HasABITag(base) {
+		return true
+	}
+	f, err := elfscan.Open(l.HostPath(file))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	defs, err := f.Lookup("PyInit_" + m[1])
+	return err == nil && len(defs) > 0
+}

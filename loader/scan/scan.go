@@ -1,0 +1,466 @@
+// Package scan finds the ELF objects of files, directories and wheels and runs the loader model over each of them.
+package scan
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/trace"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/cudadeps/cudadeps/internal/eintr"
+	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/internal/uniq"
+	"github.com/cudadeps/cudadeps/internal/workers"
+	"github.com/cudadeps/cudadeps/loader/elfscan"
+	"github.com/cudadeps/cudadeps/loader/gpuarch"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+	"github.com/cudadeps/cudadeps/loader/runtimeopen"
+	"github.com/cudadeps/cudadeps/platform"
+)
+
+// Options configure a scan.
+type Options struct {
+	// WheelMount is where wheels are mounted (ldso.DefaultWheelMount when
+	// empty); naming a real site-packages directory checks a wheel against
+	// what is installed there.
+	WheelMount string
+	// Parallel bounds the closures computed at once (GOMAXPROCS when 0).
+	Parallel int
+	Logger   *slog.Logger
+	// RuntimeOpens resolves what the objects open at run time (dlopen) with
+	// this resolver; nil skips it.
+	RuntimeOpens *runtimeopen.Resolver
+	// Symbols binds every reference of every closure (see bindRoots).
+	Symbols bool
+	// AllFiles reads every regular file of a directory as a possible
+	// object, not only those the candidate rule names (a name with ".so",
+	// or an execute bit; see candidate.go).
+	AllFiles bool
+	// Python is the interpreter extension modules are bound in (default:
+	// their environment's).
+	Python string
+	// DefaultPython is the interpreter that python3 on PATH runs (through
+	// a shim, maybe), taken last, when an extension module's own
+	// installation has none.
+	DefaultPython string
+	// PythonCache keeps what Python and DefaultPython say of their site
+	// directories (the zero Dir: ask every time).
+	PythonCache factcache.Dir
+}
+
+// Report is the outcome of a scan. Its JSON form is documented in
+// docs/json.md ("scan --json").
+type Report struct {
+	Loader        LoaderInfo     `json:"loader"`
+	Roots         []*Root        `json:"roots"`
+	Missing       []Missing      `json:"missing"`
+	VersionErrors []VersionError `json:"version_errors"`
+	Skipped       []Skipped      `json:"skipped,omitempty"`
+	Errors        []FileError    `json:"errors,omitempty"`
+	Warnings      []string       `json:"warnings,omitempty"`
+	// Coverage is what the GPU code of the loaded objects does on a device;
+	// absent unless asked for (see LoadedFiles).
+	Coverage *gpuarch.Report `json:"coverage,omitempty"`
+}
+
+// LoaderInfo records the loader model the scan used.
+type LoaderInfo struct {
+	Root          string   `json:"root"`
+	Cache         string   `json:"cache"`
+	LDLibraryPath *string  `json:"ld_library_path"`
+	Preload       []string `json:"preload,omitempty"`
+}
+
+// Root is one object examined as the loader's main object.
+type Root struct {
+	Path          string         `json:"path"`
+	Machine       string         `json:"machine"`
+	Class         string         `json:"class"`
+	OK            bool           `json:"ok"`
+	Closure       []Entry        `json:"closure"`
+	Missing       []Missing      `json:"missing"`
+	VersionErrors []VersionError `json:"version_errors"`
+	Warnings      []string       `json:"warnings,omitempty"`
+	// RuntimeOpens are the libraries its objects open at run time; absent
+	// when they were not resolved.
+	RuntimeOpens []RuntimeOpen `json:"runtime_opens,omitempty"`
+	// UndefinedSymbols are the references that would not bind; null when
+	// symbols were not bound (Options.Symbols off, or a wheel member).
+	UndefinedSymbols []UndefinedSymbol `json:"undefined_symbols"`
+	BoundIn          string            `json:"bound_in,omitempty"` // the interpreter an extension module was bound in
+	// Import says how a file of an installed Python distribution was
+	// loaded: as importing its package loads it, and what loading it on
+	// its own gives. Absent for other files.
+	Import *Import `json:"import,omitempty"`
+
+	// Result is the loader model's full answer, for renderers.
+	Result *ldso.Result `json:"-"`
+	// RuntimeMisses are the required run-time opens not found, in the
+	// loader's terms (who asked, which directories were searched), like
+	// Result.Missing.
+	RuntimeMisses []ldso.Miss `json:"-"`
+}
+
+// Entry is one object of a closure, in load order.
+type Entry struct {
+	Soname   string   `json:"soname"` // the name it was requested by
+	Path     *string  `json:"path"`   // null when not found
+	Via      ldso.Via `json:"via"`
+	From     string   `json:"from,omitempty"` // the search list entry that found it
+	NeededBy []string `json:"needed_by"`
+	Problem  string   `json:"problem,omitempty"`
+}
+
+// Missing is a name the loader would not find.
+type Missing struct {
+	Soname   string   `json:"soname"`
+	NeededBy []string `json:"needed_by"`
+	Problem  string   `json:"problem,omitempty"`
+	// Fatal marks a file the loader refuses outright (invalid ELF).
+	Fatal bool `json:"fatal,omitempty"`
+	// RunTime marks a library opened at run time (dlopen), not needed at
+	// load time: NeededBy are its openers.
+	RunTime bool `json:"run_time,omitempty"`
+}
+
+// VersionError is a required symbol version that its provider lacks.
+type VersionError struct {
+	Object   string `json:"object"`   // the object requiring it
+	File     string `json:"file"`     // the file it is required from (as named)
+	Provider string `json:"provider"` // the object that answered to that name
+	Version  string `json:"version"`
+	Weak     bool   `json:"weak,omitempty"`
+	// Message is what ld.so prints.
+	Message string `json:"message"`
+}
+
+// Skipped is a file named as a target that is not a loadable dynamic
+// object: an ELF file that is not one, or (NotELF) no ELF file at all.
+type Skipped struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+	NotELF bool   `json:"not_elf,omitempty"`
+}
+
+// FileError is a file that could not be read as ELF.
+type FileError struct {
+	Path  string `json:"path"`
+	Error string `json:"error"`
+}
+
+// OK reports whether every root loads.
+func (r *Report) OK() bool {
+	for _, root := range r.Roots {
+		if !root.OK {
+			return false
+		}
+	}
+	return true
+}
+
+// Run scans the targets: ELF files, directories (recursively) and wheels.
+func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*Report, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	rep := &Report{}
+	l.PrepareHost(ctx)
+	var roots []string
+	region := trace.StartRegion(ctx, "scan.collect")
+	for _, t := range targets {
+		found, err := collect(ctx, l, t, opts, rep)
+		if err != nil {
+			region.End()
+			return nil, err
+		}
+		roots = append(roots, found...)
+	}
+	region.End()
+	opts.Logger.Debug("collected objects", "roots", len(roots))
+	region = trace.StartRegion(ctx, "scan.closures")
+	results := closures(ctx, l, roots, opts.Parallel, opts.RuntimeOpens)
+	region.End()
+	for i, res := range results {
+		if res.err != nil {
+			rep.Errors = append(rep.Errors, FileError{Path: roots[i], Error: res.err.Error()})
+			continue
+		}
+		if w := foreignToRoot(l, res.root.Result); w != "" {
+			res.root.Warnings = append(res.root.Warnings, w)
+		}
+		rep.Roots = append(rep.Roots, res.root)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if opts.Symbols {
+		region = trace.StartRegion(ctx, "scan.bind")
+		err := bindRoots(ctx, l, rep.Roots, opts)
+		region.End()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := importRoots(ctx, l, rep, opts); err != nil {
+		return nil, err
+	}
+	rep.aggregate()
+	return rep, nil
+}
+
+// foreignToRoot warns, under a root, about an object whose machine the
+// root has no loader for (an x86_64 file scanned against an aarch64
+// sysroot): its closure is then a model of no system the object runs on.
+func foreignToRoot(l *ldso.Loader, r *ldso.Result) string {
+	root := l.Root()
+	if root == "" || root == "/" || r.Arch == nil || r.Arch.Interp == "" || r.Main == nil || r.Main.Info == nil {
+		return ""
+	}
+	if _, err := os.Lstat(filepath.Join(root, r.Arch.Interp)); err == nil {
+		return ""
+	}
+	m := platform.MachineName(r.Main.Info.Machine)
+	return fmt.Sprintf("%s is an %s object, and --root %s has no %s loader (%s): it is not a system this object runs on", r.Main.Path, m, root, m, r.Arch.Interp)
+}
+
+// collect lists the loadable ELF objects of one target.
+func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, rep *Report) ([]string, error) {
+	// Under --root, links on the way resolve inside the root.
+	host := l.OpenPath(target)
+	st, err := os.Stat(host)
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", target, errors.Unwrap(err))
+	}
+	if st.IsDir() {
+		return walkDir(ctx, l, target, host, opts.Parallel, opts.AllFiles, rep)
+	}
+	if strings.HasSuffix(target, ".whl") || strings.HasSuffix(target, ".zip") {
+		members, err := l.MountWheel(host, opts.WheelMount)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, m := range members {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			in, err := l.Info(m)
+			if classify(m, in, err, rep) {
+				out = append(out, m)
+			}
+		}
+		return out, nil
+	}
+	in, err := elfscan.ReadInfo(host)
+	if errors.Is(err, elfscan.ErrNotELF) {
+		// A file named on the command line that the loader would never
+		// load (a linker script such as libc.so) is noted, not fatal.
+		rep.Skipped = append(rep.Skipped, Skipped{Path: target, Reason: notELF(target), NotELF: true})
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if reason := notLoadable(in); reason != "" {
+		rep.Skipped = append(rep.Skipped, Skipped{Path: target, Reason: reason})
+		return nil, nil
+	}
+	return []string{target}, nil
+}
+
+// hasELFMagic reports whether a file starts with the ELF magic. Most files
+// of a Python environment are not ELF: this costs them three system calls
+// (no poller registration, no stat) where a full read costs six.
+func hasELFMagic(p string) (bool, error) {
+	fd, err := eintr.Retry(func() (int, error) { return syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	if err != nil {
+		return false, err
+	}
+	defer syscall.Close(fd)
+	var b [4]byte
+	n, err := eintr.Retry(func() (int, error) { return syscall.Pread(fd, b[:], 0) })
+	if err != nil {
+		return false, err
+	}
+	return n == len(b) && string(b[:]) == elf.ELFMAG, nil
+}
+
+// classify decides whether a file is a root, recording why not.
+func classify(p string, in *elfscan.Info, err error, rep *Report) bool {
+	if errors.Is(err, elfscan.ErrNotELF) {
+		return false
+	}
+	if err != nil {
+		rep.Errors = append(rep.Errors, FileError{Path: p, Error: err.Error()})
+		return false
+	}
+	if reason := notLoadable(in); reason != "" {
+		rep.Skipped = append(rep.Skipped, Skipped{Path: p, Reason: reason})
+		return false
+	}
+	return true
+}
+
+func notLoadable(in *elfscan.Info) string {
+	switch {
+	case in.Type != elf.ET_DYN && in.Type != elf.ET_EXEC:
+		return fmt.Sprintf("%s object, not loadable", strings.TrimPrefix(in.Type.String(), "ET_"))
+	case !in.Dynamic && in.Type == elf.ET_EXEC:
+		return "statically linked"
+	case !in.Dynamic:
+		return "no dynamic section (separate debug information, or a static object)"
+	}
+	return ""
+}
+
+type closureResult struct {
+	result *ldso.Result
+	root   *Root
+	err    error
+}
+
+// closures computes each root's closure and report form and, with a
+// resolver, its run-time opens (in the same process, after the closure).
+func closures(ctx context.Context, l *ldso.Loader, roots []string, parallel int, rt *runtimeopen.Resolver) []closureResult {
+	out := make([]closureResult, len(roots))
+	workers.Each(len(roots), parallel, func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		p, err := l.Start(ctx, roots[i], ldso.AsListed)
+		if err != nil {
+			out[i] = closureResult{err: err}
+			return
+		}
+		// The closure is read before the run-time opens add to the
+		// process: a copy, since Result is the process's own.
+		r := *p.Result()
+		root := NewRoot(&r)
+		if rt != nil {
+			runtimeOpens(ctx, rt, p, r.Objects, root)
+		}
+		out[i] = closureResult{result: &r, root: root}
+	})
+	return out
+}
+
+// NewRoot converts a loader result to its report form.
+func NewRoot(r *ldso.Result) *Root {
+	root := &Root{Path: r.Main.Path, Result: r, Closure: []Entry{}, Missing: []Missing{}, VersionErrors: []VersionError{}, Warnings: r.Warnings}
+	if in := r.Main.Info; in != nil {
+		root.Machine = strings.TrimPrefix(in.Machine.String(), "EM_")
+		root.Class = strings.TrimPrefix(in.Class.String(), "ELFCLASS")
+	}
+	faked := map[string]int{}
+	for _, o := range r.Objects {
+		if o == r.Main {
+			continue
+		}
+		if !o.Found() {
+			if i, ok := faked[o.Name]; ok {
+				for _, by := range o.NeededBy {
+					root.Closure[i].NeededBy = uniq.Append(root.Closure[i].NeededBy, by.Path)
+				}
+				continue
+			}
+			faked[o.Name] = len(root.Closure)
+		}
+		e := Entry{Soname: o.Name, Via: o.Via, From: o.From, Problem: o.Problem, NeededBy: []string{}}
+		if o.Found() {
+			p := o.Path
+			e.Path = &p
+		}
+		for _, by := range o.NeededBy {
+			e.NeededBy = uniq.Append(e.NeededBy, by.Path)
+		}
+		root.Closure = append(root.Closure, e)
+	}
+	for _, m := range r.Missing {
+		mm := Missing{Soname: m.Name, Problem: m.Problem, Fatal: m.Fatal, NeededBy: []string{}}
+		for _, by := range m.NeededBy {
+			mm.NeededBy = uniq.Append(mm.NeededBy, by.Path)
+		}
+		root.Missing = append(root.Missing, mm)
+	}
+	for _, v := range r.VersionErrors {
+		root.VersionErrors = append(root.VersionErrors, NewVersionError(v))
+	}
+	root.OK = r.OK()
+	return root
+}
+
+// NewVersionError converts a loader version error, with ld.so's message.
+func NewVersionError(v ldso.VersionError) VersionError {
+	weak := ""
+	if v.Weak {
+		weak = "weak "
+	}
+	return VersionError{
+		Object: v.Object.Path, File: v.File, Provider: v.Provider.Path, Version: v.Version, Weak: v.Weak,
+		Message: fmt.Sprintf("%s: %sversion '%s' not found (required by %s)", v.Provider.Path, weak, v.Version, v.Object.Path),
+	}
+}
+
+// NewReport builds a report from roots computed elsewhere (the resolver's
+// per-import processes).
+func NewReport(roots []*Root) *Report {
+	r := &Report{Roots: roots}
+	r.aggregate()
+	return r
+}
+
+// aggregate merges the misses and version errors of all roots.
+func (r *Report) aggregate() {
+	r.Missing = []Missing{}
+	r.VersionErrors = []VersionError{}
+	idx := map[string]int{}
+	seenV := map[string]bool{}
+	for _, root := range r.Roots {
+		for _, m := range root.Missing {
+			i, ok := idx[m.Soname]
+			if !ok {
+				i = len(r.Missing)
+				idx[m.Soname] = i
+				r.Missing = append(r.Missing, Missing{Soname: m.Soname, Problem: m.Problem, Fatal: m.Fatal, RunTime: m.RunTime, NeededBy: []string{}})
+			}
+			for _, by := range m.NeededBy {
+				r.Missing[i].NeededBy = uniq.Append(r.Missing[i].NeededBy, by)
+			}
+			r.Missing[i].Fatal = r.Missing[i].Fatal || m.Fatal
+			// Needed at load time by anyone: not only a run-time open.
+			r.Missing[i].RunTime = r.Missing[i].RunTime && m.RunTime
+			if r.Missing[i].Problem == "" {
+				r.Missing[i].Problem = m.Problem
+			}
+		}
+		for _, v := range root.VersionErrors {
+			k := v.Object + "\x00" + v.Provider + "\x00" + v.Version
+			if !seenV[k] {
+				seenV[k] = true
+				r.VersionErrors = append(r.VersionErrors, v)
+			}
+		}
+		for _, w := range root.Warnings {
+			r.Warnings = uniq.Append(r.Warnings, w)
+		}
+	}
+	for i := range r.Missing {
+		sort.Strings(r.Missing[i].NeededBy)
+	}
+	sort.Slice(r.Missing, func(i, j int) bool { return r.Missing[i].Soname < r.Missing[j].Soname })
+}
+
+func fileKey(info fs.FileInfo) ([2]uint64, bool) {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return [2]uint64{uint64(st.Dev), uint64(st.Ino)}, true
+	}
+	return [2]uint64{}, false
+}

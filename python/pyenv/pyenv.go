@@ -1,0 +1,428 @@
+// Package pyenv finds a Python environment's site-packages, its installed distributions and their files.
+//
+// The interpreter is asked once, without importing anything but the
+// standard library, where its site-packages are; distributions are then
+// read from their *.dist-info folders (METADATA for requirements, RECORD
+// for files), never by importing them.
+package pyenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cudadeps/cudadeps/internal/rootfs"
+	"github.com/cudadeps/cudadeps/python/pymeta"
+)
+
+// Env is one Python environment.
+type Env struct {
+	Executable  string   `json:"executable"`  // sys.executable
+	Prefix      string   `json:"prefix"`      // sys.prefix
+	BasePrefix  string   `json:"base_prefix"` // sys.base_prefix
+	Version     string   `json:"version"`     // "3.12.3"
+	Machine     string   `json:"machine"`     // platform.machine()
+	SiteDirs    []string `json:"site_dirs"`   // site-packages directories, in sys.path order
+	Markers     Markers  `json:"markers"`     // PEP 508 environment markers
+	FromPython  bool     `json:"from_python"` // found by asking an interpreter
+	Interpreter string   `json:"interpreter"` // the command that was run
+	RealExec    string   `json:"real_executable,omitempty"`
+	// UserSite is the user's site-packages directory (PEP 370), which may
+	// not exist yet; UserSiteEnabled says whether the interpreter puts it
+	// on sys.path (not in a virtual environment, nor with -s).
+	UserSite        string `json:"user_site,omitempty"`
+	UserSiteEnabled bool   `json:"user_site_enabled,omitempty"`
+	// Inputs are the paths the interpreter's answer depends on (every
+	// sys.path entry, existing or not, its .pth files, pyvenv.cfg, the
+	// user site directory), for DiscoverCached.
+	Inputs []string `json:"inputs,omitempty"`
+
+	files files
+	// read keeps the distributions read, by dist-info directory: finding
+	// the target and resolving its requirements read the same ones.
+	read *distMemo
+}
+
+type distMemo struct {
+	mu    sync.Mutex
+	dists map[string]*Dist
+	errs  map[string]error
+}
+
+// cachedDist reads the distribution of a dist-info directory once.
+func (e *Env) cachedDist(di distInfo) (*Dist, error) {
+	if e.read == nil {
+		return e.readDist(di.dir, di.site)
+	}
+	m := e.read
+	m.mu.Lock()
+	d, ok := m.dists[di.dir]
+	err := m.errs[di.dir]
+	m.mu.Unlock()
+	if ok || err != nil {
+		return d, err
+	}
+	d, err = e.readDist(di.dir, di.site)
+	m.mu.Lock()
+	if err != nil {
+		m.errs[di.dir] = err
+	} else {
+		m.dists[di.dir] = d
+	}
+	m.mu.Unlock()
+	return d, err
+}
+
+// remember makes e keep the distributions it reads.
+func (e *Env) remember() *Env {
+	e.read = &distMemo{dists: map[string]*Dist{}, errs: map[string]error{}}
+	return e
+}
+
+// Markers are the PEP 508 marker variables of an environment.
+type Markers = pymeta.Environment
+
+// EvalMarker evaluates a PEP 508 environment marker (the part of a
+// Requires-Dist after ';') against an environment's marker variables, with
+// no extra requested.
+func EvalMarker(expr string, vars Markers) (bool, error) {
+	m, err := pymeta.ParseMarker(expr)
+	if err != nil {
+		return false, err
+	}
+	return m.Evaluate(vars)
+}
+
+// probeScript prints what we need as JSON, importing only the standard
+// library.
+const probeScript = `
+import json, os, platform, site, sys, sysconfig
+dirs = []
+for p in sys.path:
+    if p and os.path.isdir(p) and (p.endswith("site-packages") or p.endswith("dist-packages")):
+        dirs.append(os.path.abspath(p))
+for key in ("purelib", "platlib"):
+    p = sysconfig.get_paths().get(key)
+    if p and os.path.isdir(p):
+        dirs.append(os.path.abspath(p))
+inputs = [os.path.abspath(p) for p in sys.path if p]
+user_site, user_enabled = "", False
+try:
+    u = site.getusersitepackages()
+    user_site, user_enabled = os.path.abspath(u), bool(site.ENABLE_USER_SITE)
+    inputs.append(u)
+    if site.ENABLE_USER_SITE and os.path.isdir(u):
+        dirs.append(os.path.abspath(u))
+except Exception:
+    pass
+for d in set(dirs + inputs):
+    try:
+        inputs += [os.path.join(d, n) for n in os.listdir(d) if n.endswith(".pth")]
+    except OSError:
+        pass
+for d in (os.path.dirname(sys.executable), os.path.dirname(os.path.dirname(sys.executable))):
+    inputs.append(os.path.join(d, "pyvenv.cfg"))
+print(json.dumps({
+    "inputs": inputs,
+    "executable": sys.executable,
+    "prefix": sys.prefix,
+    "base_prefix": sys.base_prefix,
+    "version": platform.python_version(),
+    "machine": platform.machine(),
+    "site_dirs": dirs,
+    "user_site": user_site,
+    "user_site_enabled": user_enabled,
+    "markers": {
+        "os_name": os.name,
+        "sys_platform": sys.platform,
+        "platform_machine": platform.machine(),
+        "platform_python_implementation": platform.python_implementation(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "python_full_version": platform.python_version(),
+        "implementation_name": sys.implementation.name,
+    },
+}))
+`
+
+// DefaultPython is the interpreter of the active environment: an activated
+// virtualenv or conda environment, else python3 on PATH.
+func DefaultPython() string {
+	for _, v := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
+		if d := os.Getenv(v); d != "" {
+			for _, n := range []string{"bin/python3", "bin/python"} {
+				p := filepath.Join(d, n)
+				if _, err := os.Stat(p); err == nil {
+					return p
+				}
+			}
+		}
+	}
+	return "python3"
+}
+
+// Discover asks the interpreter python for its environment.
+func Discover(ctx context.Context, python string) (*Env, error) {
+	if python == "" {
+		python = DefaultPython()
+	}
+	exe, err := exec.LookPath(python)
+	if err != nil {
+		return nil, fmt.Errorf("python interpreter %q not found (use --python to name one): %w", python, err)
+	}
+	probeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// No -I or -E: the environment (PYTHONPATH, user site) is the one the
+	// import would see.
+	cmd := exec.CommandContext(probeCtx, exe, "-c", probeScript)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil && ctx.Err() != nil {
+		// Killed because the caller gave up (Ctrl-C): say so, not "killed".
+		return nil, fmt.Errorf("run %s: %w", exe, ctx.Err())
+	}
+	if err != nil {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return nil, fmt.Errorf("run %s: %w: %s", exe, err, msg)
+		}
+		return nil, fmt.Errorf("run %s: %w (and it printed nothing on stderr)", exe, err)
+	}
+	var env Env
+	if err := json.Unmarshal(out, &env); err != nil {
+		return nil, fmt.Errorf("read what %s reported: %w", exe, err)
+	}
+	env.FromPython = true
+	env.Interpreter = exe
+	env.remember()
+	env.SiteDirs = uniqueDirs(env.SiteDirs)
+	if real, err := filepath.EvalSymlinks(env.Executable); err == nil {
+		env.RealExec = real
+	}
+	return &env, nil
+}
+
+// FromSiteDir describes an environment known only by a site-packages
+// directory (a foreign architecture's tree, an image being prepared): no
+// interpreter is run, and markers are unknown. When root names the system
+// the directory belongs to (its "/", "" for this host), the environment's
+// files are read as that system sees them: links resolve inside root.
+func FromSiteDir(dir, root string) (*Env, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	r, err := rootfs.Open(root)
+	if err != nil {
+		return nil, fmt.Errorf("root %s: %w", root, err)
+	}
+	env := &Env{SiteDirs: []string{abs}, Markers: Markers{}, files: files{root: r}}
+	st, err := env.files.stat(abs)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%s: not a directory", dir)
+	}
+	return env.remember(), nil
+}
+
+func uniqueDirs(dirs []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		key := d
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			key = r
+		}
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Dist is one installed distribution.
+type Dist struct {
+	Name     string   `json:"name"`
+	Version  string   `json:"version"`
+	InfoDir  string   `json:"dist_info"` // the *.dist-info directory
+	SiteDir  string   `json:"site_dir"`  // the directory RECORD paths are relative to
+	Requires []string `json:"requires"`  // Requires-Dist that apply to this environment (names only)
+	// Files are the absolute paths listed in RECORD, in its order.
+	Files []string `json:"-"`
+	// Metadata is METADATA parsed; Record is RECORD parsed, in the order of
+	// Files.
+	Metadata *pymeta.Metadata     `json:"-"`
+	Record   []pymeta.RecordEntry `json:"-"`
+
+	files files
+}
+
+// distInfoDirs lists the *.dist-info directories of the site directories,
+// in sys.path order, with the normalized project name each is for.
+func (e *Env) distInfoDirs() []distInfo {
+	var out []distInfo
+	for _, site := range e.SiteDirs {
+		entries, err := e.files.readDir(site)
+		if err != nil {
+			continue
+		}
+		for _, ent := range entries {
+			n := ent.Name()
+			if !ent.IsDir() || !strings.HasSuffix(n, ".dist-info") {
+				continue
+			}
+			project, _, _ := strings.Cut(strings.TrimSuffix(n, ".dist-info"), "-")
+			out = append(out, distInfo{name: pymeta.NormalizeName(project), dir: filepath.Join(site, n), site: site})
+		}
+	}
+	return out
+}
+
+type distInfo struct{ name, dir, site string }
+
+// Find locates an installed distribution by name ("torch", "cupy-cuda13x").
+func (e *Env) Find(name string) (*Dist, error) {
+	want := pymeta.NormalizeName(name)
+	for _, di := range e.distInfoDirs() {
+		if di.name == want {
+			return e.cachedDist(di)
+		}
+	}
+	return nil, fmt.Errorf("no installed distribution %q in %s", name, strings.Join(e.SiteDirs, ", "))
+}
+
+// Installed reads every distribution of the environment, by normalized
+// name; where two site directories hold one, the first in sys.path order
+// wins, as for import. A dist-info that cannot be read is left out and
+// named in the returned problems.
+func (e *Env) Installed() (map[string]*Dist, []string) {
+	out := map[string]*Dist{}
+	var problems []string
+	for _, di := range e.distInfoDirs() {
+		if out[di.name] != nil {
+			continue
+		}
+		d, err := e.cachedDist(di)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		out[di.name] = d
+	}
+	return out, problems
+}
+
+// Resolved is a target's transitive requirements with the installed
+// distributions they name.
+type Resolved struct {
+	*pymeta.Resolution
+	Dists    map[string]*Dist // every installed distribution, by normalized name
+	Problems []string         // dist-info folders that could not be read
+}
+
+// Dist is the installed distribution of a dependency, or nil.
+func (r *Resolved) Dist(name string) *Dist { return r.Dists[pymeta.NormalizeName(name)] }
+
+// Resolve computes what target ("torch", "cuda-toolkit[cublas]") requires
+// in this environment, following extras, with the specifiers that pin each
+// requirement and whether the installed versions meet them. Markers that
+// read a variable the environment does not know (no interpreter was asked)
+// are taken to hold.
+func (e *Env) Resolve(target string) (*Resolved, error) {
+	dists, problems := e.Installed()
+	metas := make(map[string]*pymeta.Metadata, len(dists))
+	for n, d := range dists {
+		metas[n] = d.Metadata
+	}
+	res, err := pymeta.Resolve(metas, target, e.Markers)
+	if err != nil {
+		return nil, fmt.Errorf("%w in %s", err, strings.Join(e.SiteDirs, ", "))
+	}
+	return &Resolved{Resolution: res, Dists: dists, Problems: problems}, nil
+}
+
+func (e *Env) readDist(infoDir, site string) (*Dist, error) {
+	d := &Dist{InfoDir: infoDir, SiteDir: site, files: e.files}
+	metaPath := filepath.Join(infoDir, "METADATA")
+	data, err := e.files.readFile(metaPath, maxMetadata)
+	if err != nil {
+		return nil, fmt.Errorf("read METADATA: %w", err)
+	}
+	meta, err := pymeta.ParseMetadata(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", metaPath, err)
+	}
+	d.Metadata, d.Name, d.Version = meta, meta.Name, meta.Version
+	seen := map[string]bool{}
+	for _, req := range meta.RequiresDist {
+		// Without an interpreter the markers are unknown: a requirement
+		// counts unless what is known rules it out, better than inventing
+		// a missing library.
+		if ok, _ := req.Applies(e.Markers, nil); ok && !seen[req.Name] {
+			seen[req.Name] = true
+			d.Requires = append(d.Requires, req.Name)
+		}
+	}
+	recPath := filepath.Join(infoDir, "RECORD")
+	data, err = e.files.readFile(recPath, maxRecord)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s has no RECORD (installed by a tool that keeps no file list): %w", infoDir, err)
+	case err != nil:
+		return nil, fmt.Errorf("read RECORD: %w", err)
+	}
+	d.Record, err = pymeta.ParseRecord(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", recPath, err)
+	}
+	d.Files = make([]string, len(d.Record))
+	for i, r := range d.Record {
+		d.Files[i] = d.path(r.Path)
+	}
+	return d, nil
+}
+
+// path is the absolute path of a RECORD path.
+func (d *Dist) path(p string) string {
+	if isPlain(p) && d.SiteDir != "" && !strings.HasSuffix(d.SiteDir, "/") {
+		return d.SiteDir + "/" + p // what Join would make, without cleaning
+	}
+	p = filepath.FromSlash(p)
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(d.SiteDir, p)
+	}
+	return filepath.Clean(p)
+}
+
+// isPlain reports a relative slash-separated path that cleaning leaves as
+// it is: no empty, "." or ".." element. Most RECORD paths are.
+func isPlain(p string) bool {
+	if p == "" || p[0] == '/' || p[len(p)-1] == '/' {
+		return false
+	}
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		if el := p[start:i]; el == "" || el == "." || el == ".." {
+			return false
+		}
+		start = i + 1
+	}
+	return true
+}
