@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/activation"
+	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
@@ -156,21 +158,7 @@ func TestTorchAarch64WheelUndeclared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := fetch.NewClient(fetch.Options{CacheDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	target, err := FindTarget(ctx, "torch", TargetOptions{SiteDir: site, Root: sr.Root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	empty := ""
-	out, err := Resolve(ctx, target, Options{Loader: ldso.Options{Root: sr.Root, LDLibraryPath: &empty, PreloadSet: true},
-		Catalog: cat, Prefix: prefix, Client: client})
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := resolveInRoot(t, sr, site, cat, prefix)
 	if !out.OK || out.Platform != platform.LinuxSBSA || out.CUDAMajor != 13 {
 		t.Fatalf("resolve: ok=%v platform=%s cuda=%d stopped=%q unresolved=%+v", out.OK, out.Platform, out.CUDAMajor, out.Stopped, out.Unresolved)
 	}
@@ -207,7 +195,7 @@ func TestTorchAarch64WheelUndeclared(t *testing.T) {
 	}
 	judgeInTree(t, sr, objects, nil)
 
-	if _, err := prefix.Undo(ctx, []string{"torch"}, nil); err != nil {
+	if _, err := prefix.Undo(context.Background(), []string{"torch"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if after := lddtest.TreeState(t, sr.Root, prefix.Dir()); !slices.Equal(after, before) {
@@ -243,6 +231,25 @@ func TestUnbindableLibraryIsNamed(t *testing.T) {
 	archives = slices.DeleteFunc(archives, func(a mirrortest.Archive) bool { return a.Component == "libcudss" && a.Version == "0.9.9.1" })
 	_, cat := serveCatalog(t, archives)
 	prefix := openPrefixIn(t, "", sr.Root)
+	out := resolveInRoot(t, sr, site, cat, prefix)
+	if out.OK || out.Stopped == StopRoundLimit || len(out.Rounds) > 2 {
+		t.Errorf("stopped %q after %d rounds, ok=%v: want a stop naming cuDSS before the round limit", out.Stopped, len(out.Rounds), out.OK)
+	}
+	var named bool
+	for _, u := range out.Unresolved {
+		if u.Soname == "libcudss.so.0" && strings.Contains(u.Reason, "0.9.9.9 refused") && strings.Contains(u.Reason, "cudssExecute") {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("unresolved %+v: want libcudss.so.0 with the refused release and cudssExecute", out.Unresolved)
+	}
+}
+
+// resolveInRoot resolves torch under the root sr from the catalog cat into
+// prefix, with no LD_LIBRARY_PATH.
+func resolveInRoot(t *testing.T, sr *lddtest.Sysroot, site string, cat *catalog.Catalog, prefix *activation.Prefix) *Outcome {
+	t.Helper()
 	client, err := fetch.NewClient(fetch.Options{CacheDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -258,16 +265,5 @@ func TestUnbindableLibraryIsNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.OK || out.Stopped == StopRoundLimit || len(out.Rounds) > 2 {
-		t.Errorf("stopped %q after %d rounds, ok=%v: want a stop naming cuDSS before the round limit", out.Stopped, len(out.Rounds), out.OK)
-	}
-	var named bool
-	for _, u := range out.Unresolved {
-		if u.Soname == "libcudss.so.0" && strings.Contains(u.Reason, "0.9.9.9 refused") && strings.Contains(u.Reason, "cudssExecute") {
-			named = true
-		}
-	}
-	if !named {
-		t.Errorf("unresolved %+v: want libcudss.so.0 with the refused release and cudssExecute", out.Unresolved)
-	}
+	return out
 }
