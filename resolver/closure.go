@@ -14,10 +14,10 @@ import (
 )
 
 // declare reads the target's declared NVIDIA closure as the environment is
-// now: the libraries the scan met (needed, found or not, and opened at run
-// time) decide which of the package's extras count. Only Python targets
+// now: the libraries the last scan met (s.met: needed, found or not, and
+// opened at run time) decide which of the package's extras count. Only Python targets
 // declare anything; for others it is nil.
-func (s *session) declare(rep *scan.Report) (*declared.Closure, error) {
+func (s *session) declare() (*declared.Closure, error) {
 	t := s.t
 	if t.Kind != KindPython || t.Dist == nil {
 		return nil, nil
@@ -30,7 +30,7 @@ func (s *session) declare(rep *scan.Report) (*declared.Closure, error) {
 	if err != nil {
 		return nil, err
 	}
-	met := metSonames(rep)
+	met := s.met
 	in := declared.Input{
 		Env: t.Python, Target: t.Dist, Distributions: dists, Records: recs,
 		Needs:           func(soname string) bool { return met[soname] },

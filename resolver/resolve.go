@@ -236,6 +236,7 @@ type session struct {
 	// last is the latest round's scan, with its layout and the target's
 	// declared closure as the disk was then.
 	last    *scan.Report
+	met     map[string]bool // metSonames(last): the sonames it loads, opens or misses
 	layout  *Layout
 	closure *declared.Closure
 	// opens is the table of what libraries open at run time.
@@ -378,7 +379,7 @@ func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
 	for _, e := range rep.Errors {
 		s.opts.Logger.Warn("unreadable file", "path", e.Path, "error", e.Error)
 	}
-	s.last = rep
+	s.last, s.met = rep, metSonames(rep)
 	if err := s.t.refreshRequirements(); err != nil {
 		return nil, nil, err
 	}
@@ -388,7 +389,7 @@ func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
 			return nil, nil, err
 		}
 	}
-	cl, err := s.declare(rep)
+	cl, err := s.declare()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -468,7 +469,7 @@ func (s *session) needs(rep *scan.Report) []*Need {
 	needs := s.withoutOptional(needsFrom(rep), rep)
 	needs = append(needs, runtimeNeeds(s.runtime, s.runtimeBy, needs, rep, s.t, s.handled, s.viaEnv)...)
 	for _, o := range s.layout.MissingLibraries() {
-		if needFor(needs, o.Name).NeededBy != nil || s.accepted[pymeta.NormalizeName(o.Dist)] || s.unneededExtra(o.Dist) {
+		if needFor(needs, o.Name).NeededBy != nil || s.accepted[pymeta.NormalizeName(o.Dist)] || s.unneededExtra(s.closure.Find(o.Dist)) {
 			continue
 		}
 		if _, done := s.handled[o.Name]; done {
@@ -739,9 +740,13 @@ func (s *session) finish() {
 			}
 		}
 		s.out.Checks = orEmpty(crossChecks(s.last))
+		optional := map[string]bool{}
+		for _, o := range s.out.Optional {
+			optional[o.Soname] = true
+		}
 		for _, root := range s.last.Roots {
 			for _, u := range root.UndefinedSymbols {
-				if s.optionalMiss(root, u) {
+				if optionalMiss(optional, root, u) {
 					continue // the optional library's own symbols: listed under optional
 				}
 				if !slices.Contains(s.out.UndefinedSymbols, u) {
@@ -758,18 +763,15 @@ func (s *session) finish() {
 }
 
 // optionalMiss reports a reference left unbound because an optional
-// library is absent (cupy's cuTENSOR module without cuTENSOR): one
-// versioned for that library, or an unversioned one of an object that
-// needs it and finds it missing.
-func (s *session) optionalMiss(root *scan.Root, u scan.UndefinedSymbol) bool {
-	optional := func(soname string) bool {
-		return slices.ContainsFunc(s.out.Optional, func(o OptionalLib) bool { return o.Soname == soname })
-	}
+// library (a soname of optional) is absent, as CuPy's cuTENSOR module
+// without cuTENSOR: one versioned for that library, or an unversioned one
+// of an object that needs it and finds it missing.
+func optionalMiss(optional map[string]bool, root *scan.Root, u scan.UndefinedSymbol) bool {
 	if u.File != "" {
-		return optional(u.File)
+		return optional[u.File]
 	}
 	for _, m := range root.Missing {
-		if optional(m.Soname) && slices.Contains(m.NeededBy, u.Object) {
+		if optional[m.Soname] && slices.Contains(m.NeededBy, u.Object) {
 			return true
 		}
 	}

@@ -144,7 +144,7 @@ func (s *session) systemCopyExact(d *declared.Dist) string {
 	if s.last == nil || d.Version == "" {
 		return ""
 	}
-	met := metSonames(s.last)
+	met := s.met
 	found := map[string]Shadow{}
 	for _, sh := range s.layout.Shadows(s.last) {
 		if pymeta.NormalizeName(sh.Owner.Dist) == d.Name {
@@ -240,31 +240,20 @@ func (s *session) restoreStep(d *declared.Dist, site string) (*Step, *Unresolved
 	return nil, u
 }
 
-// declaredNeeded says whether the package loads or opens a library of d
-// (or d's files are not known, so that it cannot be told).
 // unneededExtra reports an absent distribution declared only through an
 // extra that the package's objects do not need (planRestores leaves it
 // out, with a note): its RECORD's libraries are no need of their own.
-func (s *session) unneededExtra(dist string) bool {
-	if s.closure == nil {
-		return false
-	}
-	name := pymeta.NormalizeName(dist)
-	for _, d := range s.closure.Dists {
-		if pymeta.NormalizeName(d.Name) == name {
-			return d.State == declared.Absent && d.ViaExtra != "" && !s.declaredNeeded(d)
-		}
-	}
-	return false
+func (s *session) unneededExtra(d *declared.Dist) bool {
+	return d != nil && d.State == declared.Absent && d.ViaExtra != "" && !s.declaredNeeded(d)
 }
 
+// declaredNeeded says whether the package loads or opens a library of d;
+// false too when d's files are not known.
 func (s *session) declaredNeeded(d *declared.Dist) bool {
-	libs := d.Libraries()
 	if len(d.Files) == 0 {
 		return false
 	}
-	met := metSonames(s.last)
-	return slices.ContainsFunc(libs, func(f catalog.WheelFile) bool { return met[path.Base(f.Path)] })
+	return slices.ContainsFunc(d.Libraries(), func(f catalog.WheelFile) bool { return s.met[path.Base(f.Path)] })
 }
 
 // restoreWheel is the step that installs d's exact wheel from the index,
