@@ -252,7 +252,7 @@ func newDiag(opts Options) (*diag, error) {
 	}
 	r, err := rootfs.Open(d.sys.Root)
 	if err != nil {
-		return nil, fmt.Errorf("root %s: %w", d.sys.Root, err)
+		return nil, err
 	}
 	d.sys.root = r
 	return d, nil

@@ -280,7 +280,7 @@ func newSession(ctx context.Context, t *Target, opts Options) (*session, error) 
 	}
 	root, err := rootfs.Open(opts.Loader.Root)
 	if err != nil {
-		return nil, fmt.Errorf("root %s: %w", opts.Loader.Root, err)
+		return nil, err
 	}
 	s := &session{ctx: ctx, t: t, opts: opts, out: out, handled: map[string]string{}, viaEnv: map[string]bool{}, unbindable: map[string]Unresolved{}, opens: opens, wheels: w, accepted: map[string]bool{}, root: root}
 	if !opts.DryRun {

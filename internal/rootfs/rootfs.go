@@ -3,7 +3,6 @@ package rootfs
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -22,19 +21,23 @@ type Root struct {
 	dir string // "" for this host; else an absolute, clean host path
 }
 
-// Open returns the root at dir; "" and "/" are this host. The error of a
-// dir that is absent or no directory is the file system's.
+// Open returns the root at dir; "" and "/" are this host. Its error names
+// the root ("root DIR: not a directory"): callers need not wrap it.
 func Open(dir string) (*Root, error) {
 	if dir == "" || dir == "/" {
 		return &Root{}, nil
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "root", Path: dir, Err: err}
 	}
 	st, err := os.Stat(abs)
 	if err != nil {
-		return nil, err
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &fs.PathError{Op: "root", Path: dir, Err: err}
 	}
 	if !st.IsDir() {
 		return nil, &fs.PathError{Op: "root", Path: dir, Err: syscall.ENOTDIR}
@@ -48,7 +51,7 @@ func Open(dir string) (*Root, error) {
 func ReadFile(root, guest string, limit int64) ([]byte, error) {
 	r, err := Open(root)
 	if err != nil {
-		return nil, fmt.Errorf("root %s: %w", root, err)
+		return nil, err
 	}
 	return r.ReadFile(guest, limit)
 }

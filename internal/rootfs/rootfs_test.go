@@ -256,3 +256,17 @@ func TestReason(t *testing.T) {
 		t.Errorf("Reason of a plain error = %q", got)
 	}
 }
+
+// TestOpenErrorNamesTheRootOnce: a root that is a file or absent is named
+// once, with the problem.
+func TestOpenErrorNamesTheRootOnce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{file: "root " + file + ": not a directory", file + "-absent": "root " + file + "-absent: no such file or directory"} {
+		if _, err := Open(dir); err == nil || err.Error() != want {
+			t.Errorf("Open(%s) = %v, want %q", dir, err, want)
+		}
+	}
+}

@@ -121,7 +121,7 @@ type fileID struct{ dev, ino uint64 }
 func New(ctx context.Context, opts Options) (*Loader, error) {
 	fsys, err := newRootFS(opts.Root)
 	if err != nil {
-		return nil, fmt.Errorf("root %s: %w", opts.Root, err)
+		return nil, err
 	}
 	lookup := opts.LookupEnv
 	if lookup == nil {

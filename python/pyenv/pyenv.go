@@ -225,7 +225,7 @@ func FromSiteDir(dir, root string) (*Env, error) {
 	}
 	r, err := rootfs.Open(root)
 	if err != nil {
-		return nil, fmt.Errorf("root %s: %w", root, err)
+		return nil, err
 	}
 	env := &Env{SiteDirs: []string{abs}, Markers: Markers{}, files: files{root: r}}
 	st, err := env.files.stat(abs)
