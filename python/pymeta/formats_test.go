@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -28,6 +29,34 @@ func TestParseMetadata(t *testing.T) {
 	huge := "Name: x\nSummary: " + strings.Repeat("y", MaxMetadataSize) + "\n"
 	if _, err := ParseMetadata(strings.NewReader(huge)); err == nil {
 		t.Error("oversized METADATA accepted")
+	}
+}
+
+// A License header that carries a whole license as continuation lines
+// (numpy's and scipy's run to thousands) is read in memory linear in its
+// size: appending each line to the value so far copied it again, 1.6 GB
+// over one environment's distributions. A folded Requires-Dist is still
+// read whole.
+func TestParseMetadataLongFoldedHeader(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("Name: numpy\nVersion: 2.3.0\nLicense: Copyright (c) 2005-2025, NumPy Developers.\n")
+	for range 20000 {
+		b.WriteString("        Redistribution and use in source and binary forms, with or without modification.\n")
+	}
+	b.WriteString("Requires-Dist: cupy-cuda13x>=14;\n extra == 'gpu'\nProvides-Extra: gpu\n\nbody\n")
+	text := b.String()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	m, err := ParseMetadata(strings.NewReader(text))
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "numpy" || len(m.RequiresDist) != 1 || m.RequiresDist[0].Name != "cupy-cuda13x" || m.RequiresDist[0].Marker == nil || len(m.ProvidesExtra) != 1 {
+		t.Fatalf("%+v", m)
+	}
+	if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(4*len(text)); got > limit {
+		t.Errorf("parsing %d bytes of METADATA allocated %d bytes (more than %d)", len(text), got, limit)
 	}
 }
 

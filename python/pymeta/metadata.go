@@ -24,29 +24,69 @@ type Metadata struct {
 }
 
 // ParseMetadata reads METADATA's email-style headers (up to the body),
-// reading at most MaxMetadataSize bytes.
+// reading at most MaxMetadataSize bytes. Only the headers Metadata holds
+// are kept: the others (a License header can carry a whole license as
+// thousands of continuation lines) are passed over, in time linear in
+// their size.
 func ParseMetadata(r io.Reader) (*Metadata, error) {
 	lr := &io.LimitedReader{R: r, N: MaxMetadataSize + 1}
 	sc := bufio.NewScanner(lr)
-	sc.Buffer(make([]byte, 64<<10), MaxMetadataSize)
-	var headers [][2]string
+	sc.Buffer(make([]byte, 4<<10), MaxMetadataSize)
+	m := &Metadata{}
+	// The header being read: its name (lower case) when Metadata keeps
+	// it, its value so far; continuation lines extend it.
+	var key string
+	var value strings.Builder
+	started := false
+	flush := func() {
+		if key == "" {
+			return
+		}
+		v := strings.TrimSpace(value.String())
+		switch key {
+		case "name":
+			m.Name = v
+		case "version":
+			m.Version = v
+		case "requires-dist":
+			req, err := ParseRequirement(v)
+			if err != nil {
+				m.Problems = append(m.Problems, err.Error())
+				break
+			}
+			m.RequiresDist = append(m.RequiresDist, req)
+		case "provides-extra":
+			m.ProvidesExtra = append(m.ProvidesExtra, v)
+		}
+		key = ""
+		value.Reset()
+	}
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
 		if line == "" {
 			break // the body
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			if len(headers) == 0 {
+			if !started {
 				return nil, errors.New("METADATA starts with a continuation line")
 			}
-			headers[len(headers)-1][1] += " " + strings.TrimSpace(line)
+			if key != "" {
+				value.WriteByte(' ')
+				value.WriteString(strings.TrimSpace(line))
+			}
 			continue
 		}
+		flush()
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
 			return nil, fmt.Errorf("METADATA: not a header: %.80q", line)
 		}
-		headers = append(headers, [2]string{strings.TrimSpace(k), strings.TrimSpace(v)})
+		started = true
+		switch k = strings.ToLower(strings.TrimSpace(k)); k {
+		case "name", "version", "requires-dist", "provides-extra":
+			key = k
+			value.WriteString(strings.TrimSpace(v))
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("METADATA: %w", err)
@@ -54,24 +94,7 @@ func ParseMetadata(r io.Reader) (*Metadata, error) {
 	if lr.N <= 0 {
 		return nil, fmt.Errorf("METADATA: headers larger than %d bytes", MaxMetadataSize)
 	}
-	m := &Metadata{}
-	for _, h := range headers {
-		switch strings.ToLower(h[0]) {
-		case "name":
-			m.Name = h[1]
-		case "version":
-			m.Version = h[1]
-		case "requires-dist":
-			req, err := ParseRequirement(h[1])
-			if err != nil {
-				m.Problems = append(m.Problems, err.Error())
-				continue
-			}
-			m.RequiresDist = append(m.RequiresDist, req)
-		case "provides-extra":
-			m.ProvidesExtra = append(m.ProvidesExtra, h[1])
-		}
-	}
+	flush()
 	if m.Name == "" {
 		return nil, errors.New("METADATA has no Name")
 	}
