@@ -216,15 +216,19 @@ func (t *Table) ForPath(file string) (entries []Entry, sitePackages []string) {
 	file = path.Clean(file)
 	for _, i := range t.byPath {
 		e := t.Entries[i]
+		// The last n components of file, n those of the entry's path: cut
+		// at the n-th slash from the end.
 		n := strings.Count(e.OpenerPath, "/") + 1
-		parts := strings.Split(file, "/")
-		if len(parts) <= n {
+		cut := len(file)
+		for ; n > 0 && cut >= 0; n-- {
+			cut = strings.LastIndexByte(file[:cut], '/')
+		}
+		if cut < 0 {
 			continue
 		}
-		rel := strings.Join(parts[len(parts)-n:], "/")
-		if ok, _ := path.Match(e.OpenerPath, rel); ok {
+		if ok, _ := path.Match(e.OpenerPath, file[cut+1:]); ok {
 			entries = append(entries, e)
-			sitePackages = append(sitePackages, strings.Join(parts[:len(parts)-n], "/"))
+			sitePackages = append(sitePackages, file[:cut])
 		}
 	}
 	return entries, sitePackages

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
+	"github.com/cudadeps/cudadeps/internal/memo"
 	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/loader/bind"
 	"github.com/cudadeps/cudadeps/loader/ldso"
@@ -19,7 +19,7 @@ import (
 // an installed Python distribution's RECORD lists, and keeps that answer,
 // with what loading it on its own gave (rep.Roots hold those answers).
 func importRoots(ctx context.Context, l *ldso.Loader, rep *Report, opts Options) error {
-	envs := &environments{l: l, opts: opts, binder: bind.New(), sites: map[string]*Importer{}, hasInfo: map[string]bool{}, pythons: map[string]*pyenv.Env{}}
+	envs := &environments{l: l, opts: opts, binder: bind.New()}
 	errs := make([]error, len(rep.Roots))
 	workers.Each(len(rep.Roots), opts.Parallel, func(i int) {
 		if ctx.Err() == nil {
@@ -77,10 +77,10 @@ type environments struct {
 	opts   Options
 	binder *bind.Binder
 
-	mu      sync.Mutex
-	sites   map[string]*Importer  // by site directory (host path); nil: none there
-	hasInfo map[string]bool       // directories holding a *.dist-info
-	pythons map[string]*pyenv.Env // what each interpreter asked says; nil: failed
+	// Each is computed once, however many roots ask at the same time.
+	sites   memo.Map[string, *Importer]  // by site directory (host path); nil: none there
+	hasInfo memo.Map[string, bool]       // directories holding a *.dist-info
+	pythons memo.Map[string, *pyenv.Env] // what each interpreter asked says; nil: failed
 }
 
 // importer is the Importer of the environment whose distributions own
@@ -101,38 +101,20 @@ func (e *environments) importer(ctx context.Context, file string) *Importer {
 
 // distInfoIn reports (once) whether dir holds a *.dist-info directory.
 func (e *environments) distInfoIn(dir string) bool {
-	e.mu.Lock()
-	has, ok := e.hasInfo[dir]
-	e.mu.Unlock()
-	if ok {
-		return has
-	}
-	entries, _ := os.ReadDir(dir)
-	for _, ent := range entries {
-		if ent.IsDir() && strings.HasSuffix(ent.Name(), ".dist-info") {
-			has = true
-			break
+	return e.hasInfo.Get(dir, func() bool {
+		entries, _ := os.ReadDir(dir)
+		for _, ent := range entries {
+			if ent.IsDir() && strings.HasSuffix(ent.Name(), ".dist-info") {
+				return true
+			}
 		}
-	}
-	e.mu.Lock()
-	e.hasInfo[dir] = has
-	e.mu.Unlock()
-	return has
+		return false
+	})
 }
 
 // at is (once) the Importer of the environment of site.
 func (e *environments) at(ctx context.Context, site string) *Importer {
-	e.mu.Lock()
-	im, ok := e.sites[site]
-	e.mu.Unlock()
-	if ok {
-		return im
-	}
-	im = e.load(ctx, site)
-	e.mu.Lock()
-	e.sites[site] = im
-	e.mu.Unlock()
-	return im
+	return e.sites.Get(site, func() *Importer { return e.load(ctx, site) })
 }
 
 func (e *environments) load(ctx context.Context, site string) *Importer {
@@ -163,21 +145,14 @@ func (e *environments) python(ctx context.Context, py string) *pyenv.Env {
 	if py == "" {
 		return nil
 	}
-	e.mu.Lock()
-	env, ok := e.pythons[py]
-	e.mu.Unlock()
-	if ok {
+	return e.pythons.Get(py, func() *pyenv.Env {
+		env, err := pyenv.DiscoverCached(ctx, py, e.opts.PythonCache)
+		if err != nil {
+			e.opts.Logger.Debug("interpreter not asked", "python", py, "error", err)
+			return nil
+		}
 		return env
-	}
-	env, err := pyenv.DiscoverCached(ctx, py, e.opts.PythonCache)
-	if err != nil {
-		e.opts.Logger.Debug("interpreter not asked", "python", py, "error", err)
-		env = nil
-	}
-	e.mu.Lock()
-	e.pythons[py] = env
-	e.mu.Unlock()
-	return env
+	})
 }
 
 // holds reports whether dirs name dir (links resolved).

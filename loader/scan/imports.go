@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
+	"github.com/cudadeps/cudadeps/internal/memo"
 	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/loader/bind"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
@@ -105,10 +105,15 @@ type Importer struct {
 	owners *pyenv.Owners
 	opts   ImportOptions
 
-	mu      sync.Mutex
-	pkgs    map[*pyenv.Dist]*pkgLoads
-	order   map[*pyenv.Dist][]*pyenv.Dist
-	missing map[string]string // by the files loaded before and the library
+	// Each is computed once, however many roots ask at the same time.
+	pkgs    memo.Map[*pyenv.Dist, *pkgLoads]
+	order   memo.Map[*pyenv.Dist, importOrder]
+	missing memo.Map[string, string] // by the files loaded before and the library
+}
+
+type importOrder struct {
+	dists []*pyenv.Dist
+	err   error
 }
 
 // ImportOptions configure an Importer.
@@ -142,7 +147,7 @@ func NewImporter(l *ldso.Loader, env *pyenv.Env, opts ImportOptions) *Importer {
 		}
 		opts.RuntimeOpens = opts.RuntimeOpens.WithSites(runtimeopen.Sites{Dirs: dirs, User: user})
 	}
-	return &Importer{l: l, env: env, owners: pyenv.NewOwners(dists), opts: opts, pkgs: map[*pyenv.Dist]*pkgLoads{}, order: map[*pyenv.Dist][]*pyenv.Dist{}, missing: map[string]string{}}
+	return &Importer{l: l, env: env, owners: pyenv.NewOwners(dists), opts: opts}
 }
 
 // Owner is the installed distribution whose RECORD lists file (a path as
@@ -338,28 +343,21 @@ func (im *Importer) importPackage(ctx context.Context, p *ldso.Process, d *pyenv
 // that the process of the import is left as the framework leaves it.
 func (im *Importer) missingAfter(ctx context.Context, after []string, lib string) string {
 	key := strings.Join(append(slices.Clone(after), lib), "\x00")
-	im.mu.Lock()
-	m, ok := im.missing[key]
-	im.mu.Unlock()
-	if ok {
-		return m
-	}
-	p, _, err := im.process(ctx, lib)
-	if err != nil {
-		return ""
-	}
-	for _, f := range after {
-		_, _ = p.Dlopen(ctx, f)
-	}
-	if o, err := p.Dlopen(ctx, lib); err == nil {
-		if miss := p.Reach(o).Missing; len(miss) > 0 {
-			m = miss[0].Name
+	return im.missing.Get(key, func() string {
+		p, _, err := im.process(ctx, lib)
+		if err != nil {
+			return ""
 		}
-	}
-	im.mu.Lock()
-	im.missing[key] = m
-	im.mu.Unlock()
-	return m
+		for _, f := range after {
+			_, _ = p.Dlopen(ctx, f)
+		}
+		if o, err := p.Dlopen(ctx, lib); err == nil {
+			if miss := p.Reach(o).Missing; len(miss) > 0 {
+				return miss[0].Name
+			}
+		}
+		return ""
+	})
 }
 
 // pkgLoads are what importing one distribution's package loads by itself.
@@ -371,58 +369,42 @@ type pkgLoads struct {
 
 // loads reads (once) what importing d's package loads.
 func (im *Importer) loads(ctx context.Context, d *pyenv.Dist) *pkgLoads {
-	im.mu.Lock()
-	pl, ok := im.pkgs[d]
-	im.mu.Unlock()
-	if ok {
-		return pl
-	}
-	pl = &pkgLoads{}
-	rt := im.opts.RuntimeOpens
-	for _, host := range d.Files {
-		if ctx.Err() != nil {
-			break
-		}
-		f := im.l.GuestPath(host)
-		if !loadable(im.l, f) {
-			continue
-		}
-		if rt != nil {
-			if rt.HasFallback(f) {
-				pl.fallbacks = append(pl.fallbacks, f)
+	return im.pkgs.Get(d, func() *pkgLoads {
+		pl := &pkgLoads{}
+		rt := im.opts.RuntimeOpens
+		for _, host := range d.Files {
+			if ctx.Err() != nil {
+				break
 			}
-			for _, lib := range rt.Preloads(f) {
-				if !slices.Contains(pl.preloads, lib) {
-					pl.preloads = append(pl.preloads, lib)
+			f := im.l.GuestPath(host)
+			if !loadable(im.l, f) {
+				continue
+			}
+			if rt != nil {
+				if rt.HasFallback(f) {
+					pl.fallbacks = append(pl.fallbacks, f)
+				}
+				for _, lib := range rt.Preloads(f) {
+					if !slices.Contains(pl.preloads, lib) {
+						pl.preloads = append(pl.preloads, lib)
+					}
 				}
 			}
+			if IsExtensionModule(im.l, f) {
+				pl.modules = append(pl.modules, f)
+			}
 		}
-		if IsExtensionModule(im.l, f) {
-			pl.modules = append(pl.modules, f)
-		}
-	}
-	im.mu.Lock()
-	im.pkgs[d] = pl
-	im.mu.Unlock()
-	return pl
+		return pl
+	})
 }
 
 // importOrder is (once) what d requires, in import order.
 func (im *Importer) importOrder(d *pyenv.Dist) ([]*pyenv.Dist, error) {
-	im.mu.Lock()
-	o, ok := im.order[d]
-	im.mu.Unlock()
-	if ok {
-		return o, nil
-	}
-	o, err := im.env.ImportOrder(d)
-	if err != nil {
-		return nil, err
-	}
-	im.mu.Lock()
-	im.order[d] = o
-	im.mu.Unlock()
-	return o, nil
+	o := im.order.Get(d, func() importOrder {
+		dists, err := im.env.ImportOrder(d)
+		return importOrder{dists, err}
+	})
+	return o.dists, o.err
 }
 
 // process starts the interpreter, or, without one, an empty program of

@@ -49,6 +49,18 @@ func (e *Env) InstalledExtras(d *Dist) []string {
 	if d.Metadata == nil {
 		return nil
 	}
+	// One listing of the site directories serves every name asked about.
+	dirs := e.distInfoDirs()
+	installed := func(name string) bool {
+		want := pymeta.NormalizeName(name)
+		for _, di := range dirs {
+			if di.name == want {
+				_, err := e.cachedDist(di)
+				return err == nil
+			}
+		}
+		return false
+	}
 	var out []string
 	for _, x := range d.Metadata.ProvidesExtra {
 		for _, req := range d.Metadata.RequiresDist {
@@ -58,7 +70,7 @@ func (e *Env) InstalledExtras(d *Dist) []string {
 			if ok, _ := req.Applies(e.Markers, []string{x}); !ok {
 				continue
 			}
-			if _, err := e.Find(req.Name); err == nil {
+			if installed(req.Name) {
 				out = append(out, x)
 				break
 			}

@@ -1,0 +1,34 @@
+// Package memo computes a value once per key for callers that ask at the
+// same time: the others wait for the first instead of computing it again.
+package memo
+
+import "sync"
+
+// Map holds one value per key. The zero Map is ready to use; it must not
+// be copied after first use.
+type Map[K comparable, V any] struct {
+	mu      sync.Mutex
+	entries map[K]*entry[V]
+}
+
+type entry[V any] struct {
+	once sync.Once
+	v    V
+}
+
+// Get returns the value for k, computing it with compute the first time k
+// is asked for; callers asking for k meanwhile wait for that computation.
+func (m *Map[K, V]) Get(k K, compute func() V) V {
+	m.mu.Lock()
+	if m.entries == nil {
+		m.entries = map[K]*entry[V]{}
+	}
+	e, ok := m.entries[k]
+	if !ok {
+		e = &entry[V]{}
+		m.entries[k] = e
+	}
+	m.mu.Unlock()
+	e.once.Do(func() { e.v = compute() })
+	return e.v
+}

@@ -1,0 +1,44 @@
+package memo
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Callers asking for one key at the same time share one computation; other
+// keys are computed on their own.
+func TestGetComputesOncePerKey(t *testing.T) {
+	var m Map[string, int]
+	var calls atomic.Int32
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	got := make([]int, 16)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = m.Get("a", func() int {
+				calls.Add(1)
+				<-release
+				return 7
+			})
+		}()
+	}
+	close(release)
+	wg.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Errorf("computed %d times for one key", n)
+	}
+	for i, v := range got {
+		if v != 7 {
+			t.Errorf("caller %d got %d", i, v)
+		}
+	}
+	if v := m.Get("b", func() int { return 9 }); v != 9 {
+		t.Errorf("another key got %d", v)
+	}
+	if v := m.Get("a", func() int { return 0 }); v != 7 {
+		t.Errorf("a kept value was computed again: %d", v)
+	}
+}
