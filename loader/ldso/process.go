@@ -568,6 +568,16 @@ func (p *Process) Find(name string, from *Object) *Search {
 // Objects returns the process's objects in load order.
 func (p *Process) Objects() []*Object { return append([]*Object(nil), p.objs...) }
 
+// ObjectsFrom returns the process's objects from the i-th on, in load
+// order: what was loaded since the caller saw i of them (objects are only
+// ever added, at the end).
+func (p *Process) ObjectsFrom(i int) []*Object {
+	if i >= len(p.objs) {
+		return nil
+	}
+	return append([]*Object(nil), p.objs[i:]...)
+}
+
 // locate turns a path given by the caller into the loader's path and the
 // file on this machine: a member of a mounted wheel, a file inside the root
 // (seen without the root prefix), or any other file (reachable as itself).

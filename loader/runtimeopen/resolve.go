@@ -122,8 +122,11 @@ func (r *Resolver) Resolve(ctx context.Context, p *ldso.Process, objs []*ldso.Ob
 	for _, o := range queue {
 		queued[o] = true
 	}
+	seen := 0 // the process's objects already looked at
 	enqueueNew := func() {
-		for _, x := range p.Objects() {
+		fresh := p.ObjectsFrom(seen)
+		seen += len(fresh)
+		for _, x := range fresh {
 			if !queued[x] {
 				queued[x] = true
 				queue = append(queue, x)

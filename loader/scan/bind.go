@@ -40,8 +40,7 @@ func (u UndefinedSymbol) Message() string {
 // a Python extension module is bound as an import binds it, dlopen'ed into
 // the process of the interpreter of its environment (which defines the C
 // API); any other as `ldd -r` binds it, as the main program.
-func bindRoots(ctx context.Context, l *ldso.Loader, roots []*Root, opts Options) error {
-	b := bind.New()
+func bindRoots(ctx context.Context, l *ldso.Loader, b *bind.Binder, roots []*Root, opts Options) error {
 	var mu sync.Mutex
 	var firstErr error
 	workers.Each(len(roots), opts.Parallel, func(i int) {

@@ -18,8 +18,8 @@ import (
 // importRoots loads again, as importing its package does, every root that
 // an installed Python distribution's RECORD lists, and keeps that answer,
 // with what loading it on its own gave (rep.Roots hold those answers).
-func importRoots(ctx context.Context, l *ldso.Loader, rep *Report, opts Options) error {
-	envs := &environments{l: l, opts: opts, binder: bind.New()}
+func importRoots(ctx context.Context, l *ldso.Loader, b *bind.Binder, rep *Report, opts Options) error {
+	envs := &environments{l: l, opts: opts, binder: b}
 	errs := make([]error, len(rep.Roots))
 	workers.Each(len(rep.Roots), opts.Parallel, func(i int) {
 		if ctx.Err() == nil {

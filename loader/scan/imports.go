@@ -106,6 +106,8 @@ type Importer struct {
 	opts   ImportOptions
 
 	// Each is computed once, however many roots ask at the same time.
+	python  memo.Map[struct{}, started]
+	bases   memo.Map[baseKey, built]
 	pkgs    memo.Map[*pyenv.Dist, *pkgLoads]
 	order   memo.Map[*pyenv.Dist, importOrder]
 	missing memo.Map[string, string] // by the files loaded before and the library
@@ -212,29 +214,18 @@ func (im *Importer) Import(ctx context.Context, file string) (*Root, error) {
 		return im.run(ctx, file)
 	}
 	d := im.Owner(file)
-	p, python, err := im.process(ctx, file)
+	module := d != nil && IsExtensionModule(im.l, file)
+	b, err := im.base(ctx, file, d, module)
 	if err != nil {
 		return nil, err
-	}
-	info := &Import{After: []string{}, Python: python}
-	var globals []*ldso.Object
-	if d != nil {
-		info.Distribution = d.Name + " " + d.Version
-		order, err := im.importOrder(d)
-		if err != nil {
-			return nil, err
-		}
-		module := IsExtensionModule(im.l, file)
-		for _, dep := range order {
-			globals = append(globals, im.importPackage(ctx, p, dep, true, info)...)
-		}
-		// Its own package: what the framework loads first, and its
-		// extension modules unless file is one of them.
-		globals = append(globals, im.importPackage(ctx, p, d, !module, info)...)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// The base is shared by every file of d loaded after the same
+	// imports: each loads into a fork of its own.
+	p, link := b.p.Fork()
+	info := &Import{Distribution: b.dist, Python: b.python, After: slices.Clone(b.after)}
 	o, err := p.Dlopen(ctx, file)
 	if err != nil {
 		return nil, &unloadable{FileError{Path: file, Error: err.Error()}}
@@ -245,19 +236,109 @@ func (im *Importer) Import(ctx context.Context, file string) (*Root, error) {
 		AddRuntimeOpens(ctx, im.opts.RuntimeOpens, p, r)
 	}
 	if im.opts.Symbols {
+		globals := make([]*ldso.Object, len(b.globals))
+		for i, g := range b.globals {
+			globals[i] = link(g)
+		}
 		misses, err := im.opts.Binder.Dlopened(ctx, p, o, globals...)
 		switch {
 		case errors.Is(err, bind.ErrUnreadable):
 		case err != nil:
 			return nil, err
 		default:
-			if python != "" {
-				r.BoundIn = python
+			if b.python != "" {
+				r.BoundIn = b.python
 			}
 			setUndefined(r, misses)
 		}
 	}
+	detach(r)
 	return r, nil
+}
+
+// detach lets the process r was loaded in go: r keeps copies of the
+// objects it names (see ldso.Result.Detached).
+func detach(r *Root) {
+	res, link := r.Result.Detached()
+	r.Result = res
+	for i, m := range r.RuntimeMisses {
+		m.NeededBy = mapObjects(m.NeededBy, link)
+		m.Requests = mapObjects(m.Requests, link)
+		r.RuntimeMisses[i] = m
+	}
+}
+
+func mapObjects(list []*ldso.Object, link func(*ldso.Object) *ldso.Object) []*ldso.Object {
+	out := make([]*ldso.Object, len(list))
+	for i, o := range list {
+		out[i] = link(o)
+	}
+	return out
+}
+
+// importBase is the process a file of a distribution is loaded into,
+// loaded up to the file itself: the interpreter (or an empty program of
+// the file's kind), then the imports that come first. It is never loaded
+// into again; files load into forks of it.
+type importBase struct {
+	p       *ldso.Process
+	python  string
+	dist    string         // "torch 2.11.0"; empty for a file of no distribution
+	after   []string       // the files opened, in order (Import.After)
+	globals []*ldso.Object // those opened with RTLD_GLOBAL
+}
+
+type built struct {
+	b   *importBase
+	err error
+}
+
+type baseKey struct {
+	dist   *pyenv.Dist
+	module bool
+	kind   string // the empty program's kind when there is no interpreter
+}
+
+// base is (once per distribution, kind of file, and program) the process
+// file is loaded into: after the extension modules of the distributions
+// d requires (each after those it requires), and d's own package: what
+// its framework loads by path first, and its extension modules unless
+// file is one of them.
+func (im *Importer) base(ctx context.Context, file string, d *pyenv.Dist, module bool) (*importBase, error) {
+	py, err := im.interpreter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key := baseKey{dist: d, module: module}
+	if py == nil {
+		in, err := im.l.Info(file)
+		if err != nil {
+			return nil, &unloadable{FileError{Path: file, Error: err.Error()}}
+		}
+		key.kind = fmt.Sprintf("%d/%d/%d/%#x", in.Class, in.Data, in.Machine, in.Flags)
+	}
+	got := im.bases.Get(key, func() built {
+		b := &importBase{after: []string{}}
+		p, python, err := im.process(ctx, file)
+		if err != nil {
+			return built{err: err}
+		}
+		b.p, b.python = p, python
+		if d == nil {
+			return built{b: b}
+		}
+		b.dist = d.Name + " " + d.Version
+		order, err := im.importOrder(d)
+		if err != nil {
+			return built{err: err}
+		}
+		for _, dep := range order {
+			b.globals = append(b.globals, im.importPackage(ctx, b.p, dep, true, &b.after)...)
+		}
+		b.globals = append(b.globals, im.importPackage(ctx, b.p, d, !module, &b.after)...)
+		return built{b: b}
+	})
+	return got.b, got.err
 }
 
 // run is what running a program of a distribution loads (torch/bin/protoc):
@@ -293,28 +374,28 @@ func program(l *ldso.Loader, file string) bool {
 
 // importPackage loads into p what importing d's package loads: what its
 // framework loads by path first, then (with modules) its extension
-// modules, each recorded on info. It returns the objects opened with
+// modules, each recorded in after. It returns the objects opened with
 // RTLD_GLOBAL. What another package's import misses is its own business:
 // a failed load is left as the loader leaves it.
-func (im *Importer) importPackage(ctx context.Context, p *ldso.Process, d *pyenv.Dist, modules bool, info *Import) []*ldso.Object {
+func (im *Importer) importPackage(ctx context.Context, p *ldso.Process, d *pyenv.Dist, modules bool, after *[]string) []*ldso.Object {
 	pl := im.loads(ctx, d)
 	var globals []*ldso.Object
 	open := func(f string) *ldso.Object {
-		if slices.Contains(info.After, f) {
+		if slices.Contains(*after, f) {
 			return nil
 		}
 		o, err := p.Dlopen(ctx, f)
 		if err != nil {
 			return nil
 		}
-		info.After = append(info.After, f)
+		*after = append(*after, f)
 		return o
 	}
 	for _, lib := range pl.fallbacks {
 		// The framework loads lib itself; when the loader misses one of
 		// the libraries its fallback names, it loads those by path from
 		// where it looks, then lib again.
-		if missing := im.missingAfter(ctx, info.After, lib); missing != "" {
+		if missing := im.missingAfter(ctx, *after, lib); missing != "" {
 			if files, ok := im.opts.RuntimeOpens.Fallback(lib, missing); ok {
 				for _, f := range files {
 					open(f)
@@ -407,25 +488,48 @@ func (im *Importer) importOrder(d *pyenv.Dist) ([]*pyenv.Dist, error) {
 	return o.dists, o.err
 }
 
-// process starts the interpreter, or, without one, an empty program of
-// file's kind.
+// process is a fresh process for file: the interpreter's, or, without
+// one, an empty program of file's kind; and the interpreter's path.
 func (im *Importer) process(ctx context.Context, file string) (*ldso.Process, string, error) {
-	if py := im.opts.Python; py != "" {
-		p, err := im.l.Start(ctx, py, ldso.AsExecuted)
-		if err == nil {
-			return p, py, nil
-		}
-		// A statically linked interpreter (python-build-standalone) has no
-		// link map to speak of: an empty program stands in for it.
-		if !errors.Is(err, ldso.ErrStaticallyLinked) {
-			return nil, "", fmt.Errorf("interpreter %s: %w", py, err)
-		}
+	py, err := im.interpreter(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if py != nil {
+		p, _ := py.Fork()
+		return p, im.opts.Python, nil
 	}
 	in, err := im.l.Info(file)
 	if err != nil {
 		return nil, "", &unloadable{FileError{Path: file, Error: err.Error()}}
 	}
 	return im.l.StartEmpty(ctx, in), "", nil
+}
+
+// interpreter is (once) the interpreter's process with nothing imported
+// yet, to be forked; nil when none was named, or it is statically linked
+// (python-build-standalone has no link map to speak of: an empty program
+// stands in for it).
+func (im *Importer) interpreter(ctx context.Context) (*ldso.Process, error) {
+	if im.opts.Python == "" {
+		return nil, nil
+	}
+	got := im.python.Get(struct{}{}, func() started {
+		p, err := im.l.Start(ctx, im.opts.Python, ldso.AsExecuted)
+		switch {
+		case errors.Is(err, ldso.ErrStaticallyLinked):
+			return started{}
+		case err != nil:
+			return started{err: fmt.Errorf("interpreter %s: %w", im.opts.Python, err)}
+		}
+		return started{p: p}
+	})
+	return got.p, got.err
+}
+
+type started struct {
+	p   *ldso.Process
+	err error
 }
 
 // loadable reports a file that the loader can load: a dynamic ELF object

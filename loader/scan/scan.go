@@ -19,6 +19,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/internal/workers"
+	"github.com/cudadeps/cudadeps/loader/bind"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/loader/gpuarch"
 	"github.com/cudadeps/cudadeps/loader/ldso"
@@ -201,15 +202,17 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// One binder for both passes: a file's symbols are read once.
+	binder := bind.New()
 	if opts.Symbols {
 		region = trace.StartRegion(ctx, "scan.bind")
-		err := bindRoots(ctx, l, rep.Roots, opts)
+		err := bindRoots(ctx, l, binder, rep.Roots, opts)
 		region.End()
 		if err != nil {
 			return nil, err
 		}
 	}
-	if err := importRoots(ctx, l, rep, opts); err != nil {
+	if err := importRoots(ctx, l, binder, rep, opts); err != nil {
 		return nil, err
 	}
 	rep.aggregate()

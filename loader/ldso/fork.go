@@ -1,0 +1,113 @@
+package ldso
+
+import "slices"
+
+// Fork returns a copy of p that loads on without changing p: every object
+// copied, with its links (the loader that brought it in, the objects it
+// needs and is needed by, the one whose RPATH found it) pointing to the
+// copies. One process loaded once (an interpreter after the packages an
+// import loads first) then serves every file loaded after them, each in a
+// fork of its own. Several goroutines may fork p at once while nothing is
+// loaded into p itself. link gives the copy of an object of p.
+func (p *Process) Fork() (q *Process, link func(*Object) *Object) {
+	fork := *p
+	q = &fork
+	copies := make(map[*Object]*Object, len(p.objs)+1)
+	for _, o := range p.objs {
+		c := *o
+		// The search lists name the object they belong to: computed
+		// again on the copy when it loads something.
+		c.lrpath, c.lrunpath = nil, nil
+		copies[o] = &c
+	}
+	if p.rtld != nil && copies[p.rtld] == nil {
+		c := *p.rtld
+		copies[p.rtld] = &c
+	}
+	link = func(o *Object) *Object {
+		if c, ok := copies[o]; ok {
+			return c
+		}
+		return o
+	}
+	for _, c := range copies {
+		c.Names = slices.Clone(c.Names)
+		c.Searched = slices.Clone(c.Searched)
+		c.Loader, c.Source = link(c.Loader), link(c.Source)
+		c.NeededBy = mapObjects(c.NeededBy, link)
+		c.Deps = mapObjects(c.Deps, link)
+	}
+	q.objs = mapObjects(p.objs, link)
+	q.main, q.rtld = link(p.main), link(p.rtld)
+	res := *p.res
+	res.Main = link(res.Main)
+	res.Objects, res.Missing = nil, nil
+	res.Warnings = slices.Clone(res.Warnings)
+	res.VersionErrors = slices.Clone(res.VersionErrors)
+	for i := range res.VersionErrors {
+		v := &res.VersionErrors[i]
+		v.Object, v.Provider = link(v.Object), link(v.Provider)
+	}
+	q.res = &res
+	return q, link
+}
+
+// Detached returns a copy of r that keeps nothing else of the process it
+// came from alive: its objects are copies linked among themselves, and an
+// object outside r that one of them names (another module that needed the
+// same library, the first loader of one r shares with it) is a copy with
+// its names and paths and no links. The answer of one file loaded into a
+// large process then costs what the file brings in, not the process.
+// link maps any other object of that process to what stands for it in the
+// copy.
+func (r *Result) Detached() (d *Result, link func(*Object) *Object) {
+	in := make(map[*Object]*Object, len(r.Objects)+1)
+	for _, o := range r.Objects {
+		c := *o
+		c.lrpath, c.lrunpath = nil, nil
+		in[o] = &c
+	}
+	stubs := map[*Object]*Object{}
+	link = func(o *Object) *Object {
+		if o == nil {
+			return nil
+		}
+		if c, ok := in[o]; ok {
+			return c
+		}
+		if s, ok := stubs[o]; ok {
+			return s
+		}
+		s := &Object{Name: o.Name, Names: slices.Clone(o.Names), Path: o.Path, HostPath: o.HostPath, Via: o.Via, From: o.From, Entry: o.Entry,
+			Info: o.Info, Problem: o.Problem, Fatal: o.Fatal, id: o.id, lname: o.lname, faked: o.faked, isMain: o.isMain, depsDone: true, origin: o.origin}
+		stubs[o] = s
+		return s
+	}
+	for _, c := range in {
+		c.Names = slices.Clone(c.Names)
+		c.Loader, c.Source = link(c.Loader), link(c.Source)
+		c.NeededBy = mapObjects(c.NeededBy, link)
+		c.Deps = mapObjects(c.Deps, link)
+	}
+	d = &Result{Main: link(r.Main), Objects: mapObjects(r.Objects, link), Warnings: r.Warnings, Arch: r.Arch, Searched: r.Searched}
+	for _, m := range r.Missing {
+		m.NeededBy, m.Requests = mapObjects(m.NeededBy, link), mapObjects(m.Requests, link)
+		d.Missing = append(d.Missing, m)
+	}
+	for _, v := range r.VersionErrors {
+		v.Object, v.Provider = link(v.Object), link(v.Provider)
+		d.VersionErrors = append(d.VersionErrors, v)
+	}
+	return d, link
+}
+
+func mapObjects(list []*Object, f func(*Object) *Object) []*Object {
+	if list == nil {
+		return nil
+	}
+	out := make([]*Object, len(list))
+	for i, o := range list {
+		out[i] = f(o)
+	}
+	return out
+}
