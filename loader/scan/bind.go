@@ -6,9 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sync"
 
-	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/loader/bind"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/loader/ldso"
@@ -36,31 +34,10 @@ func (u UndefinedSymbol) Message() string {
 	return m
 }
 
-// bindRoots binds the references of every root's closure. A root that is
-// a Python extension module is bound as an import binds it, dlopen'ed into
+// bindRoot binds the references of root's closure. A root that is a
+// Python extension module is bound as an import binds it, dlopen'ed into
 // the process of the interpreter of its environment (which defines the C
 // API); any other as `ldd -r` binds it, as the main program.
-func bindRoots(ctx context.Context, l *ldso.Loader, b *bind.Binder, roots []*Root, opts Options) error {
-	var mu sync.Mutex
-	var firstErr error
-	workers.Each(len(roots), opts.Parallel, func(i int) {
-		if ctx.Err() != nil {
-			return
-		}
-		if err := bindRoot(ctx, l, b, roots[i], opts); err != nil {
-			mu.Lock()
-			if firstErr == nil {
-				firstErr = err
-			}
-			mu.Unlock()
-		}
-	})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return firstErr
-}
-
 func bindRoot(ctx context.Context, l *ldso.Loader, b *bind.Binder, root *Root, opts Options) error {
 	var misses []bind.Undefined
 	var err error

@@ -9,50 +9,29 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/internal/memo"
-	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/loader/bind"
 	"github.com/cudadeps/cudadeps/loader/ldso"
 	"github.com/cudadeps/cudadeps/python/pyenv"
 )
 
-// importRoots loads again, as importing its package does, every root that
-// an installed Python distribution's RECORD lists, and keeps that answer,
-// with what loading it on its own gave (rep.Roots hold those answers).
-func importRoots(ctx context.Context, l *ldso.Loader, b *bind.Binder, rep *Report, opts Options) error {
-	envs := &environments{l: l, opts: opts, binder: b}
-	errs := make([]error, len(rep.Roots))
-	workers.Each(len(rep.Roots), opts.Parallel, func(i int) {
-		if ctx.Err() == nil {
-			errs[i] = envs.importRoot(ctx, rep.Roots, i)
-		}
-	})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// importRoot replaces roots[i] by its import, when it has one.
-func (e *environments) importRoot(ctx context.Context, roots []*Root, i int) error {
-	alone := roots[i]
+// importRoot loads again, as importing its package does, a root that an
+// installed Python distribution's RECORD lists, and returns that answer,
+// with what loading it on its own gave (alone); any other root is
+// returned as it is.
+func (e *environments) importRoot(ctx context.Context, alone *Root) (*Root, error) {
 	if program(e.l, alone.Path) {
-		return nil // run, not imported: its own answer stands
+		return alone, nil // run, not imported: its own answer stands
 	}
 	im := e.importer(ctx, alone.Path)
 	if im == nil {
-		return nil
+		return alone, nil
 	}
 	r, err := im.Import(ctx, alone.Path)
 	if ue := (*unloadable)(nil); errors.As(err, &ue) {
-		return nil // it does not load into the interpreter: its own answer stands
+		return alone, nil // it does not load into the interpreter: its own answer stands
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.Import.Alone = aloneOf(alone)
 	r.Import.OnlyInImport = r.OK && r.Import.Alone != nil
@@ -61,8 +40,7 @@ func (e *environments) importRoot(ctx context.Context, roots []*Root, i int) err
 			r.Warnings = append(r.Warnings, w)
 		}
 	}
-	roots[i] = r
-	return nil
+	return r, nil
 }
 
 // environments finds the Python environment each file belongs to: the

@@ -186,34 +186,31 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 	}
 	region.End()
 	opts.Logger.Debug("collected objects", "roots", len(roots))
-	region = trace.StartRegion(ctx, "scan.closures")
-	results := closures(ctx, l, roots, opts.Parallel, opts.RuntimeOpens)
+	// Each root goes through every step in one worker (its closure, its
+	// symbols, its import): a long one (libtorch_cuda.so's symbols) holds
+	// up no step of the others.
+	region = trace.StartRegion(ctx, "scan.roots")
+	results := make([]closureResult, len(roots))
+	binder := bind.New() // a file's symbols are read once for every step
+	envs := &environments{l: l, opts: opts, binder: binder}
+	workers.Each(len(roots), opts.Parallel, func(i int) {
+		if ctx.Err() == nil {
+			results[i] = examine(ctx, l, binder, envs, roots[i], opts)
+		}
+	})
 	region.End()
-	for i, res := range results {
-		if res.err != nil {
-			rep.Errors = append(rep.Errors, FileError{Path: roots[i], Error: res.err.Error()})
-			continue
-		}
-		if w := foreignToRoot(l, res.root.Result); w != "" {
-			res.root.Warnings = append(res.root.Warnings, w)
-		}
-		rep.Roots = append(rep.Roots, res.root)
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// One binder for both passes: a file's symbols are read once.
-	binder := bind.New()
-	if opts.Symbols {
-		region = trace.StartRegion(ctx, "scan.bind")
-		err := bindRoots(ctx, l, binder, rep.Roots, opts)
-		region.End()
-		if err != nil {
-			return nil, err
+	for i, res := range results {
+		switch {
+		case res.fatal != nil:
+			return nil, res.fatal
+		case res.err != nil:
+			rep.Errors = append(rep.Errors, FileError{Path: roots[i], Error: res.err.Error()})
+		default:
+			rep.Roots = append(rep.Roots, res.root)
 		}
-	}
-	if err := importRoots(ctx, l, binder, rep, opts); err != nil {
-		return nil, err
 	}
 	rep.aggregate()
 	return rep, nil
@@ -325,34 +322,40 @@ func notLoadable(in *elfscan.Info) string {
 }
 
 type closureResult struct {
-	result *ldso.Result
-	root   *Root
-	err    error
+	root  *Root
+	err   error // the file cannot be loaded: a FileError
+	fatal error // the scan cannot go on
 }
 
-// closures computes each root's closure and report form and, with a
-// resolver, its run-time opens (in the same process, after the closure).
-func closures(ctx context.Context, l *ldso.Loader, roots []string, parallel int, rt *runtimeopen.Resolver) []closureResult {
-	out := make([]closureResult, len(roots))
-	workers.Each(len(roots), parallel, func(i int) {
-		if ctx.Err() != nil {
-			return
+// examine is everything a scan says of one root: its closure and report
+// form; with a resolver, its run-time opens (in the same process, after
+// the closure); with symbols, the references that do not bind; and, for a
+// file of an installed Python distribution, its import (importRoot).
+func examine(ctx context.Context, l *ldso.Loader, b *bind.Binder, envs *environments, file string, opts Options) closureResult {
+	p, err := l.Start(ctx, file, ldso.AsListed)
+	if err != nil {
+		return closureResult{err: err}
+	}
+	// The closure is read before the run-time opens add to the process: a
+	// copy, since Result is the process's own.
+	r := *p.Result()
+	root := NewRoot(&r)
+	if opts.RuntimeOpens != nil {
+		runtimeOpens(ctx, opts.RuntimeOpens, p, r.Objects, root)
+	}
+	if w := foreignToRoot(l, root.Result); w != "" {
+		root.Warnings = append(root.Warnings, w)
+	}
+	if opts.Symbols {
+		if err := bindRoot(ctx, l, b, root, opts); err != nil {
+			return closureResult{fatal: err}
 		}
-		p, err := l.Start(ctx, roots[i], ldso.AsListed)
-		if err != nil {
-			out[i] = closureResult{err: err}
-			return
-		}
-		// The closure is read before the run-time opens add to the
-		// process: a copy, since Result is the process's own.
-		r := *p.Result()
-		root := NewRoot(&r)
-		if rt != nil {
-			runtimeOpens(ctx, rt, p, r.Objects, root)
-		}
-		out[i] = closureResult{result: &r, root: root}
-	})
-	return out
+	}
+	root, err = envs.importRoot(ctx, root)
+	if err != nil {
+		return closureResult{fatal: err}
+	}
+	return closureResult{root: root}
 }
 
 // NewRoot converts a loader result to its report form.

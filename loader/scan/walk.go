@@ -67,6 +67,10 @@ type walker struct {
 	tasks  []walkTask
 	active int // tasks taken and not finished
 	found  []walkFile
+
+	// bufs are the buffers directories are listed with, one per worker
+	// at a time (thousands of directories, each listed once).
+	bufs sync.Pool
 }
 
 // walkTask is a directory to list, or a batch of its files to examine.
@@ -183,7 +187,13 @@ func (w *walker) list(path string) {
 // walk does not follow them.
 func (w *walker) entries(fd int, path string) ([]dirFile, error) {
 	var files []dirFile
-	err := dirent.Each(fd, make([]byte, 16<<10), func(name []byte, typ byte) error {
+	buf, _ := w.bufs.Get().(*[]byte)
+	if buf == nil {
+		b := make([]byte, 16<<10)
+		buf = &b
+	}
+	defer w.bufs.Put(buf)
+	err := dirent.Each(fd, *buf, func(name []byte, typ byte) error {
 		how := readFile
 		if !w.all {
 			// Decided before the name is copied: most files end here.
