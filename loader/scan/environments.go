@@ -64,17 +64,42 @@ type environments struct {
 // importer is the Importer of the environment whose distributions own
 // file, or nil.
 func (e *environments) importer(ctx context.Context, file string) *Importer {
-	host := e.l.HostPath(file)
-	root := e.l.Root()
-	for dir := filepath.Dir(host); dir != "/" && dir != "." && (root == "" || strings.HasPrefix(dir, root+"/")); dir = filepath.Dir(dir) {
-		if !e.distInfoIn(dir) {
-			continue
+	var found *Importer
+	e.sitesFrom(filepath.Dir(e.l.HostPath(file)), func(site string) bool {
+		if im := e.at(ctx, site); im != nil && im.Owner(file) != nil {
+			found = im
+			return false
 		}
-		if im := e.at(ctx, dir); im != nil && im.Owner(file) != nil {
-			return im
+		return true
+	})
+	return found
+}
+
+// prefetch reads the environments of the site directories at and above
+// target (a file or directory scanned), so that they are read while the
+// scan collects and examines files instead of when its first import
+// waits for them.
+func (e *environments) prefetch(ctx context.Context, target string) {
+	host := e.l.OpenPath(target)
+	if st, err := os.Stat(host); err != nil || !st.IsDir() {
+		host = filepath.Dir(host)
+	}
+	e.sitesFrom(host, func(site string) bool {
+		e.at(ctx, site)
+		return ctx.Err() == nil
+	})
+}
+
+// sitesFrom calls fn with dir and each directory above it (inside the
+// root) that holds a *.dist-info directory, nearest first, until fn
+// returns false.
+func (e *environments) sitesFrom(dir string, fn func(site string) bool) {
+	root := e.l.Root()
+	for ; dir != "/" && dir != "." && (root == "" || strings.HasPrefix(dir, root+"/")); dir = filepath.Dir(dir) {
+		if e.distInfoIn(dir) && !fn(dir) {
+			return
 		}
 	}
-	return nil
 }
 
 // distInfoIn reports (once) whether dir holds a *.dist-info directory.

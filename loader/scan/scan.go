@@ -13,6 +13,7 @@ import (
 	"runtime/trace"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/eintr"
@@ -174,6 +175,17 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 	}
 	rep := &Report{}
 	l.PrepareHost(ctx)
+	binder := bind.New() // a file's symbols are read once for every step
+	envs := &environments{l: l, opts: opts, binder: binder}
+	var prefetch sync.WaitGroup
+	defer prefetch.Wait()
+	for _, t := range targets {
+		prefetch.Add(1)
+		go func() {
+			defer prefetch.Done()
+			envs.prefetch(ctx, t)
+		}()
+	}
 	var roots []string
 	region := trace.StartRegion(ctx, "scan.collect")
 	for _, t := range targets {
@@ -191,8 +203,6 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 	// up no step of the others.
 	region = trace.StartRegion(ctx, "scan.roots")
 	results := make([]closureResult, len(roots))
-	binder := bind.New() // a file's symbols are read once for every step
-	envs := &environments{l: l, opts: opts, binder: binder}
 	workers.Each(len(roots), opts.Parallel, func(i int) {
 		if ctx.Err() == nil {
 			results[i] = examine(ctx, l, binder, envs, roots[i], opts)

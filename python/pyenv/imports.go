@@ -46,12 +46,9 @@ func undeclaredImports() (map[string][]string, error) {
 // (jax-cuda13-plugin[with-cuda]): an extra counts when what it brings is
 // there.
 func (e *Env) InstalledExtras(d *Dist) []string {
-	if d.Metadata == nil {
-		return nil
-	}
 	// One listing of the site directories serves every name asked about.
 	dirs := e.distInfoDirs()
-	installed := func(name string) bool {
+	return e.installedExtras(d, func(name string) bool {
 		want := pymeta.NormalizeName(name)
 		for _, di := range dirs {
 			if di.name == want {
@@ -60,6 +57,14 @@ func (e *Env) InstalledExtras(d *Dist) []string {
 			}
 		}
 		return false
+	})
+}
+
+// installedExtras are the extras of d whose requirements name a
+// distribution installed says is there.
+func (e *Env) installedExtras(d *Dist, installed func(name string) bool) []string {
+	if d.Metadata == nil {
+		return nil
 	}
 	var out []string
 	for _, x := range d.Metadata.ProvidesExtra {
@@ -102,22 +107,34 @@ func (e *Env) ImportOrder(d *Dist) ([]*Dist, error) {
 		return nil, err
 	}
 	self := pymeta.NormalizeName(d.Name)
+	// One reading of the environment serves every distribution of the
+	// order.
+	dists, _ := e.Installed()
+	metas := make(map[string]*pymeta.Metadata, len(dists))
+	for n, x := range dists {
+		metas[n] = x.Metadata
+	}
+	installed := func(name string) bool { return dists[pymeta.NormalizeName(name)] != nil }
 	in := map[string]*Dist{}
 	var add func(x *Dist) error
 	add = func(x *Dist) error {
-		res, err := e.Resolve(e.Spec(x))
+		spec := x.Name
+		if extras := e.installedExtras(x, installed); len(extras) > 0 {
+			spec += "[" + strings.Join(extras, ",") + "]"
+		}
+		res, err := pymeta.Resolve(metas, spec, e.Markers)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w in %s", err, strings.Join(e.SiteDirs, ", "))
 		}
 		more := slices.Clone(undeclared[pymeta.NormalizeName(x.Name)])
 		for _, dep := range res.Dependencies {
-			if y := res.Dist(dep.Name); y != nil && dep.Name != self && in[dep.Name] == nil {
+			if y := dists[pymeta.NormalizeName(dep.Name)]; y != nil && dep.Name != self && in[dep.Name] == nil {
 				in[dep.Name] = y
 				more = append(more, undeclared[dep.Name]...)
 			}
 		}
 		for _, n := range more {
-			if y, err := e.Find(n); err == nil && n != self && in[n] == nil {
+			if y := dists[n]; y != nil && n != self && in[n] == nil {
 				in[n] = y
 				if err := add(y); err != nil {
 					return err

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cudadeps/cudadeps/internal/rootfs"
+	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
@@ -310,18 +311,29 @@ func (e *Env) Find(name string) (*Dist, error) {
 // wins, as for import. A dist-info that cannot be read is left out and
 // named in the returned problems.
 func (e *Env) Installed() (map[string]*Dist, []string) {
+	var first []distInfo
+	seen := map[string]bool{}
+	for _, di := range e.distInfoDirs() {
+		if !seen[di.name] {
+			seen[di.name] = true
+			first = append(first, di)
+		}
+	}
+	// Read side by side: an environment's RECORDs run to tens of
+	// thousands of lines, torch's alone to twelve thousand.
+	dists := make([]*Dist, len(first))
+	errs := make([]error, len(first))
+	workers.Each(len(first), 0, func(i int) {
+		dists[i], errs[i] = e.cachedDist(first[i])
+	})
 	out := map[string]*Dist{}
 	var problems []string
-	for _, di := range e.distInfoDirs() {
-		if out[di.name] != nil {
+	for i, di := range first {
+		if errs[i] != nil {
+			problems = append(problems, errs[i].Error())
 			continue
 		}
-		d, err := e.cachedDist(di)
-		if err != nil {
-			problems = append(problems, err.Error())
-			continue
-		}
-		out[di.name] = d
+		out[di.name] = dists[i]
 	}
 	return out, problems
 }
