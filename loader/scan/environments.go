@@ -76,16 +76,19 @@ func (e *environments) importer(ctx context.Context, file string) *Importer {
 }
 
 // prefetch reads the environments of the site directories at and above
-// target (a file or directory scanned), so that they are read while the
+// target (a file or directory scanned), and loads the processes their
+// files under target are imported into, so that this is done while the
 // scan collects and examines files instead of when its first import
-// waits for them.
+// waits for it.
 func (e *environments) prefetch(ctx context.Context, target string) {
 	host := e.l.OpenPath(target)
 	if st, err := os.Stat(host); err != nil || !st.IsDir() {
 		host = filepath.Dir(host)
 	}
 	e.sitesFrom(host, func(site string) bool {
-		e.at(ctx, site)
+		if im := e.at(ctx, site); im != nil {
+			im.Prepare(ctx, host, e.opts.Parallel)
+		}
 		return ctx.Err() == nil
 	})
 }

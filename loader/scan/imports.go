@@ -1,6 +1,7 @@
 package scan
 
 import (
+	"cmp"
 	"context"
 	"debug/elf"
 	"errors"
@@ -274,6 +275,51 @@ func mapObjects(list []*ldso.Object, link func(*ldso.Object) *ldso.Object) []*ld
 		out[i] = link(o)
 	}
 	return out
+}
+
+// Prepare loads, several at once (parallel bounds them, GOMAXPROCS when
+// 0), the processes the files of the environment's distributions under
+// dir (a host path) are loaded into: the imports that come first are then
+// loaded while other work goes on, not when the first file waits for
+// them.
+func (im *Importer) Prepare(ctx context.Context, dir string, parallel int) {
+	dists, _ := im.env.Installed()
+	type first struct {
+		d    *pyenv.Dist
+		file string
+	}
+	var todo []first
+	for _, d := range dists {
+		// The first file of each kind: an extension module, a library.
+		var module, library string
+		for _, host := range d.Files {
+			if (module != "" && library != "") || ctx.Err() != nil {
+				break
+			}
+			if !strings.HasPrefix(host, dir+"/") {
+				continue
+			}
+			f := im.l.GuestPath(host)
+			if !loadable(im.l, f) || program(im.l, f) {
+				continue
+			}
+			if IsExtensionModule(im.l, f) {
+				module = cmp.Or(module, f)
+			} else {
+				library = cmp.Or(library, f)
+			}
+		}
+		for _, f := range []string{module, library} {
+			if f != "" {
+				todo = append(todo, first{d, f})
+			}
+		}
+	}
+	workers.Each(len(todo), parallel, func(i int) {
+		if ctx.Err() == nil {
+			_, _ = im.base(ctx, todo[i].file, todo[i].d, IsExtensionModule(im.l, todo[i].file))
+		}
+	})
 }
 
 // importBase is the process a file of a distribution is loaded into,
