@@ -23,7 +23,7 @@ import (
 )
 
 // debsVar names the folder e2e/foreign/fetch-debs.sh filled with the
-// pinned packages.
+// packages of pins-trixie-arm64.txt.
 const debsVar = "CUDADEPS_ARM64_TORCH_DEBS"
 
 // TestDebianTorchArm64 is the whole loop on real aarch64 ELF. The tree is
@@ -40,22 +40,25 @@ const debsVar = "CUDADEPS_ARM64_TORCH_DEBS"
 // python3.13, loads with every symbol bound (LD_BIND_NOW). Undo leaves the
 // tree as it was, its ld.so.cache byte for byte.
 //
-// Unpacking and repacking the 1.27 GB of packages is most of its time.
+// It is an oracle test: the packages are its data, 61 of them, 1.27 GB:
+// torch's CUDA packages with the CUDA 12.4 libraries, NCCL and driver
+// library they load (1.23 GB), and the 40 MB of other libraries their
+// objects load, which the tree's loader needs (seeds-trixie-arm64.txt
+// says how they were chosen). Without them (the folder
+// CUDADEPS_ARM64_TORCH_DEBS names) it skips, or fails under
+// CUDADEPS_REQUIRE_ORACLES=1. `.ci/run` fetches them with
+// `e2e/foreign/fetch-debs.sh --current`, which takes each pinned package
+// at the version trixie's Packages index lists now (Debian replaces
+// versions in point releases and drops the old files) and writes that
+// list beside them, where this test reads it. Time: about 25 s to fetch
+// at 50 MB/s (`.ci/run` allows 30 minutes), and 145 to 160 s for the test
+// on a shared two-core machine, unpacking and repacking the packages most
+// of it (200 MB of memory at most).
 func TestDebianTorchArm64(t *testing.T) {
 	start := time.Now()
 	lap := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
-	dir := os.Getenv(debsVar)
-	if dir == "" {
-		// TestDebianCUDA11Arm64 runs the same loop on the shared corpus.
-		// Not an oracle: data fetched from the network.
-		t.Skipf("%s is not set: e2e/foreign/fetch-debs.sh e2e/debiantorch/pins-trixie-arm64.txt DIR fetches the pinned packages (1.27 GB) into DIR", debsVar)
-	}
+	pins, debs := debredist.Fetched(t, debsVar, "pins-trixie-arm64.txt")
 	lddtest.Need(t, os.Geteuid() == 0, "the tree's ldconfig and loader run in a chroot, which needs root")
-	pins, err := debredist.ReadPins("pins-trixie-arm64.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	debs := debredist.Debs(t, dir, pins)
 	var bytes int64
 	for _, p := range pins.List {
 		bytes += p.Size

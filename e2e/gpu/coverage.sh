@@ -199,7 +199,7 @@ print(f"NOTE environment: {len(none)} libraries with nothing that runs on {cov['
 PY
 while read -r line; do case "$line" in PASS*|FAIL*) RESULTS+=("$line");; esac; done < "$OUT/env-verdicts.txt"
 timeout 480 "$PYTHON" "$HERE/coverage_compare.py" "$OUT/env-coverage.json" "$CUOBJDUMP" "$OUT/cuobjdump" | tee "$OUT/compare-summary.txt"
-[ "${PIPESTATUS[0]}" = 0 ] && result "PASS cuobjdump: every library agrees" || result "FAIL cuobjdump: disagreements (see $OUT/cuobjdump/compare.txt)"
+[ "${PIPESTATUS[0]}" = 0 ] && result "PASS cuobjdump: every library agrees, architectures and names" || result "FAIL cuobjdump: disagreements (see $OUT/cuobjdump/compare.txt)"
 
 log "4. timing: the whole environment's coverage, and what --coverage adds to a scan"
 "$PYTHON" - "$CUDADEPS" "$SITE" <<'PY' | tee "$OUT/timing.txt"

@@ -34,10 +34,15 @@ import (
 //	40 u64 flags: 0x1 64-bit, 0x2 debug, 0x10 Linux, 0xf00 optimisation
 //	   level, 0x1000 and 0x2000 LZ-compressed, 0x8000 zstd-compressed,
 //	   0x100000 arch-specific code (sm_90a), 0x200000 family-specific
-//	   code (sm_100f): read off entries nvcc 13.0 wrote for sm_90,
-//	   sm_90a and sm_100f on the GPU machine (e2e/gpu/coverage.sh), and
-//	   agreeing with cuobjdump's names for every library of its
-//	   environment
+//	   code (sm_100f); 0x1000000 is set on every sm_100 and later entry
+//	   nvcc 13 writes, a variant or not, and absent on sm_90 ones (seen,
+//	   not used). Read off one nvcc 13.0 build per -gencode on the GPU
+//	   machine (e2e/gpu/results/2026-11-25/fatbin-variants.log: sm_100
+//	   0x1000011, sm_100a 0x1100011, sm_100f 0x1200011, compute_100f
+//	   0x208011, sm_90 0x11). cuobjdump names a family-specific cubin
+//	   without its suffix (an sm_100f cubin is "sm_100.cubin") but keeps
+//	   the suffix of arch-specific cubins and of PTX, so its listing
+//	   cannot tell a family cubin from a plain one; the flags can
 //	48 u64 reserved
 //	56 u64 uncompressed payload size
 //

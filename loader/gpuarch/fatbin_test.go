@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -318,5 +319,81 @@ func TestRealContainers(t *testing.T) {
 	}
 	if j := Judge(CC{12, 0}, Version{}, c, nil); j.Verdict != None {
 		t.Errorf("CUDA 11.8 code on 12.0: %s", j.Reason)
+	}
+}
+
+// TestDecodeNvcc13Headers decodes fat binary entry headers as nvcc 13.0
+// (V13.0.88) wrote them on the GPU machine, byte for byte: the sm_80,
+// sm_90, sm_90a and sm_100f fixtures' headers are coverage-variants.log's
+// hex (e2e/gpu/results/2026-11-25); the others are the sm_100f ones with
+// the architecture and flags fatbin-variants.log gives for one nvcc
+// -gencode each and for the entries of four real libraries. The 0x1000000
+// bit that every sm_100 and later entry carries, variant or not, must not
+// make a plain build a variant.
+func TestDecodeNvcc13Headers(t *testing.T) {
+	hexOf := func(s string) []byte {
+		b, err := hex.DecodeString(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// libsm100f.so, -gencode arch=compute_100f,code=[sm_100f,compute_100f]:
+	// its first cubin (a 96-byte header) and its PTX (80 bytes).
+	cubin100f := hexOf("02000101600000005806000000000000000000004000000008000100640000000000000000000000110020010000000000000000000000000000000000000000" +
+		"48000000100000000002090000040b0800000000000000000000000000000000")
+	ptx100f := hexOf("0100010150000000080100000000000005010000400000000000090064000000000000000000000011802000000000000000000000000000a301000000000000" +
+		"48000000000000000000000000000000")
+	cubin80 := hexOf("0200010140000000a805000000000000000000000000000008000100500000000000000000000000110000000000000000000000000000000000000000000000")
+	cubin90 := hexOf("0200010140000000f8050000000000000000000000000000080001005a0000000000000000000000110000000000000000000000000000000000000000000000")
+	cubin90a := hexOf("0200010140000000f8050000000000000000000000000000080001005a0000000000000000000000110010000000000000000000000000000000000000000000")
+	ptx90a := hexOf("010001015000000000010000000000000001000040000000000009005a0000000000000000000000118010000000000000000000000000009601000000000000" +
+		"48000000000000000000000000000000")
+	with := func(h []byte, arch uint32, flags uint64) []byte {
+		h = slices.Clone(h)
+		binary.LittleEndian.PutUint32(h[28:], arch)
+		binary.LittleEndian.PutUint64(h[40:], flags)
+		return h
+	}
+	cases := []struct {
+		name       string
+		h          []byte
+		kind       Kind
+		target     string
+		isa        Version
+		compressed bool
+	}{
+		{"code=sm_100f (0x1200011)", cubin100f, KindELF, "sm_100f", Version{1, 8}, false},
+		{"code=compute_100f (0x208011)", ptx100f, KindPTX, "compute_100f", Version{9, 0}, true},
+		{"code=sm_80 (0x11)", cubin80, KindELF, "sm_80", Version{1, 8}, false},
+		{"code=sm_90 (0x11)", cubin90, KindELF, "sm_90", Version{1, 8}, false},
+		{"code=sm_90a (0x100011)", cubin90a, KindELF, "sm_90a", Version{1, 8}, false},
+		{"code=compute_90a (0x108011)", ptx90a, KindPTX, "compute_90a", Version{9, 0}, true},
+		{"code=sm_100 (0x1000011)", with(cubin100f, 100, 0x1000011), KindELF, "sm_100", Version{1, 8}, false},
+		{"code=sm_100a (0x1100011)", with(cubin100f, 100, 0x1100011), KindELF, "sm_100a", Version{1, 8}, false},
+		{"code=sm_120 (0x1000011)", with(cubin100f, 120, 0x1000011), KindELF, "sm_120", Version{1, 8}, false},
+		{"code=sm_120f (0x1200011)", with(cubin100f, 120, 0x1200011), KindELF, "sm_120f", Version{1, 8}, false},
+		{"code=sm_110f (0x1200011)", with(cubin100f, 110, 0x1200011), KindELF, "sm_110f", Version{1, 8}, false},
+		{"code=compute_100 (0x8011)", with(ptx100f, 100, 0x8011), KindPTX, "compute_100", Version{9, 0}, true},
+		{"code=compute_100a (0x108011)", with(ptx100f, 100, 0x108011), KindPTX, "compute_100a", Version{9, 0}, true},
+		// Entries of the real libraries: libtorch_cuda.so's sm_100 and
+		// sm_100a, libnccl.so.2's and CuPy's sm_100f, cuBLASLt's sm_120f
+		// and sm_90a, compressed.
+		{"libtorch_cuda sm_100 (0x1008011)", with(cubin100f, 100, 0x1008011), KindELF, "sm_100", Version{1, 8}, true},
+		{"libtorch_cuda sm_100a (0x1108011)", with(cubin100f, 100, 0x1108011), KindELF, "sm_100a", Version{1, 8}, true},
+		{"libnccl sm_100f (0x1208011)", with(cubin100f, 100, 0x1208011), KindELF, "sm_100f", Version{1, 8}, true},
+		{"libcublasLt sm_120f (0x1208011)", with(cubin100f, 120, 0x1208011), KindELF, "sm_120f", Version{1, 8}, true},
+		{"libcublasLt sm_90a (0x108011)", with(cubin90, 90, 0x108011), KindELF, "sm_90a", Version{1, 8}, true},
+	}
+	for _, c := range cases {
+		e := decodeEntry(c.h, 1024)
+		name := e.Target.SASS()
+		if e.Kind == KindPTX {
+			name = e.Target.PTX()
+		}
+		if e.Kind != c.kind || name != c.target || !e.VariantKnown || e.ISA != c.isa || e.Compressed != c.compressed {
+			t.Errorf("%s: kind %d, %s (variant known %v), ISA %s, compressed %v; want kind %d, %s, ISA %s, compressed %v",
+				c.name, e.Kind, name, e.VariantKnown, e.ISA, e.Compressed, c.kind, c.target, c.isa, c.compressed)
+		}
 	}
 }

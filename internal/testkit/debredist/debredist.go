@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,12 +108,68 @@ func (p *Pins) Version(pkg string) string {
 	return ""
 }
 
+// Fetched is what e2e/foreign/fetch-debs.sh fetched for the pin list
+// committed into the folder the environment variable env names: the list
+// it fetched (with --current, the list it wrote there under committed's
+// name, the same packages at the versions Debian lists now; else committed
+// itself) and each package's .deb, checked by Debs. The packages are the
+// data an oracle test runs on: without them the test skips, or fails
+// under CUDADEPS_REQUIRE_ORACLES=1.
+func Fetched(t testing.TB, env, committed string) (*Pins, map[string]string) {
+	t.Helper()
+	pinned, err := ReadPins(committed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := os.Getenv(env)
+	lddtest.Need(t, dir != "", "%s is not set: e2e/foreign/fetch-debs.sh --current PINS DIR fetches the packages of PINS (%s, beside the test) into DIR", env, committed)
+	pins := pinned
+	if f := filepath.Join(dir, filepath.Base(committed)); fileExists(f) {
+		if pins, err = ReadPins(f); err != nil {
+			t.Fatal(err)
+		}
+		if err := samePackages(pinned, pins); err != nil {
+			t.Fatalf("%s is not %s re-resolved: %v", f, committed, err)
+		}
+		for _, p := range pins.List {
+			if v := pinned.Version(p.Package); v != p.Version {
+				t.Logf("%s %s, pinned %s (re-resolved by fetch-debs.sh --current)", p.Package, p.Version, v)
+			}
+		}
+	}
+	return pins, Debs(t, dir, pins)
+}
+
+func fileExists(f string) bool {
+	_, err := os.Stat(f)
+	return err == nil
+}
+
+// samePackages checks that b lists the packages of a, for the same
+// architecture.
+func samePackages(a, b *Pins) error {
+	names := func(p *Pins) []string {
+		var out []string
+		for _, x := range p.List {
+			out = append(out, x.Package)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if a.Arch != b.Arch {
+		return fmt.Errorf("architecture %s, want %s", b.Arch, a.Arch)
+	}
+	if na, nb := names(a), names(b); !slices.Equal(na, nb) {
+		return fmt.Errorf("%d packages, want %d: %v", len(nb), len(na), nb)
+	}
+	return nil
+}
+
 // Debs finds the pinned packages in dir (where e2e/foreign/fetch-debs.sh
 // put them) and checks each against its size and sha256: a test is never
 // judged against other bytes than the pinned ones. It returns the .deb of
-// each package. Missing files skip the test, saying which: they are data
-// fetched from the network, not an oracle. One that differs fails the
-// test.
+// each package. Missing files skip the test, or fail it under
+// CUDADEPS_REQUIRE_ORACLES=1, saying which; one that differs fails it.
 func Debs(t testing.TB, dir string, pins *Pins) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -128,10 +185,7 @@ func Debs(t testing.TB, dir string, pins *Pins) map[string]string {
 		}
 		out[p.Package] = f
 	}
-	if len(missing) > 0 {
-		// Not an oracle: data fetched from the network.
-		t.Skipf("%d pinned packages are not in %s (%s…): fetch them with e2e/foreign/fetch-debs.sh", len(missing), dir, strings.Join(missing[:min(len(missing), 3)], ", "))
-	}
+	lddtest.Need(t, len(missing) == 0, "%d pinned packages are not in %s (%s…): fetch them with e2e/foreign/fetch-debs.sh", len(missing), dir, strings.Join(missing[:min(len(missing), 3)], ", "))
 	check := func(p Pin) error {
 		f := out[p.Package]
 		h := sha256.New()

@@ -49,3 +49,29 @@ func TestFilePins(t *testing.T) {
 		t.Error("a file not named PACKAGE_VERSION_ARCH.deb: no error")
 	}
 }
+
+// TestSamePackages: a re-resolved list must hold the pinned packages, all
+// of them and no other, for the same architecture; versions may differ.
+func TestSamePackages(t *testing.T) {
+	pins := func(arch string, pv ...string) *Pins {
+		p := &Pins{Arch: arch}
+		for i := 0; i+1 < len(pv); i += 2 {
+			p.List = append(p.List, Pin{Package: pv[i], Version: pv[i+1], Arch: arch})
+		}
+		return p
+	}
+	pinned := pins("arm64", "libfoo1", "1.0-1", "libbar", "2.0-1")
+	if err := samePackages(pinned, pins("arm64", "libbar", "2.0-1", "libfoo1", "1.0-2")); err != nil {
+		t.Errorf("a replaced version: %v", err)
+	}
+	for name, b := range map[string]*Pins{
+		"one fewer":  pins("arm64", "libfoo1", "1.0-1"),
+		"one more":   pins("arm64", "libfoo1", "1.0-1", "libbar", "2.0-1", "libbaz", "1"),
+		"another":    pins("arm64", "libfoo1", "1.0-1", "libbaz", "2.0-1"),
+		"other arch": pins("amd64", "libfoo1", "1.0-1", "libbar", "2.0-1"),
+	} {
+		if err := samePackages(pinned, b); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
