@@ -277,7 +277,7 @@ func (t *Target) Describe() string {
 	switch t.Kind {
 	case KindPython:
 		if t.Python != nil && t.Python.Installation != "" {
-			return fmt.Sprintf("%s %s (%s, of the root's %s)", t.Dist.Name, t.Dist.Version, t.Dist.SiteDir, t.Python.Installation)
+			return fmt.Sprintf("%s %s (%s: the root's %s)", t.Dist.Name, t.Dist.Version, t.Dist.SiteDir, t.Python.Installation)
 		}
 		return fmt.Sprintf("%s %s (%s)", t.Dist.Name, t.Dist.Version, t.Dist.SiteDir)
 	}

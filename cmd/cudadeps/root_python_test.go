@@ -65,7 +65,7 @@ func TestRootPythonEnvironment(t *testing.T) {
 	env := doctorEnv(t)
 	root, chosen := pythonRoot(t)
 	const installation = "python3.12 in /usr, Debian's layout"
-	described := "gpupkg 2.0 (" + chosen + ", of the root's " + installation + ")"
+	described := "gpupkg 2.0 (" + chosen + ": the root's " + installation + ")"
 
 	r := runBinary(t, env, "", "resolve", "gpupkg", "--root", root, "--dry-run", "--ld-library-path", "")
 	if r.code != exitOK || !strings.HasPrefix(r.stdout, "python: "+described) {

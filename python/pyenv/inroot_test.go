@@ -157,7 +157,7 @@ func TestInRootNamedVenv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(env.SiteDirs, ":") != venvSite+":"+system || env.Installation != "the venv /opt/venv (python3.12)" || env.Markers["python_version"] != "3.12" {
+	if strings.Join(env.SiteDirs, ":") != venvSite+":"+system || env.Installation != "venv /opt/venv of python3.12" || env.Markers["python_version"] != "3.12" {
 		t.Errorf("venv: site dirs %v, %q, markers %v", env.SiteDirs, env.Installation, env.Markers)
 	}
 	res, err := env.Resolve("gpupkg")

@@ -48,7 +48,7 @@ type Env struct {
 	Inputs []string `json:"inputs,omitempty"`
 	// Installation names, for an environment found in a root's files
 	// (InRoot), the installation whose site directories these are: "python3.12
-	// in /usr, Debian's layout", "the venv /opt/venv (python3.12)".
+	// in /usr, Debian's layout", "venv /opt/venv of python3.12".
 	Installation string `json:"installation,omitempty"`
 
 	files files

@@ -22,19 +22,15 @@ type installation struct {
 }
 
 // Holds reports whether p, a path of this machine, lies inside the tree of
-// root (a directory other than "/"): a program there belongs to the root's
-// system and is read, never run.
+// root (a directory other than "/"), by name: a program there belongs to
+// the root's system and is read, never run, even when root does not open.
 func Holds(root, p string) bool {
-	r, err := rootfs.Open(root)
-	if err != nil || r.IsHost() {
+	r, err := filepath.Abs(root)
+	if err != nil || root == "" || r == "/" {
 		return false
 	}
 	abs, err := filepath.Abs(p)
-	if err != nil {
-		return false
-	}
-	_, ok := r.Guest(abs)
-	return ok
+	return err == nil && strings.HasPrefix(abs, r+"/")
 }
 
 // InRoot finds the Python environment of the system under root (a
@@ -87,7 +83,7 @@ func InRoot(root, python, name string) (*Env, error) {
 			}
 			return nil, fmt.Errorf("root %s: %s has no site directory: none of %s is a directory", r.Dir(), where, strings.Join(patterns, ", "))
 		}
-		return nil, fmt.Errorf("root %s: no Python environment: none of %s is a directory (name one with --site-packages)", r.Dir(), strings.Join(patterns, ", "))
+		return nil, fmt.Errorf("root %s: no Python environment: none of %s is a directory (name one with --site-packages, or a venv's interpreter with --python)", r.Dir(), strings.Join(patterns, ", "))
 	}
 	return nil, fmt.Errorf("root %s: no installed distribution %q in %s (looked in %s)", r.Dir(), name, where, strings.Join(looked, ", "))
 }
@@ -239,7 +235,7 @@ func namedInstallation(r *rootfs.Root, python string) (installation, error) {
 		if version == "" {
 			return installation{}, fmt.Errorf("root %s: venv %s: neither its pyvenv.cfg nor its lib directory says its Python version", r.Dir(), r.Path(dir))
 		}
-		in := installation{what: "the venv " + dir + " (python" + version + ")", prefix: r.Path(dir), version: version,
+		in := installation{what: "venv " + dir + " of python" + version, prefix: r.Path(dir), version: version,
 			inputs: []string{cfgPath, guest}}
 		in.sites = []string{path.Join(dir, "lib/python"+version+"/site-packages"), path.Join(dir, "lib64/python"+version+"/site-packages")}
 		if strings.EqualFold(cfg["include-system-site-packages"], "true") && cfg["home"] != "" {
