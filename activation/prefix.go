@@ -81,9 +81,9 @@ func OpenIn(dir, root string) (*Prefix, error) {
 		root = ""
 	}
 	if root != "" {
-		r, err := physicalDir(root)
+		r, err := physicalRoot(root)
 		if err != nil {
-			return nil, fmt.Errorf("root %s: %w", root, err)
+			return nil, err // it names the root
 		}
 		root = r
 	}

@@ -1,29 +1,30 @@
 package activation
 
 import (
-	"fmt"
-	"os"
+	"errors"
+	"io/fs"
 	"path/filepath"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/rootfs"
 )
 
-// physicalDir is dir, absolute and with its links resolved; it must be a
-// directory.
-func physicalDir(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
+// physicalRoot is the root dir, absolute and with its links resolved; it
+// must be a directory. Its error names the root once ("root DIR: not a
+// directory"), as rootfs.Open's does.
+func physicalRoot(dir string) (string, error) {
+	r, err := rootfs.Open(dir)
 	if err != nil {
 		return "", err
 	}
-	real, err := filepath.EvalSymlinks(abs)
+	real, err := filepath.EvalSymlinks(r.Dir())
 	if err != nil {
-		return "", err
-	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return "", err
-	}
-	if !st.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", dir)
+		// Named once: the root, not the path inside it EvalSymlinks says.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", &fs.PathError{Op: "root", Path: dir, Err: err}
 	}
 	return real, nil
 }

@@ -227,7 +227,7 @@ func remember(opts Options, what string, v any, t *resolver.Target, a *resolver.
 // analyze runs the resolver's analysis and, when asked, the import
 // beside it.
 func analyze(ctx context.Context, opts Options) (*resolver.Target, *resolver.Analysis, *Result, error) {
-	t, err := resolver.FindTarget(ctx, opts.Target, resolver.TargetOptions{Python: opts.Python, SiteDir: opts.SiteDir, Cache: opts.Cache})
+	t, err := resolver.FindTarget(ctx, opts.Target, resolver.TargetOptions{Python: opts.Python, SiteDir: opts.SiteDir, Root: opts.Loader.Root, Cache: opts.Cache})
 	if err != nil {
 		return nil, nil, nil, err
 	}

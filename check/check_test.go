@@ -329,3 +329,37 @@ func mustReadDir(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestCheckInRootsPython checks a distribution of a root's own Python
+// (Loader.Root, no interpreter, no site directory named): found in apt's
+// dist-packages of Debian's python3, answered from cache while nothing
+// changed, and found again, newer, when pip installs it into the
+// dist-packages that python3 imports from first.
+func TestCheckInRootsPython(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "usr/lib/python3.12"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeDist(t, filepath.Join(root, "usr/lib/python3/dist-packages"), "gpupkg", "1.0", nil, map[string]elfwrite.Spec{"gpupkg/libgpupkg.so": {Soname: "libgpupkg.so"}})
+	loader := noEnv()
+	loader.Root = root
+	opts := Options{Target: "gpupkg", Loader: loader, Catalog: embedded, Cache: factcache.At(filepath.Join(t.TempDir(), "cache"))}
+	apt := "gpupkg 1.0 (" + root + "/usr/lib/python3/dist-packages: the root's python3.12 in /usr, Debian's layout)"
+	for i, wantCached := range []bool{false, true} {
+		r, err := runWithin(context.Background(), opts, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK || r.Cached != wantCached || r.Target != apt {
+			t.Fatalf("run %d: ok %v cached %v target %q, problems %v", i, r.OK, r.Cached, r.Target, r.Problems)
+		}
+	}
+	writeDist(t, filepath.Join(root, "usr/local/lib/python3.12/dist-packages"), "gpupkg", "2.0", nil, map[string]elfwrite.Spec{"gpupkg/libgpupkg.so": {Soname: "libgpupkg.so"}})
+	r, err := runWithin(context.Background(), opts, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "gpupkg 2.0 (" + root + "/usr/local/lib/python3.12/dist-packages: the root's python3.12 in /usr, Debian's layout)"; r.Cached || r.Target != want {
+		t.Fatalf("after pip installed 2.0: cached %v, target %q, want %q", r.Cached, r.Target, want)
+	}
+}

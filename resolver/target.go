@@ -59,14 +59,16 @@ type Pinned struct {
 
 // TargetOptions say how to find a Python distribution.
 type TargetOptions struct {
-	// Python is the interpreter to ask (default: the active environment's).
+	// Python is the interpreter to ask (default: the active environment's);
+	// under Root, one inside the root is read, never run (findEnv).
 	Python string
 	// SiteDir, when set, reads distributions from this site-packages
 	// directory without running an interpreter (a foreign architecture's
 	// tree, an image being prepared).
 	SiteDir string
-	// Root is the system SiteDir belongs to (--root; "" for this host):
-	// its files are read as that system sees them.
+	// Root is the system the target belongs to (--root; "" for this
+	// host): SiteDir's files are read as that system sees them, and
+	// without SiteDir the environment is the root's own (findEnv).
 	Root string
 	// Cache keeps what the interpreter said while nothing it depends on
 	// changes (the zero Dir: ask every time).
@@ -99,13 +101,7 @@ func FindTarget(ctx context.Context, arg string, opts TargetOptions) (*Target, e
 	if strings.ContainsAny(arg, "/") {
 		return nil, fmt.Errorf("%s: no such file or directory", arg)
 	}
-	var env *pyenv.Env
-	var err error
-	if opts.SiteDir != "" {
-		env, err = pyenv.FromSiteDir(opts.SiteDir, opts.Root)
-	} else {
-		env, err = pyenv.DiscoverCached(ctx, opts.Python, opts.Cache)
-	}
+	env, err := findEnv(ctx, arg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +115,26 @@ func FindTarget(ctx context.Context, arg string, opts TargetOptions) (*Target, e
 	}
 	t.Module = importName(dist)
 	return t, nil
+}
+
+// findEnv chooses the Python environment that holds the distribution
+// name: the SiteDir given; under a Root other than "/", the root's own,
+// read from its files (pyenv.InRoot), unless Python names an interpreter
+// outside the root, which is asked as without a root (a program of the
+// root is never run: it may be another architecture's); else the
+// interpreter's.
+func findEnv(ctx context.Context, name string, opts TargetOptions) (*pyenv.Env, error) {
+	root := opts.Root
+	if root != "" && filepath.Clean(root) == "/" {
+		root = ""
+	}
+	switch {
+	case opts.SiteDir != "":
+		return pyenv.FromSiteDir(opts.SiteDir, root)
+	case root != "" && (opts.Python == "" || pyenv.Holds(root, opts.Python)):
+		return pyenv.InRoot(root, opts.Python, name)
+	}
+	return pyenv.DiscoverCached(ctx, opts.Python, opts.Cache)
 }
 
 // resolveRequirements finds what the distribution requires, transitively
@@ -260,6 +276,9 @@ func isExtensionModule(name string) bool { return scan.HasABITag(name) }
 func (t *Target) Describe() string {
 	switch t.Kind {
 	case KindPython:
+		if t.Python != nil && t.Python.Installation != "" {
+			return fmt.Sprintf("%s %s (%s: the root's %s)", t.Dist.Name, t.Dist.Version, t.Dist.SiteDir, t.Python.Installation)
+		}
 		return fmt.Sprintf("%s %s (%s)", t.Dist.Name, t.Dist.Version, t.Dist.SiteDir)
 	}
 	return t.Path

@@ -246,8 +246,52 @@ func TestUnbindableLibraryIsNamed(t *testing.T) {
 	}
 }
 
+// TestTorchAarch64InRootsOwnPython: with the root alone (no site
+// directory named), torch is found in the root's own Python installation,
+// read, never run: pip's /usr/local/lib/python3.12/dist-packages, which
+// Debian's python3 imports from before apt's /usr/lib/python3/dist-packages
+// (an older torch there is not the one), and resolved as when its site
+// directory is named; the root's arm64 ld.so then finds everything.
+func TestTorchAarch64InRootsOwnPython(t *testing.T) {
+	sr := lddtest.ArmSysroot(t)
+	sr.InstallLdconfig(t)
+	hostEvidence(t, sr.Root, "dgx-spark")
+	for p, body := range map[string]string{"usr/bin/python3.12": "#!/bin/sh\ntouch " + sr.Root + "/RAN\n", "usr/lib/python3.12/os.py": ""} {
+		full := filepath.Join(sr.Root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("python3.12", filepath.Join(sr.Root, "usr/bin/python3")); err != nil {
+		t.Fatal(err)
+	}
+	writeDist(t, filepath.Join(sr.Root, "usr/lib/python3/dist-packages"), "torch", "2.1.0", nil, map[string][]byte{"torch/__init__.py": []byte("\n")}, nil)
+	site := filepath.Join(sr.Root, "usr/local/lib/python3.12/dist-packages")
+	torchAarch64Wheel(t, site)
+	_, cat := serveCatalog(t, undeclaredArchives(t))
+	out := resolveInRoot(t, sr, "", cat, openPrefixIn(t, "", sr.Root))
+	if d := out.Target.Dist; d.SiteDir != site || d.Version != "2.9.0" || out.Target.Python.Installation != "python3.12 in /usr, Debian's layout" {
+		t.Fatalf("found torch %s in %s (%s); want 2.9.0 in %s", d.Version, d.SiteDir, out.Target.Python.Installation, site)
+	}
+	if !out.OK || out.Platform != platform.LinuxSBSA || out.CUDAMajor != 13 {
+		t.Fatalf("resolve: ok=%v platform=%s cuda=%d stopped=%q unresolved=%+v", out.OK, out.Platform, out.CUDAMajor, out.Stopped, out.Unresolved)
+	}
+	var objects []string
+	for _, n := range []string{"libtorch_cpu.so", "libtorch_cuda.so", "libtorch_cuda_linalg.so"} {
+		objects = append(objects, strings.TrimPrefix(filepath.Join(site, "torch/lib", n), sr.Root))
+	}
+	judgeInTree(t, sr, objects, nil)
+	if _, err := os.Stat(filepath.Join(sr.Root, "RAN")); err == nil {
+		t.Error("the root's python3 was run")
+	}
+}
+
 // resolveInRoot resolves torch under the root sr from the catalog cat into
-// prefix, with no LD_LIBRARY_PATH.
+// prefix, with no LD_LIBRARY_PATH; from the site directory site, or the
+// root's own Python installation when site is "".
 func resolveInRoot(t *testing.T, sr *lddtest.Sysroot, site string, cat *catalog.Catalog, prefix *activation.Prefix) *Outcome {
 	t.Helper()
 	client, err := fetch.NewClient(fetch.Options{CacheDir: t.TempDir()})

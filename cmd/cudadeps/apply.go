@@ -61,7 +61,7 @@ when this machine differs from the plan's or on errors, 2 on usage errors.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return a.runApply(cmd, args, f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET (default: the active environment's python3)")
+	fl.StringVar(&f.python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET (default: the active environment's python3; with --root, the root's own, and one inside the root is read, never run)")
 	fl.StringVar(&f.siteDir, "site-packages", "", "read distributions from this `DIR` without running an interpreter (no import check)")
 	fl.BoolVar(&f.copy, "copy", false, "place copies instead of symbolic links into the store")
 	fl.BoolVar(&f.noVerify, "no-verify", false, "do not import the package to check the result")

@@ -25,7 +25,8 @@ container entrypoint needs: exit status 0 when it does, 3 with one line per
 problem when it does not.
 
 TARGET is what resolve takes: an installed Python distribution (torch,
-cupy-cuda13x, found with --python), an ELF file, a directory or a wheel. The
+cupy-cuda13x, found with --python, or under --root in the root's own Python
+installation, read and never run), an ELF file, a directory or a wheel. The
 analysis is resolve --dry-run's: every library the loader would not find or
 would take from the wrong place, every required distribution missing files,
 every symbol version or symbol that would not bind, the libraries opened at
@@ -74,7 +75,7 @@ func (a *app) checkCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET (default: the active environment's python3)")
+	fl.StringVar(&python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET (default: the active environment's python3; with --root, the root's own, and one inside the root is read, never run)")
 	fl.StringVar(&siteDir, "site-packages", "", "read distributions from this `DIR` without running an interpreter")
 	fl.DurationVar(&timeout, "timeout", 30*time.Second, "give up after `DURATION` with exit status 124 (0: no limit)")
 	fl.BoolVar(&noCache, "no-cache", false, "analyze again and keep no answer")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -25,7 +24,8 @@ files, CUDA_VISIBLE_DEVICES and the container runtime's variables, container
 hints, LD_PRELOAD interposers, and shims that lack what their users import.
 
 With TARGET (an installed Python distribution such as torch, found through
---python; a shared library; a program; or a directory), it also reads the CUDA
+--python, or under --root in the root's own Python installation, read and
+never run; a shared library; a program; or a directory), it also reads the CUDA
 major the target needs (libcudart.so.13 in its closure: CUDA 13) and compares
 it with the driver, and finds objects that carry the CUDA runtime statically.
 
@@ -42,7 +42,8 @@ be compiled. See docs/coverage.md.
 
 Each check prints ok, warn or FAIL with its evidence and, when there is
 something to do, one line of advice. The exit status is 0 when nothing
-fails, 1 otherwise.`
+fails, 1 when a check fails or TARGET is not there (as for resolve and
+check), 2 on usage errors.`
 
 // doctorFlags are doctor's own flags.
 type doctorFlags struct {
@@ -57,7 +58,7 @@ func (f *doctorFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.probe, "probe", false, "load libcuda.so.1 in a subprocess and call cuInit, cuDriverGetVersion and cuDeviceGetCount")
 	fl.DurationVar(&f.probeTimeout, "probe-timeout", doctor.DefaultProbeTimeout, "give up on the probe after `DURATION`")
-	fl.StringVar(&f.python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET, whose process is modelled and which, in static builds, runs the probe (default: the active environment's python3)")
+	fl.StringVar(&f.python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET, whose process is modelled and which, in static builds, runs the probe (default: the active environment's python3; with --root, the root's own, and one inside the root is read, never run)")
 	fl.BoolVar(&f.noCache, "no-cache", false, "analyze and import TARGET again even when nothing changed since they last passed")
 	fl.BoolVar(&f.probeChild, "probe-child", false, "run as the probe subprocess")
 	_ = fl.MarkHidden("probe-child")
@@ -141,10 +142,9 @@ func (a *app) runDoctor(cmd *cobra.Command, args []string, f doctorFlags) error 
 	}
 	rep, err := doctor.Run(cmd.Context(), opts)
 	if err != nil {
-		if ctxErr := context.Cause(cmd.Context()); ctxErr != nil && errors.Is(err, ctxErr) {
-			return err
-		}
-		return usageError("%v", err)
+		// A root that does not open, a target without an ELF object: errors
+		// (1), as resolve and check report them, not usage.
+		return err
 	}
 	if err := a.printDoctor(rep); err != nil {
 		return err
@@ -202,9 +202,9 @@ func (a *app) printDoctor(rep *doctor.Report) error {
 // interpreter that loads it (python unless a distribution names another)
 // and, for a distribution, the module its import check imports.
 func doctorTarget(ctx context.Context, arg, python string, opts *doctor.Options) (string, string, error) {
-	t, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: python, Cache: factcache.Open()})
+	t, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: python, Root: opts.System.Root, Cache: factcache.Open()})
 	if err != nil {
-		return "", "", usageError("%v", err)
+		return "", "", err // as resolve and check report it: not a usage error
 	}
 	module := ""
 	switch t.Kind {
@@ -238,7 +238,8 @@ func (a *app) doctorAnalysis(cmd *cobra.Command, target, module string, f doctor
 	if err := a.checkSettings(cmd, &co); err != nil {
 		return err
 	}
-	if opts.Env != nil && module != "" {
+	// Only an interpreter that was asked is run: never a root's.
+	if opts.Env != nil && opts.Env.FromPython && module != "" {
 		co.Import, co.ImportTimeout = []string{opts.Env.Executable, "-c", "import " + module}, doctor.ImportTimeout
 	}
 	opts.Analyze = func(ctx context.Context) (*check.Result, error) { return check.Run(ctx, co) }

@@ -192,13 +192,27 @@ func TestDoctorBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"doctor", "--root", root, wheel}, "doctor examines what is installed"},
-		{[]string{"doctor", "--root", root, filepath.Join(root, "nonexistent")}, "no such file or directory"},
 		{[]string{"doctor", "--root", root, "--probe"}, "--probe loads this machine's libcuda.so.1"},
 		{[]string{"doctor", "a", "b"}, "at most one TARGET"},
 		{[]string{"doctor", "--probe-timeout", "soon"}, "--probe-timeout: "},
 	} {
 		code, out, stderr := doctorCLI(c.args...)
 		if code != exitUsage || out != "" || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", c.args[1:], code, out, stderr)
+		}
+	}
+	// A target that is not there, or holds nothing to examine, is an error
+	// as for resolve and check, not a usage error.
+	empty := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"doctor", "--root", root, filepath.Join(root, "nonexistent")}, "no such file or directory"},
+		{[]string{"doctor", "--root", root, empty}, "target " + empty + ": no dynamically linked ELF object in this directory"},
+	} {
+		code, out, stderr := doctorCLI(c.args...)
+		if code != exitError || out != "" || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", c.args[1:], code, out, stderr)
 		}
 	}
@@ -265,7 +279,7 @@ func TestDoctorDistribution(t *testing.T) {
 		t.Errorf("exit %d\n%s\n%s", code, out, stderr)
 	}
 	code, _, stderr = doctorCLI("doctor", "--root", root, "tensorflow", "--python", python)
-	if code != exitUsage || !strings.Contains(stderr, `no installed distribution "tensorflow"`) {
+	if code != exitError || !strings.Contains(stderr, `no installed distribution "tensorflow"`) {
 		t.Errorf("unknown distribution: exit %d, %s", code, stderr)
 	}
 }

@@ -60,7 +60,9 @@ loader find them without root, then scans again (a library just installed may
 need another) until nothing is missing or no archive helps.
 
 TARGET is an installed Python distribution (torch, cupy-cuda13x), found with
-the interpreter of the active environment (--python) from its RECORD; or a
+the interpreter of the active environment (--python) from its RECORD (under
+--root, in the root's own Python installation, read from its files and never
+run: docs/platforms.md says in which order its site directories count); or a
 directory or ELF file; or a .whl file, which is only planned (nothing to
 install it into).
 
@@ -127,7 +129,7 @@ func (a *app) resolveCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET (default: the active environment's python3)")
+	fl.StringVar(&f.python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET (default: the active environment's python3; with --root, the root's own, and one inside the root is read, never run)")
 	fl.StringVar(&f.siteDir, "site-packages", "", "read distributions from this `DIR` without running an interpreter (no import check)")
 	fl.BoolVarP(&f.dryRun, "dry-run", "n", false, "print the plan; change nothing on disk")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask before downloading and placing (needed when stdin is not a terminal)")

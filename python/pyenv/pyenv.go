@@ -46,6 +46,10 @@ type Env struct {
 	// sys.path entry, existing or not, its .pth files, pyvenv.cfg, the
 	// user site directory), for DiscoverCached.
 	Inputs []string `json:"inputs,omitempty"`
+	// Installation names, for an environment found in a root's files
+	// (InRoot), the installation whose site directories these are: "python3.12
+	// in /usr, Debian's layout", "venv /opt/venv of python3.12".
+	Installation string `json:"installation,omitempty"`
 
 	files files
 	// read keeps the distributions read, by dist-info directory: finding
@@ -297,13 +301,37 @@ type distInfo struct{ name, dir, site string }
 
 // Find locates an installed distribution by name ("torch", "cupy-cuda13x").
 func (e *Env) Find(name string) (*Dist, error) {
+	if di, ok := e.lookup(name); ok {
+		return e.cachedDist(di)
+	}
+	return nil, fmt.Errorf("no installed distribution %q in %s", name, e.describe())
+}
+
+// lookup finds the dist-info directory of name, the first in sys.path
+// order.
+func (e *Env) lookup(name string) (distInfo, bool) {
 	want := pymeta.NormalizeName(name)
 	for _, di := range e.distInfoDirs() {
 		if di.name == want {
-			return e.cachedDist(di)
+			return di, true
 		}
 	}
-	return nil, fmt.Errorf("no installed distribution %q in %s", name, strings.Join(e.SiteDirs, ", "))
+	return distInfo{}, false
+}
+
+// describe names the environment and its site directories for messages.
+func (e *Env) describe() string {
+	dirs := strings.Join(e.SiteDirs, ", ")
+	if len(e.SiteDirs) == 0 {
+		dirs = "no site-packages directory"
+	}
+	switch {
+	case e.Installation != "":
+		return e.Installation + " (" + dirs + ")"
+	case e.Interpreter != "":
+		return "the environment of " + e.Interpreter + " (" + dirs + ")"
+	}
+	return dirs
 }
 
 // Installed reads every distribution of the environment, by normalized
