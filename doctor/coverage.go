@@ -2,10 +2,10 @@ package doctor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/cudadeps/cudadeps/internal/humansize"
 	"github.com/cudadeps/cudadeps/loader/gpuarch"
@@ -23,7 +23,7 @@ const ptxJITCompiler = "libnvidia-ptxjitcompiler.so.1"
 func (d *diag) runCoverage(ctx context.Context) {
 	dev := d.opts.Device
 	if dev == nil {
-		opts := gpuarch.DetectOptions{Root: d.sys.Root, NVMLCommand: d.opts.NVMLCommand, Via: d.opts.NVMLVia, Exec: d.execStdout}
+		opts := gpuarch.DetectOptions{Root: d.sys.Root, NVMLCommand: d.opts.NVMLCommand, Via: d.opts.NVMLVia, Exec: d.sys.Exec, Cache: d.opts.Cache}
 		var err error
 		if dev, err = gpuarch.Detect(ctx, opts); err != nil {
 			d.coverageErr = err.Error()
@@ -61,18 +61,6 @@ func (d *diag) runCoverage(ctx context.Context) {
 	if lc := d.model.libcuda; lc.found() {
 		d.ptxJIT = d.model.find(ptxJITCompiler, lc.obj)
 	}
-}
-
-// execStdout runs a command through the System's Exec.
-func (d *diag) execStdout(ctx context.Context, argv []string) ([]byte, error) {
-	res, err := d.sys.Exec(ctx, argv)
-	if err != nil {
-		return nil, err
-	}
-	if res.TimedOut {
-		return res.Stdout, errors.New("timed out")
-	}
-	return res.Stdout, nil
 }
 
 func (d *diag) checkCoverage() Check {
@@ -172,8 +160,14 @@ func deviceEvidence(dev *gpuarch.Device) string {
 	}
 	ev += " (" + dev.Source
 	for _, s := range dev.Sources {
-		if s.Source == dev.Source && s.Via != "" {
+		if s.Source != dev.Source {
+			continue
+		}
+		if s.Via != "" {
 			ev += " through " + s.Via
+		}
+		if s.KeptFrom != nil {
+			ev += ", kept from " + s.KeptFrom.UTC().Format(time.RFC3339)
 		}
 	}
 	ev += ")"

@@ -3,8 +3,12 @@ package doctor
 import (
 	"context"
 	"path"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 	fb "github.com/cudadeps/cudadeps/internal/testkit/fatbintest"
 	"github.com/cudadeps/cudadeps/loader/gpuarch"
 )
@@ -33,8 +37,8 @@ func (h *fakeHost) nvml(gpus ...string) {
 	for _, g := range gpus {
 		out += g + "\n"
 	}
-	h.exec = func(ctx context.Context, argv []string) (ExecResult, error) {
-		return ExecResult{Stdout: []byte(out + "done\n")}, nil
+	h.exec = func(ctx context.Context, argv []string) (libprobe.Result, error) {
+		return libprobe.Result{Stdout: []byte(out + "done\n")}, nil
 	}
 }
 
@@ -102,4 +106,36 @@ func TestCoverageNVML(t *testing.T) {
 	opts.NVMLCommand = []string{"nvml-query"}
 	r = h.run(opts)
 	expect(t, r, CheckCoverage, Warn, []string{"compute capability 8.0, NVIDIA A100-SXM4-80GB (nvml)", "but pci says 9.0 for GPU 0"}, "trust NVML")
+}
+
+// TestCoverageNVMLKept: with a cache, the second doctor takes NVML's
+// answer from it and says when NVML gave it; without one (--no-cache) it
+// asks again.
+func TestCoverageNVMLKept(t *testing.T) {
+	h := newGPUHost(t)
+	lib := h.path("/usr/lib64/libnvidia-ml.so.580.95.05")
+	h.file("/usr/lib64/libnvidia-ml.so.580.95.05", "nvml")
+	queries := 0
+	h.exec = func(ctx context.Context, argv []string) (libprobe.Result, error) {
+		queries++
+		return libprobe.Result{Stdout: []byte("stage dlopen\nloaded " + lib + "\nstage init\ndriver_cuda 13000\nstage count\ngpu 0 9 0 233010de NVIDIA H100 80GB HBM3\ndone\n")}, nil
+	}
+	opts := h.options()
+	opts.NVMLCommand, opts.NVMLVia, opts.Cache = []string{"nvml-query"}, "test", factcache.At(t.TempDir())
+	r := h.run(opts)
+	expect(t, r, CheckCoverage, OK, []string{"compute capability 9.0, NVIDIA H100 80GB HBM3 (nvml through test)"})
+	if ev := get(t, r, CheckCoverage).Evidence; strings.Contains(ev, "kept from") || queries != 1 {
+		t.Errorf("first run, %d queries: %s", queries, ev)
+	}
+	r = h.run(opts)
+	ev := get(t, r, CheckCoverage).Evidence
+	kept := r.Summary.Coverage.Device.Sources[0].KeptFrom
+	if queries != 1 || kept == nil || !strings.Contains(ev, "(nvml through test, kept from "+kept.Format(time.RFC3339)+")") {
+		t.Errorf("second run, %d queries: %s", queries, ev)
+	}
+	opts.Cache = factcache.Dir{}
+	r = h.run(opts)
+	if ev := get(t, r, CheckCoverage).Evidence; strings.Contains(ev, "kept from") || queries != 2 {
+		t.Errorf("without the cache, %d queries: %s", queries, ev)
+	}
 }

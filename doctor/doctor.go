@@ -14,6 +14,8 @@ import (
 	"time"
 
 	checkpkg "github.com/cudadeps/cudadeps/check"
+	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
 	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
@@ -112,8 +114,8 @@ type System struct {
 	// Access checks that the current user may open path with mode (4 read,
 	// 2 write), as access(2) does (syscall.Access when nil).
 	Access func(path string, mode uint32) error
-	// Exec runs the probe's subprocess (RunCommand(nil) when nil).
-	Exec ExecFunc
+	// Exec runs the probe's subprocess (libprobe.RunCommand(nil) when nil).
+	Exec libprobe.Exec
 
 	root *rootfs.Root // Root, opened by Run
 }
@@ -153,6 +155,9 @@ type Options struct {
 	Device      *gpuarch.Device
 	NVMLCommand []string
 	NVMLVia     string
+	// Cache keeps NVML's answer while nothing it depends on changes
+	// (gpuarch.DetectOptions.Cache); the zero Dir asks NVML every time.
+	Cache factcache.Dir
 	// Env is the Python environment that holds the target, when it is an
 	// installed distribution: doctor then says whether a uv project's
 	// `uv sync` would remove what cudadeps installed.
@@ -248,7 +253,7 @@ func newDiag(opts Options) (*diag, error) {
 		d.sys.Access = syscall.Access
 	}
 	if d.sys.Exec == nil {
-		d.sys.Exec = RunCommand(nil)
+		d.sys.Exec = libprobe.RunCommand(nil)
 	}
 	r, err := rootfs.Open(d.sys.Root)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 )
@@ -25,7 +26,7 @@ type fakeHost struct {
 	root   string
 	env    map[string]string
 	denied map[string]bool // guest paths access(2) refuses
-	exec   ExecFunc
+	exec   libprobe.Exec
 	// confDirs are the directories of /etc/ld.so.conf.d, searched before
 	// the default ones when the cache is built; noCache leaves the host
 	// without /etc/ld.so.cache (ldconfig never ran).

@@ -1,16 +1,12 @@
 package doctor
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
+
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 )
 
 // ProbeResult is what the probe subprocess reported.
@@ -38,70 +34,8 @@ type ProbeResult struct {
 	Stderr  string `json:"-"`
 }
 
-// ExecResult is how a subprocess ended.
-type ExecResult struct {
-	Stdout, Stderr []byte
-	ExitCode       int    // -1 when a signal ended it
-	Signal         string // "SIGSEGV" when a signal ended it
-	TimedOut       bool
-}
-
-// ExecFunc runs argv and waits for it; the error is for a process that
-// could not start at all.
-type ExecFunc func(ctx context.Context, argv []string) (ExecResult, error)
-
-// RunCommand returns an ExecFunc that runs a real process with env (nil:
-// this process's environment), killing it when ctx ends.
-func RunCommand(env []string) ExecFunc {
-	return func(ctx context.Context, argv []string) (ExecResult, error) {
-		if len(argv) == 0 {
-			return ExecResult{}, errors.New("empty command")
-		}
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Env = env
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		cmd.WaitDelay = 5 * time.Second
-		err := cmd.Run()
-		res := ExecResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
-		if cmd.ProcessState != nil {
-			res.ExitCode = cmd.ProcessState.ExitCode()
-			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				res.Signal = signalName(ws.Signal())
-			}
-		}
-		if ctx.Err() != nil {
-			res.TimedOut = true
-			return res, nil
-		}
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			return res, err
-		}
-		return res, nil
-	}
-}
-
-func signalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGSEGV:
-		return "SIGSEGV"
-	case syscall.SIGBUS:
-		return "SIGBUS"
-	case syscall.SIGABRT:
-		return "SIGABRT"
-	case syscall.SIGILL:
-		return "SIGILL"
-	case syscall.SIGKILL:
-		return "SIGKILL"
-	case syscall.SIGFPE:
-		return "SIGFPE"
-	}
-	return "signal " + strconv.Itoa(int(s)) + " (" + s.String() + ")"
-}
-
-// The probe protocol: the subprocess writes one "key value" line per step,
-// flushing each, so that the last line read tells where it died:
+// The probe's lines (libprobe's protocol), one per step, so that the last
+// line read tells where it died:
 //
 //	stage dlopen | dlsym | cuInit | cuDriverGetVersion | cuDeviceGetCount
 //	error dlopen|dlsym MESSAGE
@@ -115,28 +49,13 @@ func signalName(s syscall.Signal) string {
 // ProbeScript is the probe in Python, for builds of cudadeps that cannot
 // load libraries themselves (a static binary has no dynamic loader):
 // python3 -c ProbeScript.
-const ProbeScript = `import ctypes, sys
-def say(*a):
-    sys.stdout.write(" ".join(str(x) for x in a) + "\n"); sys.stdout.flush()
-say("stage", "dlopen")
-try:
-    lib = ctypes.CDLL("libcuda.so.1")
-except OSError as e:
-    say("error", "dlopen", e); sys.exit(0)
+const ProbeScript = libprobe.Prelude + `lib = load("libcuda.so.1")
 say("stage", "dlsym")
 try:
     init = lib.cuInit
 except AttributeError as e:
     say("error", "dlsym", e); sys.exit(0)
-addr = ctypes.cast(init, ctypes.c_void_p).value or 0
-try:
-    for line in open("/proc/self/maps"):
-        f = line.split(None, 5)
-        lo, hi = (int(x, 16) for x in f[0].split("-"))
-        if lo <= addr < hi and len(f) == 6:
-            say("loaded", f[5].strip()); break
-except OSError:
-    pass
+say_loaded(init)
 init.argtypes = [ctypes.c_uint]; init.restype = ctypes.c_int
 say("stage", "cuInit")
 say("init", init(0))
@@ -157,9 +76,12 @@ except AttributeError:
 say("done")
 `
 
-// parseProbe reads the protocol.
-func parseProbe(out []byte) *ProbeResult {
-	p := &ProbeResult{}
+// probeResult reads the probe's own lines.
+func probeResult(o *libprobe.Outcome) *ProbeResult {
+	p := &ProbeResult{Stage: o.Stage, Loaded: o.Loaded, Error: o.Error, Died: o.Died, TimedOut: o.TimedOut, Stderr: o.Stderr}
+	if o.Done {
+		p.Stage = "done"
+	}
 	num := func(s string) *int {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
@@ -167,28 +89,16 @@ func parseProbe(out []byte) *ProbeResult {
 		}
 		return &n
 	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		key, val, _ := strings.Cut(sc.Text(), " ")
-		switch key {
-		case "stage":
-			p.Stage = val
-		case "error":
-			stage, msg, _ := strings.Cut(val, " ")
-			p.Stage, p.Error = stage, msg
-		case "loaded":
-			p.Loaded = val
+	for _, l := range o.Lines {
+		switch l.Key {
 		case "init":
-			p.Init = num(val)
+			p.Init = num(l.Value)
 		case "version":
-			p.DriverCUDA = num(val)
+			p.DriverCUDA = num(l.Value)
 		case "count_result":
-			p.CountResult = num(val)
+			p.CountResult = num(l.Value)
 		case "count":
-			p.Devices = num(val)
-		case "done":
-			p.Stage = "done"
+			p.Devices = num(l.Value)
 		}
 	}
 	return p
@@ -202,25 +112,12 @@ func (d *diag) runProbe(ctx context.Context) *ProbeResult {
 	if timeout <= 0 {
 		timeout = DefaultProbeTimeout
 	}
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	d.log.Debug("running the probe", "argv0", d.opts.ProbeCommand[0], "timeout", timeout)
-	res, err := d.sys.Exec(pctx, d.opts.ProbeCommand)
+	o, err := libprobe.Run(ctx, d.sys.Exec, d.opts.ProbeCommand, timeout)
 	if err != nil {
-		return &ProbeResult{Skipped: fmt.Sprintf("cannot start %s: %v", d.opts.ProbeCommand[0], err)}
+		return &ProbeResult{Skipped: err.Error()}
 	}
-	p := parseProbe(res.Stdout)
-	p.Stderr = strings.TrimSpace(string(res.Stderr))
-	switch {
-	case res.TimedOut:
-		p.TimedOut = true
-		p.Died = fmt.Sprintf("killed after %s", timeout)
-	case res.Signal != "":
-		p.Died = res.Signal
-	case p.Stage != "done" && p.Error == "":
-		p.Died = fmt.Sprintf("exit status %d", res.ExitCode)
-	}
-	return p
+	return probeResult(o)
 }
 
 // cuResult names a CUresult and says what it means here.
@@ -347,26 +244,4 @@ func (d *diag) checkProbe() Check {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
-}
-
-// mappedFile finds, in the text of /proc/self/maps, the file mapped at addr.
-func mappedFile(maps []byte, addr uint64) string {
-	sc := bufio.NewScanner(bytes.NewReader(maps))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 6 {
-			continue
-		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		if !ok {
-			continue
-		}
-		l, err1 := strconv.ParseUint(lo, 16, 64)
-		h, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 == nil && err2 == nil && l <= addr && addr < h {
-			return strings.Join(f[5:], " ")
-		}
-	}
-	return ""
 }

@@ -3,28 +3,21 @@
 package doctor
 
 import (
-	"fmt"
 	"io"
-	"os"
 
 	"github.com/ebitengine/purego"
-)
 
-// DlopenProbe reports a build that loads libcuda.so.1 itself: ProbeChild
-// works, and the binary is dynamically linked against libc (purego needs
-// the system's dynamic loader to call dlopen).
-const DlopenProbe = true
+	"github.com/cudadeps/cudadeps/internal/libprobe"
+)
 
 // ProbeChild is the probe subprocess: it loads libcuda.so.1 as a CUDA
 // program would, calls cuInit(0), cuDriverGetVersion and cuDeviceGetCount,
-// and writes the probe protocol to w, one unbuffered line per step, so that
+// and writes the probe's lines to w, one unbuffered line per step, so that
 // a crash still leaves the last step behind. It returns the exit status.
 func ProbeChild(w io.Writer) int {
-	say := func(a ...any) { fmt.Fprintln(w, a...) }
-	say("stage", "dlopen")
-	h, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
-	if err != nil {
-		say("error", "dlopen", err)
+	say := libprobe.NewSay(w)
+	h, ok := libprobe.Open(say, "libcuda.so.1")
+	if !ok {
 		return 0
 	}
 	say("stage", "dlsym")
@@ -33,11 +26,7 @@ func ProbeChild(w io.Writer) int {
 		say("error", "dlsym", err)
 		return 0
 	}
-	if maps, err := os.ReadFile("/proc/self/maps"); err == nil {
-		if f := mappedFile(maps, uint64(initSym)); f != "" {
-			say("loaded", f)
-		}
-	}
+	libprobe.SayLoaded(say, initSym)
 	var cuInit func(uint32) int32
 	purego.RegisterFunc(&cuInit, initSym)
 	say("stage", "cuInit")

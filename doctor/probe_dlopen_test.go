@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 )
 
@@ -24,7 +25,7 @@ func runChild(t *testing.T, dir string, extra ...string) *ProbeResult {
 	h := newGPUHost(t)
 	opts := h.options()
 	env := append(os.Environ(), "CUDADEPS_TEST_PROBE_CHILD=1", "LD_LIBRARY_PATH="+dir)
-	opts.System.Exec = RunCommand(append(env, extra...))
+	opts.System.Exec = libprobe.RunCommand(append(env, extra...))
 	opts.Probe, opts.ProbeCommand = true, []string{os.Args[0]}
 	return h.run(opts).Summary.Probe
 }

@@ -12,13 +12,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // childSays is a probe subprocess that printed out and ended as res says.
-func childSays(out string, res ExecResult) ExecFunc {
-	return func(ctx context.Context, argv []string) (ExecResult, error) {
+func childSays(out string, res libprobe.Result) libprobe.Exec {
+	return func(ctx context.Context, argv []string) (libprobe.Result, error) {
 		res.Stdout = []byte(out)
 		return res, nil
 	}
@@ -31,41 +32,41 @@ func TestProbeVerdicts(t *testing.T) {
 		name      string
 		setup     func(h *fakeHost)
 		out       string
-		res       ExecResult
+		res       libprobe.Result
 		status    Status
 		evidence  []string
 		advice    []string
 		summaryOK func(p *ProbeResult) bool
 	}{
-		{"success", nil, loadedOK + "init 0\nstage cuDriverGetVersion\nversion 13000\nstage cuDeviceGetCount\ncount_result 0\ncount 8\ndone\n", ExecResult{},
+		{"success", nil, loadedOK + "init 0\nstage cuDriverGetVersion\nversion 13000\nstage cuDeviceGetCount\ncount_result 0\ncount 8\ndone\n", libprobe.Result{},
 			OK, []string{"cuInit(0) = 0 CUDA_SUCCESS (/usr/lib64/libcuda.so.580.95.05), driver CUDA 13.0, 8 device(s)"}, nil,
 			func(p *ProbeResult) bool { return *p.Devices == 8 && *p.DriverCUDA == 13000 && p.Stage == "done" }},
 		// Seed 001: the container sees the GPU, cuInit says 999.
-		{"unknown-in-container", func(h *fakeHost) { h.file("/.dockerenv", "") }, loadedOK + "init 999\nstage cuDriverGetVersion\nversion 13000\nstage cuDeviceGetCount\ncount_result 3\ncount 0\ndone\n", ExecResult{},
+		{"unknown-in-container", func(h *fakeHost) { h.file("/.dockerenv", "") }, loadedOK + "init 999\nstage cuDriverGetVersion\nversion 13000\nstage cuDeviceGetCount\ncount_result 3\ncount 0\ndone\n", libprobe.Result{},
 			Fail, []string{"cuInit(0) = 999 CUDA_ERROR_UNKNOWN"}, []string{"docker run --gpus all", "nvidia-container-toolkit"}, nil},
-		{"unknown-on-host", nil, loadedOK + "init 999\ndone\n", ExecResult{},
+		{"unknown-on-host", nil, loadedOK + "init 999\ndone\n", libprobe.Result{},
 			Fail, []string{"999 CUDA_ERROR_UNKNOWN"}, []string{"modprobe nvidia-uvm"}, nil},
-		{"no-device-hidden", func(h *fakeHost) { h.env["CUDA_VISIBLE_DEVICES"] = "" }, loadedOK + "init 100\ndone\n", ExecResult{},
+		{"no-device-hidden", func(h *fakeHost) { h.env["CUDA_VISIBLE_DEVICES"] = "" }, loadedOK + "init 100\ndone\n", libprobe.Result{},
 			Fail, []string{"cuInit(0) = 100 CUDA_ERROR_NO_DEVICE"}, []string{`CUDA_VISIBLE_DEVICES="" hides the GPUs`}, nil},
-		{"stub", nil, "stage dlopen\nstage dlsym\nloaded /usr/local/cuda/lib64/stubs/libcuda.so\nstage cuInit\ninit 34\ndone\n", ExecResult{},
+		{"stub", nil, "stage dlopen\nstage dlsym\nloaded /usr/local/cuda/lib64/stubs/libcuda.so\nstage cuInit\ninit 34\ndone\n", libprobe.Result{},
 			Fail, []string{"34 CUDA_ERROR_STUB_LIBRARY (/usr/local/cuda/lib64/stubs/libcuda.so)"}, []string{"stubs directory"}, nil},
-		{"mismatch", nil, loadedOK + "init 803\ndone\n", ExecResult{}, Fail, []string{"803 CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"}, []string{"reboot"}, nil},
-		{"compat-on-consumer-gpu", nil, loadedOK + "init 804\ndone\n", ExecResult{}, Fail, []string{"804 CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"}, []string{"data-center"}, nil},
-		{"fabric-manager", nil, loadedOK + "init 802\ndone\n", ExecResult{}, Fail, []string{"802 CUDA_ERROR_SYSTEM_NOT_READY"}, []string{"nvidia-fabricmanager"}, nil},
-		{"unknown-code", nil, loadedOK + "init 12345\ndone\n", ExecResult{}, Fail, []string{"cuInit(0) = 12345 CUresult 12345"}, []string{"cuda.h"}, nil},
-		{"count-fails", nil, loadedOK + "init 0\nstage cuDriverGetVersion\nversion 12080\nstage cuDeviceGetCount\ncount_result 101\ncount 0\ndone\n", ExecResult{},
+		{"mismatch", nil, loadedOK + "init 803\ndone\n", libprobe.Result{}, Fail, []string{"803 CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"}, []string{"reboot"}, nil},
+		{"compat-on-consumer-gpu", nil, loadedOK + "init 804\ndone\n", libprobe.Result{}, Fail, []string{"804 CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"}, []string{"data-center"}, nil},
+		{"fabric-manager", nil, loadedOK + "init 802\ndone\n", libprobe.Result{}, Fail, []string{"802 CUDA_ERROR_SYSTEM_NOT_READY"}, []string{"nvidia-fabricmanager"}, nil},
+		{"unknown-code", nil, loadedOK + "init 12345\ndone\n", libprobe.Result{}, Fail, []string{"cuInit(0) = 12345 CUresult 12345"}, []string{"cuda.h"}, nil},
+		{"count-fails", nil, loadedOK + "init 0\nstage cuDriverGetVersion\nversion 12080\nstage cuDeviceGetCount\ncount_result 101\ncount 0\ndone\n", libprobe.Result{},
 			Fail, []string{"driver CUDA 12.8, but cuDeviceGetCount = 101 CUDA_ERROR_INVALID_DEVICE"}, []string{"CUDA_VISIBLE_DEVICES"}, nil},
-		{"zero-devices", nil, loadedOK + "init 0\ncount_result 0\ncount 0\ndone\n", ExecResult{}, Fail, []string{"but 0 devices"}, []string{"nvidia-smi"}, nil},
-		{"no-libcuda", nil, "stage dlopen\nerror dlopen libcuda.so.1: cannot open shared object file: No such file or directory\n", ExecResult{},
+		{"zero-devices", nil, loadedOK + "init 0\ncount_result 0\ncount 0\ndone\n", libprobe.Result{}, Fail, []string{"but 0 devices"}, []string{"nvidia-smi"}, nil},
+		{"no-libcuda", nil, "stage dlopen\nerror dlopen libcuda.so.1: cannot open shared object file: No such file or directory\n", libprobe.Result{},
 			Fail, []string{`dlopen("libcuda.so.1") failed: libcuda.so.1: cannot open shared object file`}, []string{"libcuda check"}, nil},
-		{"not-a-driver", nil, "stage dlopen\nstage dlsym\nerror dlsym /x/libcuda.so.1: undefined symbol: cuInit\n", ExecResult{},
+		{"not-a-driver", nil, "stage dlopen\nstage dlsym\nerror dlsym /x/libcuda.so.1: undefined symbol: cuInit\n", libprobe.Result{},
 			Fail, []string{"libcuda.so.1 has no cuInit (/x/libcuda.so.1: undefined symbol: cuInit)"}, []string{"first on the library path"}, nil},
-		{"crash-in-cuInit", nil, loadedOK, ExecResult{ExitCode: -1, Signal: "SIGSEGV", Stderr: []byte("Segmentation fault\n")},
+		{"crash-in-cuInit", nil, loadedOK, libprobe.Result{ExitCode: -1, Signal: "SIGSEGV", Stderr: []byte("Segmentation fault\n")},
 			Fail, []string{"the probe died (SIGSEGV) in cuInit of /usr/lib64/libcuda.so.580.95.05: Segmentation fault"}, []string{"shims and interposers"},
 			func(p *ProbeResult) bool { return p.Died == "SIGSEGV" && p.Init == nil }},
-		{"exit-without-result", nil, "stage dlopen\n", ExecResult{ExitCode: 3},
+		{"exit-without-result", nil, "stage dlopen\n", libprobe.Result{ExitCode: 3},
 			Fail, []string{"the probe died (exit status 3) in dlopen"}, nil, nil},
-		{"hang", nil, loadedOK, ExecResult{ExitCode: -1, Signal: "SIGKILL", TimedOut: true},
+		{"hang", nil, loadedOK, libprobe.Result{ExitCode: -1, Signal: "SIGKILL", TimedOut: true},
 			Fail, []string{"the probe died (killed after 1m0s) in cuInit"}, []string{"cuInit hangs"}, func(p *ProbeResult) bool { return p.TimedOut }},
 	}
 	for _, c := range cases {
@@ -93,9 +94,9 @@ func TestProbeNotRun(t *testing.T) {
 	t.Run("no-command", func(t *testing.T) {
 		h := newGPUHost(t)
 		opts := h.options()
-		opts.System.Exec = func(ctx context.Context, argv []string) (ExecResult, error) {
+		opts.System.Exec = func(ctx context.Context, argv []string) (libprobe.Result, error) {
 			t.Error("probe ran without a command")
-			return ExecResult{}, nil
+			return libprobe.Result{}, nil
 		}
 		opts.Probe = true
 		r := h.run(opts)
@@ -104,7 +105,7 @@ func TestProbeNotRun(t *testing.T) {
 	t.Run("cannot-start", func(t *testing.T) {
 		h := newGPUHost(t)
 		opts := h.options()
-		opts.System.Exec = RunCommand(nil)
+		opts.System.Exec = libprobe.RunCommand(nil)
 		opts.Probe, opts.ProbeCommand = true, []string{filepath.Join(t.TempDir(), "no-such-python")}
 		r := h.run(opts)
 		expect(t, r, CheckProbe, Warn, []string{"not run: cannot start", "no-such-python"})
@@ -112,53 +113,9 @@ func TestProbeNotRun(t *testing.T) {
 }
 
 func TestParseProbe(t *testing.T) {
-	p := parseProbe([]byte("stage dlopen\nstage dlsym\nloaded /opt/with space/libcuda.so.1\nstage cuInit\ninit -1\ngarbage line\nversion x\n"))
+	p := probeResult(libprobe.Parse([]byte("stage dlopen\nstage dlsym\nloaded /opt/with space/libcuda.so.1\nstage cuInit\ninit -1\ngarbage line\nversion x\n")))
 	if p.Stage != "cuInit" || p.Loaded != "/opt/with space/libcuda.so.1" || p.Init == nil || *p.Init != -1 || p.DriverCUDA != nil {
 		t.Errorf("%+v", p)
-	}
-}
-
-func TestMappedFile(t *testing.T) {
-	maps := []byte(`55d0c0a00000-55d0c0a28000 r--p 00000000 08:01 1234 /usr/bin/python3.11
-7f1c2a000000-7f1c2a200000 r-xp 00100000 08:01 5678 /usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05
-7f1c2a200000-7f1c2a210000 rw-p 00000000 00:00 0
-7f1c2b000000-7f1c2b001000 r-xp 00000000 08:01 91 /opt/my libs/libx.so (deleted)
-`)
-	for addr, want := range map[uint64]string{
-		0x7f1c2a000000: "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05",
-		0x7f1c2a1fffff: "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05",
-		0x7f1c2a200000: "", // anonymous
-		0x7f1c2b000010: "/opt/my libs/libx.so (deleted)",
-		0x1000:         "",
-	} {
-		if got := mappedFile(maps, addr); got != want {
-			t.Errorf("%#x: %q, want %q", addr, got, want)
-		}
-	}
-}
-
-// TestRunCommandReal runs real processes: exit statuses, a signal, a
-// process that cannot start, a context that ends.
-func TestRunCommandReal(t *testing.T) {
-	sh, err := exec.LookPath("sh")
-	lddtest.Need(t, err == nil, "no sh")
-	run := RunCommand([]string{"FOO=bar"})
-	res, err := run(t.Context(), []string{sh, "-c", `echo "stage $FOO"; echo oops >&2; exit 3`})
-	if err != nil || string(res.Stdout) != "stage bar\n" || string(res.Stderr) != "oops\n" || res.ExitCode != 3 || res.Signal != "" {
-		t.Errorf("exit: %+v %v", res, err)
-	}
-	res, err = run(t.Context(), []string{sh, "-c", `echo stage cuInit; kill -SEGV $$`})
-	if err != nil || res.Signal != "SIGSEGV" || string(res.Stdout) != "stage cuInit\n" {
-		t.Errorf("signal: %+v %v", res, err)
-	}
-	if _, err := run(t.Context(), []string{filepath.Join(t.TempDir(), "missing")}); err == nil {
-		t.Error("a missing program started")
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	res, _ = run(ctx, []string{sh, "-c", "sleep 30"})
-	if !res.TimedOut {
-		t.Errorf("ended context: %+v", res)
 	}
 }
 
@@ -183,7 +140,7 @@ func TestProbeScriptReal(t *testing.T) {
 		env := append(os.Environ(), "LD_LIBRARY_PATH="+dir)
 		h := newGPUHost(t)
 		opts := h.options()
-		opts.System.Exec = RunCommand(env)
+		opts.System.Exec = libprobe.RunCommand(env)
 		opts.Probe, opts.ProbeCommand = true, []string{python, "-c", ProbeScript}
 		r := h.run(opts)
 		return r.Summary.Probe, dir
@@ -267,7 +224,7 @@ func TestProbeScriptDriverCalls(t *testing.T) {
 	for _, code := range []string{"0", "999"} {
 		h := newGPUHost(t)
 		opts := h.options()
-		opts.System.Exec = RunCommand(append(os.Environ(), "LD_LIBRARY_PATH="+dir, "FAKE_CUINIT="+code))
+		opts.System.Exec = libprobe.RunCommand(append(os.Environ(), "LD_LIBRARY_PATH="+dir, "FAKE_CUINIT="+code))
 		opts.Probe, opts.ProbeCommand = true, []string{python, "-c", ProbeScript}
 		r := h.run(opts)
 		p := r.Summary.Probe

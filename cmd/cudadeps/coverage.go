@@ -4,16 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/cudadeps/cudadeps/doctor"
 	"github.com/cudadeps/cudadeps/internal/humansize"
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 	"github.com/cudadeps/cudadeps/loader/gpuarch"
 )
 
@@ -56,23 +53,10 @@ func (a *app) device(ctx context.Context, f *coverageFlags, python string) (*gpu
 	return gpuarch.Detect(ctx, opts)
 }
 
-// nvmlCommand is the NVML query subprocess: this binary when it can load
-// libraries itself, else Python, else none (as the doctor's probe).
+// nvmlCommand is the NVML query subprocess and how it reaches NVML: this
+// binary when it can load libraries itself, else Python, else none.
 func nvmlCommand(python string) ([]string, string) {
-	if doctor.DlopenProbe {
-		if exe, err := os.Executable(); err == nil {
-			return []string{exe, "doctor", "--nvml-child"}, "cudadeps (purego)"
-		}
-	}
-	if python == "" {
-		if p, err := exec.LookPath("python3"); err == nil {
-			python = p
-		}
-	}
-	if python == "" {
-		return nil, ""
-	}
-	return []string{python, "-c", gpuarch.NVMLScript}, path.Base(python) + " (ctypes)"
+	return libprobe.Command(python, []string{"doctor", "--nvml-child"}, gpuarch.NVMLScript)
 }
 
 // assessCoverage judges files for dev and logs what it cost.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/cudadeps/cudadeps/check"
 	"github.com/cudadeps/cudadeps/doctor"
 	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 	"github.com/cudadeps/cudadeps/loader/gpuarch"
 	"github.com/cudadeps/cudadeps/resolver"
 )
@@ -34,7 +34,9 @@ cuDriverGetVersion and cuDeviceGetCount, and the result codes are explained.
 
 The coverage check reads the GPU's compute capability (NVML in a
 subprocess, as nvidia-smi --query-gpu=compute_cap reports it, else the PCI
-ID or a Jetson's device tree; --sm N instead) and, with a TARGET, judges
+ID or a Jetson's device tree; --sm N instead; NVML's answer is kept in the
+cache while the driver, the GPUs and the NVML library stay the same, and
+--no-cache asks again) and, with a TARGET, judges
 the GPU code of every library it loads: native code, PTX the driver must
 compile at first use, or nothing that runs there. It also checks that
 libcuda.so.1 finds libnvidia-ptxjitcompiler.so.1, without which PTX cannot
@@ -59,7 +61,7 @@ func (f *doctorFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.probe, "probe", false, "load libcuda.so.1 in a subprocess and call cuInit, cuDriverGetVersion and cuDeviceGetCount")
 	fl.DurationVar(&f.probeTimeout, "probe-timeout", doctor.DefaultProbeTimeout, "give up on the probe after `DURATION`")
 	fl.StringVar(&f.python, "python", "", "the Python `INTERPRETER` whose environment holds TARGET, whose process is modelled and which, in static builds, runs the probe (default: the active environment's python3; with --root, the root's own, and one inside the root is read, never run)")
-	fl.BoolVar(&f.noCache, "no-cache", false, "analyze and import TARGET again even when nothing changed since they last passed")
+	fl.BoolVar(&f.noCache, "no-cache", false, "ask NVML for the GPU, and analyze and import TARGET, again even when nothing changed since they last answered")
 	fl.BoolVar(&f.probeChild, "probe-child", false, "run as the probe subprocess")
 	_ = fl.MarkHidden("probe-child")
 	fl.BoolVar(&f.nvmlChild, "nvml-child", false, "run as the NVML query subprocess")
@@ -128,7 +130,7 @@ func (a *app) runDoctor(cmd *cobra.Command, args []string, f doctorFlags) error 
 		}
 	}
 	if f.probe {
-		opts.ProbeCommand = probeCommand(python)
+		opts.ProbeCommand, _ = libprobe.Command(python, []string{"doctor", "--probe-child"}, doctor.ProbeScript)
 	}
 	if f.sm != "" {
 		dev, err := a.device(cmd.Context(), &coverageFlags{sm: f.sm}, python)
@@ -139,6 +141,9 @@ func (a *app) runDoctor(cmd *cobra.Command, args []string, f doctorFlags) error 
 	} else if a.opts.root == "" {
 		// NVML answers for this machine only, never for a --root.
 		opts.NVMLCommand, opts.NVMLVia = nvmlCommand(python)
+		if !f.noCache {
+			opts.Cache = factcache.Open()
+		}
 	}
 	rep, err := doctor.Run(cmd.Context(), opts)
 	if err != nil {
@@ -153,25 +158,6 @@ func (a *app) runDoctor(cmd *cobra.Command, args []string, f doctorFlags) error 
 		return exitWith(exitError)
 	}
 	return nil
-}
-
-// probeCommand is the command line of the probe subprocess: this binary
-// when it can load libraries itself, else Python, else none.
-func probeCommand(python string) []string {
-	if doctor.DlopenProbe {
-		if exe, err := os.Executable(); err == nil {
-			return []string{exe, "doctor", "--probe-child"}
-		}
-	}
-	if python == "" {
-		if p, err := exec.LookPath("python3"); err == nil {
-			python = p
-		}
-	}
-	if python == "" {
-		return nil
-	}
-	return []string{python, "-c", doctor.ProbeScript}
 }
 
 // printDoctor prints the report: JSON, or text with FAIL in colour on a

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/doctor"
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 )
 
@@ -226,7 +226,7 @@ func TestDoctorProbeChildHidden(t *testing.T) {
 }
 
 func TestDoctorProbeChildStatic(t *testing.T) {
-	if doctor.DlopenProbe {
+	if libprobe.Dlopen {
 		// Not an oracle: the other build is tested elsewhere.
 		t.Skip("the dlopen build's child is tested in package doctor")
 	}

@@ -4,16 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
 )
 
@@ -39,8 +39,13 @@ type GPU struct {
 type SourceResult struct {
 	Source string `json:"source"`
 	GPUs   []GPU  `json:"gpus,omitempty"`
-	// Via says how NVML was reached (this binary, or python3's ctypes).
-	Via string `json:"via,omitempty"`
+	// Via says how NVML was reached (this binary, or python3's ctypes);
+	// Library is the file libnvidia-ml.so.1 was loaded from.
+	Via     string `json:"via,omitempty"`
+	Library string `json:"library,omitempty"`
+	// KeptFrom is when NVML gave this answer, when it was kept in the
+	// cache and nothing it depends on has changed since.
+	KeptFrom *time.Time `json:"kept_from,omitempty"`
 	// DriverCUDA is the newest CUDA the driver runs (NVML).
 	DriverCUDA *Version `json:"driver_cuda,omitempty"`
 	// Error says why the source found nothing.
@@ -101,9 +106,6 @@ func (d *Device) Failures() []string {
 	return out
 }
 
-// Exec runs a command and returns its standard output.
-type Exec func(ctx context.Context, argv []string) ([]byte, error)
-
 // DetectOptions configure Detect.
 type DetectOptions struct {
 	// Root is the system whose /sys and /proc are read ("" for this host).
@@ -114,12 +116,16 @@ type DetectOptions struct {
 	NVMLCommand []string
 	// Via describes NVMLCommand for the report.
 	Via string
-	// Exec runs NVMLCommand (RunCommand when nil).
-	Exec Exec
+	// Exec runs NVMLCommand (libprobe.RunCommand(nil) when nil).
+	Exec libprobe.Exec
 	// Timeout bounds the NVML query (DefaultNVMLTimeout when zero):
 	// nvmlInit can take seconds on a large node without persistence mode.
 	Timeout time.Duration
-	Tables  *Tables
+	// Cache keeps NVML's answer while nothing it depends on changes (the
+	// driver, the GPUs, the NVML library, the query's program); the zero
+	// Dir asks NVML every time.
+	Cache  factcache.Dir
+	Tables *Tables
 }
 
 // DefaultNVMLTimeout bounds the NVML query.
@@ -139,10 +145,11 @@ func Detect(ctx context.Context, opts DetectOptions) (*Device, error) {
 		}
 	}
 	var results []SourceResult
+	pci, pciErr := listNVIDIA(opts.Root)
 	if len(opts.NVMLCommand) > 0 {
-		results = append(results, queryNVML(ctx, opts))
+		results = append(results, nvml(ctx, opts, pci, pciErr))
 	}
-	results = append(results, fromPCI(opts.Root, t), fromDeviceTree(opts.Root, t))
+	results = append(results, fromPCI(pci, pciErr, t), fromDeviceTree(opts.Root, t))
 	dev := &Device{Sources: results}
 	for _, r := range results {
 		if r.DriverCUDA != nil && dev.DriverCUDA == nil {
@@ -210,52 +217,69 @@ func listRoot(root, p string) ([]os.DirEntry, error) {
 // maxPCIDevices bounds the devices looked at.
 const maxPCIDevices = 1024
 
-// fromPCI reads vendor, class and device of every PCI device: NVIDIA's
-// display controllers (class 0x03), through the device table.
-func fromPCI(root string, t *Tables) SourceResult {
-	r := SourceResult{Source: SourcePCI}
-	const dir = "/sys/bus/pci/devices"
-	ents, err := listRoot(root, dir)
+// pciDir lists the PCI devices.
+const pciDir = "/sys/bus/pci/devices"
+
+// pciFunction is one NVIDIA PCI function: a GPU, an NVSwitch, a GPU's
+// audio or USB function.
+type pciFunction struct {
+	Address       string // 0000:17:00.0
+	Device, Class uint64
+}
+
+// listNVIDIA reads vendor, class and device of every PCI device, and
+// keeps NVIDIA's, sorted by address.
+func listNVIDIA(root string) ([]pciFunction, error) {
+	ents, err := listRoot(root, pciDir)
 	if err != nil {
-		r.Error = "cannot list " + dir + ": " + rootfs.Reason(err)
-		return r
+		return nil, err
 	}
 	if len(ents) > maxPCIDevices {
 		ents = ents[:maxPCIDevices]
 	}
-	var unknown []string
+	var out []pciFunction
 	for _, e := range ents {
 		read := func(attr string) (uint64, bool) {
-			b, err := readRoot(root, path.Join(dir, e.Name(), attr), 4096)
+			b, err := readRoot(root, path.Join(pciDir, e.Name(), attr), 4096)
 			if err != nil {
 				return 0, false
 			}
 			v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(b)), "0x"), 16, 32)
 			return v, err == nil
 		}
-		vendor, ok := read("vendor")
-		if !ok || vendor != 0x10de {
+		if vendor, ok := read("vendor"); !ok || vendor != 0x10de {
 			continue
 		}
-		class, ok := read("class")
-		if !ok || class>>16 != 0x03 {
+		class, ok1 := read("class")
+		id, ok2 := read("device")
+		if ok1 && ok2 && id <= 0xffff {
+			out = append(out, pciFunction{Address: e.Name(), Device: id, Class: class})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
+	return out, nil
+}
+
+// fromPCI looks NVIDIA's display controllers (class 0x03) up in the device
+// table.
+func fromPCI(pci []pciFunction, listErr error, t *Tables) SourceResult {
+	r := SourceResult{Source: SourcePCI}
+	if listErr != nil {
+		r.Error = "cannot list " + pciDir + ": " + rootfs.Reason(listErr)
+		return r
+	}
+	var unknown []string
+	for _, f := range pci {
+		if f.Class>>16 != 0x03 {
 			continue // NVSwitch, audio and USB functions of a card
 		}
-		id, ok := read("device")
-		if !ok || id > 0xffff {
-			continue
-		}
-		pciID := fmt.Sprintf("10de:%04x", id)
-		k := t.ByPCI(uint16(id))
+		pciID := fmt.Sprintf("10de:%04x", f.Device)
+		k := t.ByPCI(uint16(f.Device))
 		if k == nil {
 			unknown = append(unknown, pciID)
 			continue
 		}
-		r.GPUs = append(r.GPUs, GPU{Index: len(r.GPUs), Name: k.Name, CC: k.cc, PCIID: pciID, Address: e.Name()})
-	}
-	sort.SliceStable(r.GPUs, func(i, j int) bool { return r.GPUs[i].Address < r.GPUs[j].Address })
-	for i := range r.GPUs {
-		r.GPUs[i].Index = i
+		r.GPUs = append(r.GPUs, GPU{Index: len(r.GPUs), Name: k.Name, CC: k.cc, PCIID: pciID, Address: f.Address})
 	}
 	switch {
 	case len(unknown) > 0 && len(r.GPUs) == 0:
@@ -263,7 +287,7 @@ func fromPCI(root string, t *Tables) SourceResult {
 	case len(unknown) > 0:
 		r.Error = "also NVIDIA GPU " + strings.Join(unknown, ", ") + ", not in the device table"
 	case len(r.GPUs) == 0:
-		r.Error = "no NVIDIA display controller in " + dir
+		r.Error = "no NVIDIA display controller in " + pciDir
 	}
 	return r
 }
@@ -290,33 +314,4 @@ func fromDeviceTree(root string, t *Tables) SourceResult {
 	}
 	r.Error = "the device tree names no Jetson SoC of the device table"
 	return r
-}
-
-// RunCommand runs argv with this process's environment and returns its
-// standard output; a command that exits non-zero but printed something
-// still answers (the protocol says what failed).
-func RunCommand(ctx context.Context, argv []string) ([]byte, error) {
-	if len(argv) == 0 {
-		return nil, errors.New("empty command")
-	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		return out.Bytes(), fmt.Errorf("%s did not answer in time", path.Base(argv[0]))
-	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		return nil, err
-	}
-	if err != nil && out.Len() == 0 {
-		msg := strings.TrimSpace(errb.String())
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-			msg = msg[i+1:]
-		}
-		return nil, fmt.Errorf("%s: %v: %s", path.Base(argv[0]), err, msg)
-	}
-	return out.Bytes(), nil
 }

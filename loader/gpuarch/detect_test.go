@@ -1,7 +1,6 @@
 package gpuarch
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -9,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
@@ -136,8 +136,10 @@ func TestDetectPCIAndDeviceTree(t *testing.T) {
 func TestDetectNVML(t *testing.T) {
 	ctx := context.Background()
 	root := fakeSystem(t, map[string][3]string{"0000:17:00.0": {"0x10de", "0x2330", "0x030200"}}, "")
-	answer := func(out string) Exec {
-		return func(ctx context.Context, argv []string) ([]byte, error) { return []byte(out), nil }
+	answer := func(out string) libprobe.Exec {
+		return func(ctx context.Context, argv []string) (libprobe.Result, error) {
+			return libprobe.Result{Stdout: []byte(out)}, nil
+		}
 	}
 	d, _ := Detect(ctx, DetectOptions{Root: root, NVMLCommand: []string{"q"}, Via: "test",
 		Exec: answer("stage dlopen\nstage init\ndriver_cuda 13000\nstage count\ncount 2\ngpu 0 9 0 233010de NVIDIA H100 80GB HBM3\ngpu 1 8 0 20b210de NVIDIA A100-SXM4-80GB\ndone\n")})
@@ -177,34 +179,34 @@ int nvmlDeviceGetPciInfo_v3(void *h, pci_t *p) { memset(p, 0, sizeof *p); p->pci
 // buildFakeNVML compiles fakeNVMLC into dir/libnvidia-ml.so.1.
 func buildFakeNVML(t *testing.T) string {
 	t.Helper()
+	dir := t.TempDir()
+	buildFakeNVMLIn(t, dir)
+	return dir
+}
+
+// buildFakeNVMLIn compiles fakeNVMLC into dir/libnvidia-ml.so.1,
+// replacing what is there.
+func buildFakeNVMLIn(t *testing.T, dir string) {
+	t.Helper()
 	cc, err := exec.LookPath("cc")
 	lddtest.Need(t, err == nil, "no C compiler")
-	dir := t.TempDir()
 	src := filepath.Join(dir, "fake.c")
 	if err := os.WriteFile(src, []byte(fakeNVMLC), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(cc, "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", filepath.Join(dir, "libnvidia-ml.so.1"), src).CombinedOutput()
 	lddtest.Need(t, err == nil, "cannot build a shared library: %v\n%s", err, out)
-	return dir
 }
 
 // withEnv runs commands with extra environment variables.
-func withEnv(env ...string) Exec {
-	return func(ctx context.Context, argv []string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), env...)
-		var out bytes.Buffer
-		cmd.Stdout = &out
-		err := cmd.Run()
-		return out.Bytes(), err
-	}
+func withEnv(env ...string) libprobe.Exec {
+	return libprobe.RunCommand(append(os.Environ(), env...))
 }
 
-func checkFakeNVML(t *testing.T, d *Device) {
+func checkFakeNVML(t *testing.T, d *Device, dir string) {
 	t.Helper()
 	r := d.Sources[0]
-	if d.Source != SourceNVML || d.CC != (CC{9, 0}) || d.Driver() != (Version{13, 0}) || len(r.GPUs) != 2 ||
+	if d.Source != SourceNVML || d.CC != (CC{9, 0}) || d.Driver() != (Version{13, 0}) || len(r.GPUs) != 2 || r.Library != filepath.Join(dir, "libnvidia-ml.so.1") ||
 		r.GPUs[0].Name != "Fake H100" || r.GPUs[0].PCIID != "10de:2330" || r.GPUs[1].CC != (CC{8, 0}) || r.GPUs[1].PCIID != "10de:20b2" {
 		t.Errorf("%+v", d)
 	}
@@ -220,7 +222,7 @@ func TestNVMLScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFakeNVML(t, d)
+	checkFakeNVML(t, d, dir)
 	// No NVML at all.
 	d, _ = Detect(context.Background(), DetectOptions{Root: t.TempDir(), NVMLCommand: []string{python, "-c", NVMLScript},
 		Exec: withEnv("LD_LIBRARY_PATH=" + t.TempDir())})

@@ -1,41 +1,38 @@
 package gpuarch
 
 import (
-	"bufio"
-	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 )
 
-// The NVML query runs in a subprocess, as doctor's probe does, so that a
-// crash in libnvidia-ml.so.1 (or a shim of it) cannot take cudadeps down:
+// The NVML query is a probe (internal/libprobe): a subprocess, so that a
+// crash in libnvidia-ml.so.1 (or a shim of it) cannot take cudadeps down;
 // this binary with NVMLChild where it can load libraries (-tags dlprobe),
-// else python3 with NVMLScript. It writes one line per step:
+// else python3 with NVMLScript. Besides the stage, error, loaded and done
+// lines of every probe, it writes:
 //
-//	stage dlopen|init|count|done
-//	error STAGE MESSAGE
 //	driver_cuda N            nvmlSystemGetCudaDriverVersion_v2 (13000)
 //	count N                  nvmlDeviceGetCount_v2
 //	gpu INDEX MAJOR MINOR PCIID NAME
 //	                         nvmlDeviceGetCudaComputeCapability; PCIID is
 //	                         nvmlPciInfo_t.pciDeviceId (device<<16|vendor), hex
 //	gpu_error INDEX CALL RESULT
-//	done
 
 // NVMLScript is the query in Python, for builds that cannot load libraries
 // themselves: python3 -c NVMLScript.
-const NVMLScript = `import ctypes, sys
-def say(*a):
-    sys.stdout.write(" ".join(str(x) for x in a) + "\n"); sys.stdout.flush()
-say("stage", "dlopen")
+const NVMLScript = libprobe.Prelude + `nv = load("libnvidia-ml.so.1")
 try:
-    nv = ctypes.CDLL("libnvidia-ml.so.1")
-except OSError as e:
-    say("error", "dlopen", e); sys.exit(0)
+    init = nv.nvmlInit_v2
+except AttributeError:
+    say("error", "dlopen", "libnvidia-ml.so.1 lacks nvmlInit_v2"); sys.exit(0)
+say_loaded(init)
 say("stage", "init")
-r = nv.nvmlInit_v2()
+r = init()
 if r != 0:
     say("error", "init", "nvmlInit_v2 returned", r); sys.exit(0)
 v = ctypes.c_int(0)
@@ -77,48 +74,32 @@ nv.nvmlShutdown()
 say("done")
 `
 
-// queryNVML runs the NVML subprocess and reads its answer.
-func queryNVML(ctx context.Context, opts DetectOptions) SourceResult {
+// queryNVML runs the NVML probe and reads its answer; the outcome is nil
+// when it could not start.
+func queryNVML(ctx context.Context, opts DetectOptions) (SourceResult, *libprobe.Outcome) {
 	r := SourceResult{Source: SourceNVML, Via: opts.Via}
-	run := opts.Exec
-	if run == nil {
-		run = RunCommand
-	}
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = DefaultNVMLTimeout
 	}
-	qctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	out, err := run(qctx, opts.NVMLCommand)
-	if err != nil && len(out) == 0 {
+	o, err := libprobe.Run(ctx, opts.Exec, opts.NVMLCommand, timeout)
+	if err != nil {
 		r.Error = err.Error()
-		return r
+		return r, nil
 	}
-	parseNVML(out, &r)
-	if err != nil && r.Error == "" {
-		r.Error = err.Error()
-	}
-	return r
+	readNVML(o, &r)
+	return r, o
 }
 
-// parseNVML reads the protocol into r.
-func parseNVML(out []byte, r *SourceResult) {
-	stage, done := "", false
+// readNVML reads the query's own lines into r.
+func readNVML(o *libprobe.Outcome, r *SourceResult) {
+	r.Library = o.Loaded
 	var failures []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		key, rest, _ := strings.Cut(sc.Text(), " ")
-		f := strings.Fields(rest)
-		switch key {
-		case "stage":
-			stage = rest
-		case "error":
-			st, msg, _ := strings.Cut(rest, " ")
-			r.Error = nvmlError(st, msg)
+	for _, l := range o.Lines {
+		f := strings.Fields(l.Value)
+		switch l.Key {
 		case "driver_cuda":
-			if v, err := ParseVersion(strings.TrimSpace(rest)); err == nil {
+			if v, err := ParseVersion(strings.TrimSpace(l.Value)); err == nil {
 				r.DriverCUDA = &v
 			}
 		case "gpu":
@@ -132,7 +113,7 @@ func parseNVML(out []byte, r *SourceResult) {
 				continue
 			}
 			g := GPU{Index: idx, CC: CC{ma, mi}}
-			if _, name, ok := strings.Cut(rest, " "+f[3]+" "); ok {
+			if _, name, ok := strings.Cut(l.Value, " "+f[3]+" "); ok {
 				g.Name = strings.TrimSpace(name)
 			}
 			if id, err := strconv.ParseUint(f[3], 16, 32); err == nil && id&0xffff == 0x10de {
@@ -140,23 +121,33 @@ func parseNVML(out []byte, r *SourceResult) {
 			}
 			r.GPUs = append(r.GPUs, g)
 		case "gpu_error":
-			failures = append(failures, rest)
-		case "done":
-			done = true
+			failures = append(failures, l.Value)
 		}
 	}
 	switch {
-	case r.Error != "":
+	case o.Error != "":
+		r.Error = nvmlError(o.Stage, o.Error)
 	case len(r.GPUs) == 0 && len(failures) > 0:
 		r.Error = "NVML answered for no GPU: " + strings.Join(failures, "; ")
-	case len(r.GPUs) == 0 && done:
+	case len(r.GPUs) == 0 && o.Done:
 		r.Error = "NVML sees no GPU"
-	case !done && len(r.GPUs) == 0:
-		if stage == "" {
-			stage = "start"
+	case len(r.GPUs) == 0:
+		r.Error = "the NVML query stopped in " + cmp.Or(o.Stage, "start") + " (" + o.Died + ")"
+		if o.TimedOut {
+			r.Error = "the NVML query did not answer in time (" + o.Died + ", in " + cmp.Or(o.Stage, "start") + ")"
+		} else if o.Stderr != "" {
+			r.Error += ": " + lastLine(o.Stderr)
 		}
-		r.Error = "the NVML query stopped in " + stage
 	}
+}
+
+// lastLine is the last line of s (a Python traceback ends with the
+// exception).
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }
 
 // nvmlError words a failure of the query.

@@ -8,24 +8,27 @@ import (
 	"strings"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/cudadeps/cudadeps/internal/libprobe"
 )
 
 // NVMLChild is the NVML query subprocess of builds that load libraries
 // themselves (-tags dlprobe, as doctor's probe): it loads
-// libnvidia-ml.so.1 through purego and writes the protocol to w, one
+// libnvidia-ml.so.1 through purego and writes the query's lines to w, one
 // unbuffered line per step. It returns the exit status.
 func NVMLChild(w io.Writer) int {
-	say := func(a ...any) { fmt.Fprintln(w, a...) }
-	say("stage", "dlopen")
-	h, err := purego.Dlopen("libnvidia-ml.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
-	if err != nil {
-		say("error", "dlopen", err)
+	say := libprobe.NewSay(w)
+	h, ok := libprobe.Open(say, "libnvidia-ml.so.1")
+	if !ok {
 		return 0
 	}
 	lib, missing := bindNVML(h)
 	if missing != nil {
 		say("error", "dlopen", "libnvidia-ml.so.1 lacks "+strings.Join(missing, ", "))
 		return 0
+	}
+	if s, err := purego.Dlsym(h, "nvmlInit_v2"); err == nil {
+		libprobe.SayLoaded(say, s)
 	}
 	say("stage", "init")
 	if r := lib.initV2(); r != 0 {
@@ -101,7 +104,7 @@ func bindNVML(h uintptr) (lib *nvmlLib, missing []string) {
 }
 
 // queryGPU says the compute capability, PCI device id and name of GPU i.
-func (lib *nvmlLib) queryGPU(say func(...any), i uint32) {
+func (lib *nvmlLib) queryGPU(say libprobe.Say, i uint32) {
 	var dev uintptr
 	if r := lib.byIndex(i, &dev); r != 0 {
 		say("gpu_error", i, "nvmlDeviceGetHandleByIndex_v2", r)

@@ -24,5 +24,5 @@ func TestNVMLChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFakeNVML(t, d)
+	checkFakeNVML(t, d, dir)
 }
