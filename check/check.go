@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -204,9 +205,7 @@ func remember(opts Options, what string, v any, t *resolver.Target, a *resolver.
 		inputs = append(inputs, t.Python.Inputs...)
 		inputs = append(inputs, t.Python.Interpreter, t.Python.Executable, t.Python.RealExec)
 		if len(opts.Import) > 0 && t.Dist != nil {
-			// What the import reads besides the libraries: the package's
-			// own modules, edited in place or not.
-			inputs = append(inputs, t.Dist.Files...)
+			inputs = append(inputs, importInputs(t.Dist.Files)...)
 		}
 	}
 	if exe, err := os.Executable(); err == nil {
@@ -222,6 +221,38 @@ func remember(opts Options, what string, v any, t *resolver.Target, a *resolver.
 		opts.Logger.Debug("answer not cached", "error", err)
 	}
 	opts.Cache.Trim("check-", keep)
+}
+
+// importInputs are what an import of a distribution reads besides the
+// libraries: its own modules and data, each stat'ed so that one edited in
+// place is seen. Headers and sources for compilers, CMake files and type
+// stubs no import reads: their directories are stat'ed instead, which sees
+// one added, removed or replaced (most of torch's twelve thousand files
+// are C++ headers; a stat each was most of what a kept answer cost).
+func importInputs(files []string) []string {
+	out := make([]string, 0, len(files))
+	for _, f := range files {
+		ext := ""
+		if i := strings.LastIndexByte(f, '.'); i > strings.LastIndexByte(f, '/') {
+			ext = f[i+1:]
+		}
+		if neverImported(ext) {
+			f = filepath.Dir(f)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// neverImported reports the extensions of the files of a distribution
+// that Python's import system never reads: C, C++ and CUDA headers and
+// sources, CMake files, Cython sources, type stubs.
+func neverImported(ext string) bool {
+	switch ext {
+	case "h", "hh", "hpp", "hxx", "cuh", "inl", "ipp", "tcc", "c", "cc", "cpp", "cxx", "cu", "cmake", "pyx", "pxd", "pxi", "pyi":
+		return true
+	}
+	return false
 }
 
 // analyze runs the resolver's analysis and, when asked, the import

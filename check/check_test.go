@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -181,7 +182,7 @@ func TestCheckImport(t *testing.T) {
 	initPy := filepath.Join(site, "gpupkg", "__init__.py")
 	writeDistFiles(t, site, "gpupkg", "1.0", nil, map[string]elfwrite.Spec{
 		"gpupkg/_core.cpython-3-x86_64-linux-gnu.so": {Needed: []string{"libc.so.6"}},
-	}, map[string]string{"gpupkg/__init__.py": "answer = 42\n"})
+	}, map[string]string{"gpupkg/__init__.py": "answer = 42\n", "gpupkg/include/gpupkg.h": "int answer(void);\n", "gpupkg/__init__.pyi": "answer: int\n"})
 	python := filepath.Join(venv, "bin", "python3")
 	opts := Options{Target: "gpupkg", Python: python, Loader: noEnv(), Catalog: embedded, Cache: factcache.At(filepath.Join(dir, "cache")),
 		Import: []string{python, "-c", "import gpupkg"}, ImportTimeout: time.Minute}
@@ -215,10 +216,35 @@ func TestCheckImport(t *testing.T) {
 	}
 	checkOnce("repaired", true, false)
 	checkOnce("repaired, again", true, true)
+	// No import reads a header or a type stub: one edited in place is
+	// not stat'ed; one added beside them changes their directory.
+	header := filepath.Join(site, "gpupkg", "include", "gpupkg.h")
+	if err := os.WriteFile(header, []byte("long answer(void);\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkOnce("header edited in place", true, true)
+	if err := os.WriteFile(filepath.Join(site, "gpupkg", "include", "more.h"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkOnce("header added", true, false)
+	checkOnce("header added, again", true, true)
 	// Without the import, the answer is another one, with no import.
 	opts.Import = nil
 	if r, err := runWithin(ctx, opts, 0); err != nil || r.Import != nil || r.Cached {
 		t.Fatalf("without the import: %+v, %v", r, err)
+	}
+}
+
+// TestImportInputs: an import's inputs are the distribution's modules and
+// data, and the directories of the files no import reads.
+func TestImportInputs(t *testing.T) {
+	got := importInputs([]string{"/s/torch/__init__.py", "/s/torch/include/ATen/ATen.h", "/s/torch/include/ATen/Tensor.h",
+		"/s/torch/_C/__init__.pyi", "/s/torch/lib/libtorch.so", "/s/torch/share/cmake/Torch/TorchConfig.cmake", "/s/torch/bin/torch_shm_manager",
+		"/s/torch/utils/model_dump/code.js", "/s/torch.d/LICENSE"})
+	want := []string{"/s/torch/__init__.py", "/s/torch/include/ATen", "/s/torch/include/ATen", "/s/torch/_C", "/s/torch/lib/libtorch.so",
+		"/s/torch/share/cmake/Torch", "/s/torch/bin/torch_shm_manager", "/s/torch/utils/model_dump/code.js", "/s/torch.d/LICENSE"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
 

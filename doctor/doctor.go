@@ -425,17 +425,26 @@ func readTarget(ctx context.Context, path string, log *slog.Logger) (*target, er
 // readTargetFiles reads the ELF objects among a distribution's files.
 func readTargetFiles(ctx context.Context, name string, files []string, log *slog.Logger) (*target, error) {
 	t := &target{name: name, files: files}
-	// Most of a distribution's files are Python sources and data: they
-	// are passed over by name, as a scan passes them; the rest are read
-	// several at once.
+	// Most of a distribution's files are Python sources, headers and
+	// data: they are passed over by name, as a scan passes them, without
+	// a stat (torch lists twelve thousand files, a few hundred of them
+	// maybe objects); the rest are read several at once.
 	infos := make([]*elfscan.Info, len(files))
 	workers.Each(len(files), 0, func(i int) {
 		f := files[i]
 		if ctx.Err() != nil {
 			return
 		}
-		st, err := os.Lstat(f)
-		if err != nil || !st.Mode().IsRegular() || !scan.MayBeObject(filepath.Base(f), st.Mode) {
+		var st fs.FileInfo
+		lstat := func() fs.FileMode {
+			if st == nil {
+				if st, _ = os.Lstat(f); st == nil {
+					return 0
+				}
+			}
+			return st.Mode()
+		}
+		if !scan.MayBeObject(filepath.Base(f), lstat) || !lstat().IsRegular() {
 			return // RECORD lists files pip wrote; a missing one is not ours to report
 		}
 		info, err := elfscan.ReadInfo(f)
