@@ -75,6 +75,8 @@ computed() { CUDADEPS_BENCH_RUN=$(date +%s%N) "$@"; }
   T_RESOLVE=$(median_wall "$RUNS" 0 "$CUDADEPS" resolve "$TARGET" "${py[@]}" --dry-run)
   T_DOCTOR=$(median_wall "$RUNS" 0 "$CUDADEPS" doctor "$TARGET" "${py[@]}")
   "$CUDADEPS" doctor "$TARGET" "${py[@]}" >"$work/doctor-warm.txt" 2>&1 || true
+  # One more warm run with -v: how long each of its steps took.
+  "$CUDADEPS" doctor "$TARGET" "${py[@]}" -v 2>&1 >/dev/null | grep 'msg="doctor step"' | sed 's/.*msg="doctor step" //' >"$work/doctor-steps.txt" || true
   s=$(date +%s%N)
   "$CUDADEPS" check "$TARGET" "${py[@]}" >"$work/check.txt" 2>&1 && code=0 || code=$?
   e=$(date +%s%N)
@@ -96,7 +98,9 @@ computed() { CUDADEPS_BENCH_RUN=$(date +%s%N) "$@"; }
   sed 's/^/    /' "$work/check.txt"
   echo "  doctor said (first, then warm):"
   sed 's/^/    /' "$work/doctor.txt" | grep -E '^    (FAIL|warn|ok) +(target|import|coverage|compat)' || true
-  sed 's/^/    /' "$work/doctor-warm.txt" | grep -E '^    (FAIL|warn|ok) +(target|import)' || true
+  sed 's/^/    /' "$work/doctor-warm.txt" | grep -E '^    (FAIL|warn|ok) +(target|import|coverage)' || true
+  echo "  doctor's steps, warm (-v):"
+  sed 's/^/    /' "$work/doctor-steps.txt"
   echo "  resolve --dry-run said:"
   sed 's/^/    /' "$work/resolve.txt" | head -40
 

@@ -189,9 +189,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	analysed := make(chan analysis, 1)
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	start := time.Now()
 	if opts.Analyze != nil {
 		go func() {
 			r, err := opts.Analyze(actx)
+			d.stepDone("analysis and import", start, "kept", r != nil && r.Cached)
 			analysed <- analysis{r, err}
 		}()
 	} else {
@@ -203,12 +205,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		<-analysed
 		return nil, err
 	}
+	t := d.stepDone("target", start)
 	d.host = gatherHost(d.sys, d.targetMachine())
 	d.model = buildModel(ctx, d)
+	t = d.stepDone("host and loader model", t)
 	if opts.Probe {
 		d.probe = d.runProbe(ctx)
 	}
 	d.runCoverage(ctx)
+	t = d.stepDone("device and coverage", t)
 
 	checks := []Check{
 		d.checkHost(),
@@ -226,6 +231,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	checks = append(checks, d.checkShims())
 	a := <-analysed
+	d.stepDone("checks, then the analysis awaited", t)
 	if a.err != nil && ctx.Err() != nil {
 		return nil, a.err
 	}
@@ -238,6 +244,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		checks = append(checks, d.checkProbe())
 	}
 	return d.report(checks), nil
+}
+
+// stepDone logs at debug level (-v) how long a step of Run took since
+// start, to see where a slow doctor spends its time, and returns now.
+func (d *diag) stepDone(step string, start time.Time, attrs ...any) time.Time {
+	now := time.Now()
+	d.log.Debug("doctor step", append([]any{"step", step, "seconds", now.Sub(start).Seconds()}, attrs...)...)
+	return now
 }
 
 // newDiag fills the defaults of opts and opens the root.

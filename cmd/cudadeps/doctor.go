@@ -112,9 +112,11 @@ func (a *app) runDoctor(cmd *cobra.Command, args []string, f doctorFlags) error 
 	if len(args) == 1 {
 		var module string
 		var err error
+		start := time.Now()
 		if python, module, err = doctorTarget(cmd.Context(), args[0], python, &opts); err != nil {
 			return err
 		}
+		a.logger.Debug("doctor step", "step", "find target", "seconds", time.Since(start).Seconds())
 		if err := a.doctorAnalysis(cmd, args[0], module, f, &opts); err != nil {
 			return err
 		}

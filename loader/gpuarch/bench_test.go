@@ -2,11 +2,13 @@ package gpuarch
 
 import (
 	"bytes"
+	"os/exec"
 	"sync/atomic"
 	"testing"
 
 	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 	fb "github.com/cudadeps/cudadeps/internal/testkit/fatbintest"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 type countingReader struct {
@@ -49,4 +51,33 @@ func BenchmarkReadManyContainers(b *testing.B) {
 	b.ReportMetric(float64(cr.bytes.Load())/float64(b.N), "read-B/op")
 	b.ReportMetric(float64(cr.reads.Load())/float64(b.N), "reads/op")
 	b.ReportMetric(float64(len(obj)), "file-B")
+}
+
+// BenchmarkDetectNVML: the device found with NVML's answer kept in the
+// cache (the reads of the key and a stat of its files), against the query
+// itself run by python3's ctypes (an interpreter started each time), what
+// every doctor run cost before.
+func BenchmarkDetectNVML(b *testing.B) {
+	b.Run("kept", func(b *testing.B) {
+		h := newNVMLHost(b)
+		h.detect("first", 1, false)
+		b.ResetTimer()
+		for range b.N {
+			if d, err := Detect(b.Context(), h.opts); err != nil || d.Sources[0].KeptFrom == nil {
+				b.Fatal(d, err)
+			}
+		}
+	})
+	b.Run("python3", func(b *testing.B) {
+		python, err := exec.LookPath("python3")
+		lddtest.Need(b, err == nil, "no python3")
+		dir := buildFakeNVML(b)
+		opts := DetectOptions{Root: b.TempDir(), NVMLCommand: []string{python, "-c", NVMLScript}, Exec: withEnv("LD_LIBRARY_PATH=" + dir)}
+		b.ResetTimer()
+		for range b.N {
+			if d, err := Detect(b.Context(), opts); err != nil || d.Sources[0].Error != "" {
+				b.Fatal(d, err)
+			}
+		}
+	})
 }

@@ -61,7 +61,7 @@ func TestTables(t *testing.T) {
 
 // fakeSystem writes the files a host shows: PCI devices as sysfs lays
 // them out (links into /sys/devices) and a device tree.
-func fakeSystem(t *testing.T, pci map[string][3]string, compatible string) string {
+func fakeSystem(t testing.TB, pci map[string][3]string, compatible string) string {
 	t.Helper()
 	root := t.TempDir()
 	write := func(p, s string) {
@@ -177,7 +177,7 @@ int nvmlDeviceGetPciInfo_v3(void *h, pci_t *p) { memset(p, 0, sizeof *p); p->pci
 `
 
 // buildFakeNVML compiles fakeNVMLC into dir/libnvidia-ml.so.1.
-func buildFakeNVML(t *testing.T) string {
+func buildFakeNVML(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	buildFakeNVMLIn(t, dir)
@@ -186,7 +186,7 @@ func buildFakeNVML(t *testing.T) string {
 
 // buildFakeNVMLIn compiles fakeNVMLC into dir/libnvidia-ml.so.1,
 // replacing what is there.
-func buildFakeNVMLIn(t *testing.T, dir string) {
+func buildFakeNVMLIn(t testing.TB, dir string) {
 	t.Helper()
 	cc, err := exec.LookPath("cc")
 	lddtest.Need(t, err == nil, "no C compiler")

@@ -18,7 +18,7 @@ import (
 // /dev under a root, the libnvidia-ml.so.1 the query says it loaded, and
 // a query that counts how often it runs.
 type nvmlHost struct {
-	t       *testing.T
+	t       testing.TB
 	root    string
 	lib     string
 	queries int
@@ -28,7 +28,7 @@ type nvmlHost struct {
 	first *SourceResult
 }
 
-func newNVMLHost(t *testing.T) *nvmlHost {
+func newNVMLHost(t testing.TB) *nvmlHost {
 	h := &nvmlHost{t: t, root: fakeSystem(t, map[string][3]string{"0000:17:00.0": {"0x10de", "0x2330", "0x030200"}}, "")}
 	h.write("proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n")
 	h.write("dev/nvidiactl", "")
