@@ -33,6 +33,7 @@ var limited = map[string]string{
 	"../../loader/ldso":        "loader/ldso",
 	"../../check":              "check",
 	"../factcache":             "internal/factcache",
+	"../libprobe":              "internal/libprobe",
 	"../../python/declared":    "python/declared",
 	"../../doctor":             "doctor",
 	"../../fleet/registry":     "fleet/registry",
