@@ -12,12 +12,25 @@ import (
 	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 )
 
-// forkTree is a program that needs liba.so, a module every process loads
+// forkTree writes the tree below and returns it with a loader of the
+// host's configuration.
+func forkTree(t *testing.T) (string, *Loader) {
+	t.Helper()
+	dir := writeForkTree(t)
+	_, opts := hostEnv(nil)
+	l, err := New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, l
+}
+
+// writeForkTree writes a program that needs liba.so, a module every process loads
 // first (m0.so, which brings in libx.so through its RPATH), and modules
 // loaded after it: one needing libx.so by its soname under another name
 // and liby.so, one needing a library nowhere to be found, one needing a
 // symbol version libx.so lacks, and one needing liby.so and libx.so.
-func forkTree(t *testing.T) string {
+func writeForkTree(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	tree{objs: map[string]elfwrite.Spec{
@@ -74,13 +87,8 @@ func describe(r *Result) string {
 // process loaded the same way from scratch gives, and the process forked
 // is left as it was: however many forks load what.
 func TestForkLoadsAsAFreshProcess(t *testing.T) {
-	dir := forkTree(t)
+	dir, l := forkTree(t)
 	ctx := context.Background()
-	_, opts := hostEnv(nil)
-	l, err := New(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := func() *Process {
 		p, err := l.Start(ctx, filepath.Join(dir, "app"), AsExecuted)
 		if err != nil {
@@ -132,13 +140,8 @@ func TestForkLoadsAsAFreshProcess(t *testing.T) {
 // process but stand-ins without links, and stays as it was while the
 // process loads on.
 func TestDetachedResultKeepsItsAnswer(t *testing.T) {
-	dir := forkTree(t)
+	dir, l := forkTree(t)
 	ctx := context.Background()
-	_, opts := hostEnv(nil)
-	l, err := New(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p, err := l.Start(ctx, filepath.Join(dir, "app"), AsExecuted)
 	if err != nil {
 		t.Fatal(err)
