@@ -134,7 +134,11 @@ type Owners struct {
 // distributions belongs to the first by name order, so the answer does not
 // depend on map order.
 func NewOwners(dists map[string]*Dist) *Owners {
-	o := &Owners{byPath: map[string]*Dist{}}
+	n := 0
+	for _, d := range dists {
+		n += len(d.Files)
+	}
+	o := &Owners{byPath: make(map[string]*Dist, n)} // tens of thousands: grown once
 	names := slices.Sorted(maps.Keys(dists))
 	for _, n := range names {
 		d := dists[n]
