@@ -78,13 +78,14 @@ func (r *Result) Detached() (d *Result, link func(*Object) *Object) {
 		if s, ok := stubs[o]; ok {
 			return s
 		}
-		s := &Object{Name: o.Name, Names: slices.Clone(o.Names), Path: o.Path, HostPath: o.HostPath, Via: o.Via, From: o.From, Entry: o.Entry,
+		s := &Object{Name: o.Name, Names: o.Names, Path: o.Path, HostPath: o.HostPath, Via: o.Via, From: o.From, Entry: o.Entry,
 			Info: o.Info, Problem: o.Problem, Fatal: o.Fatal, id: o.id, lname: o.lname, faked: o.faked, isMain: o.isMain, depsDone: true, origin: o.origin}
 		stubs[o] = s
 		return s
 	}
+	// Names are shared: a process only ever appends to an object's names,
+	// which leaves what the copy sees as it was.
 	for _, c := range in {
-		c.Names = slices.Clone(c.Names)
 		c.Loader, c.Source = link(c.Loader), link(c.Source)
 		c.NeededBy = mapObjects(c.NeededBy, link)
 		c.Deps = mapObjects(c.Deps, link)

@@ -432,6 +432,12 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 	d.Files = make([]string, len(d.Record))
 	for i, r := range d.Record {
 		d.Files[i] = d.path(r.Path)
+		// A plain path ends its absolute one: the entry keeps that tail
+		// rather than a string of its own (an environment has tens of
+		// thousands).
+		if f := d.Files[i]; strings.HasSuffix(f, r.Path) && len(f) > len(r.Path) && f[len(f)-len(r.Path)-1] == '/' {
+			d.Record[i].Path = f[len(f)-len(r.Path):]
+		}
 	}
 	return d, nil
 }

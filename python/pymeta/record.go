@@ -61,6 +61,11 @@ func parseRecord(r io.Reader, maxSize int64) ([]RecordEntry, error) {
 			if err != nil {
 				return nil, fmt.Errorf("RECORD: %s: hash %q: %w", row[0], row[1], err)
 			}
+			if algo == "sha256" {
+				algo = "sha256" // not a piece of the line, which it would keep
+			} else {
+				algo = strings.Clone(algo)
+			}
 			e.HashAlgo, e.Hash = algo, sum
 		}
 		if len(row) > 2 && row[2] != "" {
