@@ -82,3 +82,32 @@ func BenchmarkClosureHostLibrary(b *testing.B) {
 	// Not an oracle: a benchmark's input; nothing is judged.
 	b.Skip("none of the usual many-dependency libraries is installed")
 }
+
+// BenchmarkForkTorchCUDA forks a process holding libtorch_cuda.so's
+// closure and loads another of torch's libraries into the fork, then
+// detaches that library's answer: what the import model does for each
+// file of a distribution after the first.
+func BenchmarkForkTorchCUDA(b *testing.B) {
+	dir, _ := torchtree.Tree(b, torchtree.Options{})
+	ctx := context.Background()
+	l, err := New(ctx, Options{PreloadSet: true, LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	base, err := l.Start(ctx, filepath.Join(dir, "torch", "lib", "libtorch_cuda.so"), AsListed)
+	if err != nil {
+		b.Fatal(err)
+	}
+	file := filepath.Join(dir, "torch", "lib", "libtorch_python.so")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, _ := base.Fork()
+		o, err := p.Dlopen(ctx, file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Reach(o).Detached()
+	}
+	b.ReportMetric(float64(len(base.Objects())), "objects")
+}

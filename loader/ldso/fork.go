@@ -12,17 +12,16 @@ import "slices"
 func (p *Process) Fork() (q *Process, link func(*Object) *Object) {
 	fork := *p
 	q = &fork
-	copies := make(map[*Object]*Object, len(p.objs)+1)
-	for _, o := range p.objs {
-		c := *o
-		// The search lists name the object they belong to: computed
-		// again on the copy when it loads something.
-		c.lrpath, c.lrunpath = nil, nil
-		copies[o] = &c
+	// The copies in one allocation, their links in another.
+	objs := p.objs
+	if p.rtld != nil && !p.contains(p.rtld) {
+		objs = append(slices.Clip(objs), p.rtld)
 	}
-	if p.rtld != nil && copies[p.rtld] == nil {
-		c := *p.rtld
-		copies[p.rtld] = &c
+	slab := make([]Object, len(objs))
+	copies := make(map[*Object]*Object, len(objs))
+	for i, o := range objs {
+		slab[i] = *o
+		copies[o] = &slab[i]
 	}
 	link = func(o *Object) *Object {
 		if c, ok := copies[o]; ok {
@@ -30,12 +29,18 @@ func (p *Process) Fork() (q *Process, link func(*Object) *Object) {
 		}
 		return o
 	}
-	for _, c := range copies {
-		c.Names = slices.Clone(c.Names)
-		c.Searched = slices.Clone(c.Searched)
+	links := newLinkBuf(slab)
+	for i := range slab {
+		c := &slab[i]
+		// The search lists name the object they belong to: computed
+		// again on the copy when it loads something.
+		c.lrpath, c.lrunpath = nil, nil
+		// Appending to a name list of the copy must not write where the
+		// original's spare capacity is.
+		c.Names = slices.Clip(c.Names)
 		c.Loader, c.Source = link(c.Loader), link(c.Source)
-		c.NeededBy = mapObjects(c.NeededBy, link)
-		c.Deps = mapObjects(c.Deps, link)
+		c.NeededBy = links.mapped(c.NeededBy, link)
+		c.Deps = links.mapped(c.Deps, link)
 	}
 	q.objs = mapObjects(p.objs, link)
 	q.main, q.rtld = link(p.main), link(p.rtld)
@@ -52,6 +57,29 @@ func (p *Process) Fork() (q *Process, link func(*Object) *Object) {
 	return q, link
 }
 
+// linkBuf hands out the remapped link lists of a set of copies from one
+// allocation, each clipped so that appending to one reallocates it.
+type linkBuf struct{ buf []*Object }
+
+func newLinkBuf(objs []Object) *linkBuf {
+	n := 0
+	for i := range objs {
+		n += len(objs[i].NeededBy) + len(objs[i].Deps)
+	}
+	return &linkBuf{buf: make([]*Object, 0, n)}
+}
+
+func (b *linkBuf) mapped(list []*Object, f func(*Object) *Object) []*Object {
+	if list == nil {
+		return nil
+	}
+	start := len(b.buf)
+	for _, o := range list {
+		b.buf = append(b.buf, f(o))
+	}
+	return slices.Clip(b.buf[start:])
+}
+
 // Detached returns a copy of r that keeps nothing else of the process it
 // came from alive: its objects are copies linked among themselves, and an
 // object outside r that one of them names (another module that needed the
@@ -62,10 +90,11 @@ func (p *Process) Fork() (q *Process, link func(*Object) *Object) {
 // copy.
 func (r *Result) Detached() (d *Result, link func(*Object) *Object) {
 	in := make(map[*Object]*Object, len(r.Objects)+1)
-	for _, o := range r.Objects {
-		c := *o
-		c.lrpath, c.lrunpath = nil, nil
-		in[o] = &c
+	slab := make([]Object, len(r.Objects))
+	for i, o := range r.Objects {
+		slab[i] = *o
+		slab[i].lrpath, slab[i].lrunpath = nil, nil
+		in[o] = &slab[i]
 	}
 	stubs := map[*Object]*Object{}
 	link = func(o *Object) *Object {
@@ -85,10 +114,12 @@ func (r *Result) Detached() (d *Result, link func(*Object) *Object) {
 	}
 	// Names are shared: a process only ever appends to an object's names,
 	// which leaves what the copy sees as it was.
-	for _, c := range in {
+	links := newLinkBuf(slab)
+	for i := range slab {
+		c := &slab[i]
 		c.Loader, c.Source = link(c.Loader), link(c.Source)
-		c.NeededBy = mapObjects(c.NeededBy, link)
-		c.Deps = mapObjects(c.Deps, link)
+		c.NeededBy = links.mapped(c.NeededBy, link)
+		c.Deps = links.mapped(c.Deps, link)
 	}
 	d = &Result{Main: link(r.Main), Objects: mapObjects(r.Objects, link), Warnings: r.Warnings, Arch: r.Arch, Searched: r.Searched}
 	for _, m := range r.Missing {
