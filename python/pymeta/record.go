@@ -1,7 +1,6 @@
 package pymeta
 
 import (
-	"bufio"
 	"encoding/base64"
 	"encoding/csv"
 	"errors"
@@ -32,53 +31,99 @@ func ParseRecord(r io.Reader) ([]RecordEntry, error) {
 }
 
 func parseRecord(r io.Reader, maxSize int64) ([]RecordEntry, error) {
-	lr := &io.LimitedReader{R: r, N: maxSize + 1}
-	cr := csv.NewReader(bufio.NewReader(lr))
+	data, err := io.ReadAll(&io.LimitedReader{R: r, N: maxSize + 1})
+	if err != nil {
+		return nil, fmt.Errorf("RECORD: %w", err)
+	}
+	if int64(len(data)) > maxSize {
+		return nil, fmt.Errorf("RECORD larger than %d bytes", maxSize)
+	}
+	text := string(data)
+	if strings.Contains(text, `"`) {
+		// Quoted fields (a path with a comma, a line break): CSV's rules.
+		return recordCSV(text)
+	}
+	return recordPlain(text)
+}
+
+// recordCSV reads a RECORD with encoding/csv.
+func recordCSV(text string) ([]RecordEntry, error) {
+	var out []RecordEntry
+	cr := csv.NewReader(strings.NewReader(text))
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
-	var out []RecordEntry
 	for {
 		row, err := cr.Read()
 		if errors.Is(err, io.EOF) {
-			break
-		}
-		if lr.N <= 0 {
-			return nil, fmt.Errorf("RECORD larger than %d bytes", maxSize)
+			return out, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("RECORD: %w", err)
 		}
-		if len(row) == 0 || row[0] == "" {
-			continue
+		if out, err = appendEntry(out, row); err != nil {
+			return nil, err
 		}
-		e := RecordEntry{Path: row[0], Size: -1}
-		if len(row) > 1 && row[1] != "" {
-			algo, digest, ok := strings.Cut(row[1], "=")
-			if !ok {
-				return nil, fmt.Errorf("RECORD: %s: hash %q is not algo=digest", row[0], row[1])
-			}
-			sum, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(digest, "="))
-			if err != nil {
-				return nil, fmt.Errorf("RECORD: %s: hash %q: %w", row[0], row[1], err)
-			}
-			if algo == "sha256" {
-				algo = "sha256" // not a piece of the line, which it would keep
-			} else {
-				algo = strings.Clone(algo)
-			}
-			e.HashAlgo, e.Hash = algo, sum
-		}
-		if len(row) > 2 && row[2] != "" {
-			n, err := strconv.ParseInt(row[2], 10, 64)
-			if err != nil || n < 0 {
-				return nil, fmt.Errorf("RECORD: %s: size %q is not a number", row[0], row[2])
-			}
-			e.Size = n
-		}
-		out = append(out, e)
 	}
-	if lr.N <= 0 {
-		return nil, fmt.Errorf("RECORD larger than %d bytes", maxSize)
+}
+
+// recordPlain reads a RECORD without quotes: every line is its fields
+// split at commas, as CSV reads it, without a reader's copies (torch's
+// RECORD has 11,847 lines).
+func recordPlain(text string) ([]RecordEntry, error) {
+	out := make([]RecordEntry, 0, strings.Count(text, "\n")+1)
+	var row [3]string
+	var err error
+	for line := range strings.Lines(text) {
+		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+		if line == "" {
+			continue // CSV skips empty lines
+		}
+		n := 0
+		for f := range strings.SplitSeq(line, ",") {
+			if n < len(row) {
+				row[n] = f
+			}
+			n++
+		}
+		if out, err = appendEntry(out, row[:min(n, len(row))]); err != nil {
+			return nil, err
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil // as CSV gives it
 	}
 	return out, nil
+}
+
+// appendEntry adds the entry of one RECORD row (path, algo=digest, size;
+// the fields after the path may be empty or absent).
+func appendEntry(out []RecordEntry, row []string) ([]RecordEntry, error) {
+	if len(row) == 0 || row[0] == "" {
+		return out, nil
+	}
+	e := RecordEntry{Path: row[0], Size: -1}
+	if len(row) > 1 && row[1] != "" {
+		algo, digest, ok := strings.Cut(row[1], "=")
+		if !ok {
+			return nil, fmt.Errorf("RECORD: %s: hash %q is not algo=digest", row[0], row[1])
+		}
+		sum, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(digest, "="))
+		if err != nil {
+			return nil, fmt.Errorf("RECORD: %s: hash %q: %w", row[0], row[1], err)
+		}
+		if algo == "sha256" {
+			algo = "sha256" // not a piece of the line, which it would keep
+		} else {
+			algo = strings.Clone(algo)
+		}
+		e.HashAlgo, e.Hash = algo, sum
+	}
+	if len(row) > 2 && row[2] != "" {
+		n, err := strconv.ParseInt(row[2], 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("RECORD: %s: size %q is not a number", row[0], row[2])
+		}
+		e.Size = n
+	}
+	return append(out, e), nil
 }
