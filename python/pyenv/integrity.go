@@ -140,13 +140,18 @@ func NewOwners(dists map[string]*Dist) *Owners {
 	}
 	o := &Owners{byPath: make(map[string]*Dist, n)} // tens of thousands: grown once
 	names := slices.Sorted(maps.Keys(dists))
+	reals := map[string]string{} // each site directory resolved once
 	for _, n := range names {
 		d := dists[n]
 		// The site directory may be reached through a symbolic link; the
 		// loader reports real paths.
-		realSite := d.SiteDir
-		if r, err := filepath.EvalSymlinks(d.SiteDir); err == nil {
-			realSite = r
+		realSite, ok := reals[d.SiteDir]
+		if !ok {
+			realSite = d.SiteDir
+			if r, err := filepath.EvalSymlinks(d.SiteDir); err == nil {
+				realSite = r
+			}
+			reals[d.SiteDir] = realSite
 		}
 		for _, f := range d.Files {
 			o.add(f, d)
