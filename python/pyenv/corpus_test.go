@@ -375,3 +375,51 @@ func TestIntegrityHashes(t *testing.T) {
 		t.Fatal("a cancelled check went on")
 	}
 }
+
+// Every file of every distribution has an owner, found by the path as
+// listed and by its real path when the site directory is reached through a
+// link; a file two distributions list belongs to the first by name.
+func TestCorpusOwnersThroughLink(t *testing.T) {
+	site := untarCorpus(t)
+	link := filepath.Join(t.TempDir(), "site-link")
+	if err := os.Symlink(site, link); err != nil {
+		t.Fatal(err)
+	}
+	env := &Env{SiteDirs: []string{link}, Markers: linuxX86Py312}
+	dists, problems := env.Installed()
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	// A file cuDNN lists is listed by cuBLAS too: "nvidia-cublas" comes
+	// first by name.
+	cudnn, cublas := dists["nvidia-cudnn-cu13"], dists["nvidia-cublas"]
+	if cudnn == nil || cublas == nil {
+		t.Fatal("no cuDNN or cuBLAS in the corpus")
+	}
+	shared := cudnn.Files[0]
+	cublas.Files = append(slices.Clip(cublas.Files), shared)
+	owners := NewOwners(dists)
+	files := 0
+	for _, d := range dists {
+		for _, f := range d.Files {
+			want := d
+			if f == shared {
+				want = cublas
+			}
+			if got := owners.Owner(f); got != want {
+				t.Fatalf("%s: owner %v, want %s", f, got, want.Name)
+			}
+			rel, ok := strings.CutPrefix(f, link+"/")
+			if !ok {
+				continue // a console script outside site-packages
+			}
+			if real := filepath.Join(site, rel); owners.Owner(real) != want {
+				t.Fatalf("%s (real path): owner %v, want %s", real, owners.Owner(real), want.Name)
+			}
+			files++
+		}
+	}
+	if files < 20000 {
+		t.Fatalf("only %d files", files)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"maps"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/plural"
+	"github.com/cudadeps/cudadeps/internal/workers"
 )
 
 // Integrity is what a check of a distribution's files against its RECORD
@@ -127,58 +129,83 @@ func (c ctxReader) Read(p []byte) (int, error) {
 // Owners maps each file that an installed distribution's RECORD lists to
 // that distribution.
 type Owners struct {
-	byPath map[string]*Dist
+	seed   maphash.Seed
+	shards []map[string]*Dist // by the hash of the path
 }
+
+// ownerShards is how many maps the index is split into, each filled by a
+// worker of its own: an environment lists tens of thousands of files.
+const ownerShards = 16
 
 // NewOwners indexes the RECORD files of dists. A file listed by two
 // distributions belongs to the first by name order, so the answer does not
 // depend on map order.
 func NewOwners(dists map[string]*Dist) *Owners {
+	names := slices.Sorted(maps.Keys(dists))
+	// The files of each distribution as the loader may name them: as
+	// listed, and under the site directory's real path where a link leads
+	// to it (the loader reports real paths). Each site directory is
+	// resolved once.
+	type listing struct {
+		d          *Dist
+		site, real string
+	}
+	reals := map[string]string{}
+	var lists []listing
 	n := 0
-	for _, d := range dists {
+	for _, name := range names {
+		d := dists[name]
+		real, ok := reals[d.SiteDir]
+		if !ok {
+			real = d.SiteDir
+			if r, err := filepath.EvalSymlinks(d.SiteDir); err == nil {
+				real = r
+			}
+			reals[d.SiteDir] = real
+		}
+		lists = append(lists, listing{d, d.SiteDir, real})
 		n += len(d.Files)
 	}
-	o := &Owners{byPath: make(map[string]*Dist, n)} // tens of thousands: grown once
-	names := slices.Sorted(maps.Keys(dists))
-	reals := map[string]string{} // each site directory resolved once
-	for _, n := range names {
-		d := dists[n]
-		// The site directory may be reached through a symbolic link; the
-		// loader reports real paths.
-		realSite, ok := reals[d.SiteDir]
-		if !ok {
-			realSite = d.SiteDir
-			if r, err := filepath.EvalSymlinks(d.SiteDir); err == nil {
-				realSite = r
+	o := &Owners{seed: maphash.MakeSeed(), shards: make([]map[string]*Dist, ownerShards)}
+	workers.Each(ownerShards, 0, func(shard int) {
+		m := make(map[string]*Dist, n/ownerShards+1)
+		add := func(path string, d *Dist) {
+			if o.shard(path) != shard {
+				return
 			}
-			reals[d.SiteDir] = realSite
+			if _, ok := m[path]; !ok {
+				m[path] = d
+			}
 		}
-		for _, f := range d.Files {
-			o.add(f, d)
-			if realSite != d.SiteDir {
-				if rel, err := filepath.Rel(d.SiteDir, f); err == nil {
-					o.add(filepath.Join(realSite, rel), d)
+		for _, l := range lists {
+			for _, f := range l.d.Files {
+				add(f, l.d)
+				if l.real != l.site {
+					if rel, err := filepath.Rel(l.site, f); err == nil {
+						add(filepath.Join(l.real, rel), l.d)
+					}
 				}
 			}
 		}
-	}
+		o.shards[shard] = m
+	})
 	return o
 }
 
-func (o *Owners) add(path string, d *Dist) {
-	if _, ok := o.byPath[path]; !ok {
-		o.byPath[path] = d
-	}
+func (o *Owners) shard(path string) int {
+	return int(maphash.String(o.seed, path) % ownerShards)
 }
+
+func (o *Owners) lookup(path string) *Dist { return o.shards[o.shard(path)][path] }
 
 // Owner is the distribution whose RECORD lists path, or nil.
 func (o *Owners) Owner(path string) *Dist {
 	p := filepath.Clean(path)
-	if d := o.byPath[p]; d != nil {
+	if d := o.lookup(p); d != nil {
 		return d
 	}
 	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return o.byPath[r]
+		return o.lookup(r)
 	}
 	return nil
 }
