@@ -437,6 +437,9 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 		// thousands).
 		if f := d.Files[i]; strings.HasSuffix(f, r.Path) && len(f) > len(r.Path) && f[len(f)-len(r.Path)-1] == '/' {
 			d.Record[i].Path = f[len(f)-len(r.Path):]
+		} else {
+			// A piece of the RECORD's text would keep all of it.
+			d.Record[i].Path = strings.Clone(r.Path)
 		}
 	}
 	return d, nil
