@@ -130,6 +130,10 @@ type Options struct {
 	// Python distribution (its RECORD); TargetName names it ("torch").
 	TargetFiles []string
 	TargetName  string
+	// TargetFlags are the flags that name the same target to another
+	// command (--root DIR, --python PATH), as a shell reads them: the
+	// commands doctor suggests carry them.
+	TargetFlags string
 	// From is the program whose loader is modelled when there is no target
 	// or the target is a library (default: python3 on PATH, else /bin/sh).
 	From string
@@ -235,7 +239,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if a.err != nil && ctx.Err() != nil {
 		return nil, a.err
 	}
-	for _, c := range []*Check{checkAnalysis(a.r, a.err), checkImport(a.r), checkUV(opts.Env)} {
+	for _, c := range []*Check{checkAnalysis(a.r, a.err, opts.TargetFlags), checkImport(a.r), checkUV(opts.Env)} {
 		if c != nil {
 			checks = append(checks, *c)
 		}

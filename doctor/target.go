@@ -14,8 +14,9 @@ const maxProblemsShown = 6
 // checkAnalysis says whether the target loads whole by the analysis resolve
 // and check make (Options.Analyze): what its metadata declares and the
 // state of each distribution, the libraries the loader would not find or
-// would take from the wrong place, symbols that would not bind.
-func checkAnalysis(r *checkpkg.Result, failed error) *Check {
+// would take from the wrong place, symbols that would not bind. flags
+// (Options.TargetFlags) go into the commands it suggests.
+func checkAnalysis(r *checkpkg.Result, failed error, flags string) *Check {
 	if failed != nil {
 		c := check("target", Warn, "the target could not be analysed: "+failed.Error(), "")
 		return &c
@@ -36,7 +37,7 @@ func checkAnalysis(r *checkpkg.Result, failed error) *Check {
 		shown = append(shown, p.String())
 	}
 	c := check("target", Fail, fmt.Sprintf("%s does not load whole (%d problem(s)): %s", r.Target, len(r.Problems), strings.Join(shown, "; ")),
-		"run 'cudadeps resolve "+targetWord(r.Target)+"' to restore what it declares (--dry-run to see the plan first); 'cudadeps check' lists every problem")
+		fmt.Sprintf("run 'cudadeps resolve %[1]s' to restore what it declares (--dry-run to see the plan first); 'cudadeps check %[1]s' lists every problem", strings.TrimSpace(targetWord(r.Target)+" "+flags)))
 	return &c
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	checkpkg "github.com/cudadeps/cudadeps/check"
+	"github.com/cudadeps/cudadeps/resolver"
 )
 
 // TestCheckImportVerdicts: the import line for each outcome check gives,
@@ -33,5 +34,22 @@ func TestCheckImportVerdicts(t *testing.T) {
 	}
 	if c := checkImport(&checkpkg.Result{OK: true}); c != nil {
 		t.Errorf("no import asked: %+v", c)
+	}
+}
+
+// A target that does not load whole is answered with the commands that
+// restore and list it, naming it as doctor was told to: under --root and
+// with --python, the suggested commands carry them.
+func TestCheckAnalysisAdviceNamesTheSameTarget(t *testing.T) {
+	r := &checkpkg.Result{Target: "torch 2.11.0 (/srv/rootfs/usr/lib/python3/dist-packages)", Problems: []resolver.Problem{{}}}
+	for flags, want := range map[string]string{
+		"": "run 'cudadeps resolve torch' to restore what it declares (--dry-run to see the plan first); 'cudadeps check torch' lists every problem",
+		"--root '/srv/my rootfs' --python /srv/py": "run 'cudadeps resolve torch --root '/srv/my rootfs' --python /srv/py' to restore what it declares (--dry-run to see the plan first); " +
+			"'cudadeps check torch --root '/srv/my rootfs' --python /srv/py' lists every problem",
+	} {
+		c := checkAnalysis(r, nil, flags)
+		if c == nil || c.Status != Fail || c.Advice != want {
+			t.Errorf("flags %q: got %+v, want advice %q", flags, c, want)
+		}
 	}
 }

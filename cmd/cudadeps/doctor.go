@@ -13,6 +13,7 @@ import (
 	"github.com/cudadeps/cudadeps/doctor"
 	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/libprobe"
+	"github.com/cudadeps/cudadeps/internal/shquote"
 	"github.com/cudadeps/cudadeps/loader/gpuarch"
 	"github.com/cudadeps/cudadeps/resolver"
 )
@@ -101,7 +102,15 @@ func (a *app) runDoctor(cmd *cobra.Command, args []string, f doctorFlags) error 
 		return usageError("--probe loads this machine's libcuda.so.1; it cannot examine the system under --root %s", a.opts.root)
 	}
 	python := f.python
+	var same []string
+	if a.opts.root != "" {
+		same = append(same, "--root "+shquote.Quote(a.opts.root))
+	}
+	if f.python != "" {
+		same = append(same, "--python "+shquote.Quote(f.python))
+	}
 	opts := doctor.Options{
+		TargetFlags:  strings.Join(same, " "),
 		System:       doctor.System{Root: a.opts.root},
 		Probe:        f.probe,
 		ProbeTimeout: f.probeTimeout,
