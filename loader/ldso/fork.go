@@ -123,14 +123,20 @@ func (r *Result) Detached() (d *Result, link func(*Object) *Object) {
 	}
 	d = &Result{Main: link(r.Main), Objects: mapObjects(r.Objects, link), Warnings: r.Warnings, Arch: r.Arch, Searched: r.Searched}
 	for _, m := range r.Missing {
-		m.NeededBy, m.Requests = mapObjects(m.NeededBy, link), mapObjects(m.Requests, link)
-		d.Missing = append(d.Missing, m)
+		d.Missing = append(d.Missing, m.Relinked(link))
 	}
 	for _, v := range r.VersionErrors {
 		v.Object, v.Provider = link(v.Object), link(v.Provider)
 		d.VersionErrors = append(d.VersionErrors, v)
 	}
 	return d, link
+}
+
+// Relinked is m with the objects it names mapped by link (the link of a
+// Detached result, for a miss kept beside it).
+func (m Miss) Relinked(link func(*Object) *Object) Miss {
+	m.NeededBy, m.Requests = mapObjects(m.NeededBy, link), mapObjects(m.Requests, link)
+	return m
 }
 
 func mapObjects(list []*Object, f func(*Object) *Object) []*Object {

@@ -263,18 +263,8 @@ func detach(r *Root) {
 	res, link := r.Result.Detached()
 	r.Result = res
 	for i, m := range r.RuntimeMisses {
-		m.NeededBy = mapObjects(m.NeededBy, link)
-		m.Requests = mapObjects(m.Requests, link)
-		r.RuntimeMisses[i] = m
+		r.RuntimeMisses[i] = m.Relinked(link)
 	}
-}
-
-func mapObjects(list []*ldso.Object, link func(*ldso.Object) *ldso.Object) []*ldso.Object {
-	out := make([]*ldso.Object, len(list))
-	for i, o := range list {
-		out[i] = link(o)
-	}
-	return out
 }
 
 // Prepare loads, several at once (parallel bounds them, GOMAXPROCS when
@@ -285,8 +275,9 @@ func mapObjects(list []*ldso.Object, link func(*ldso.Object) *ldso.Object) []*ld
 func (im *Importer) Prepare(ctx context.Context, dir string, parallel int) {
 	dists, _ := im.env.Installed()
 	type first struct {
-		d    *pyenv.Dist
-		file string
+		d      *pyenv.Dist
+		file   string
+		module bool
 	}
 	var todo []first
 	for _, d := range dists {
@@ -309,15 +300,16 @@ func (im *Importer) Prepare(ctx context.Context, dir string, parallel int) {
 				library = cmp.Or(library, f)
 			}
 		}
-		for _, f := range []string{module, library} {
-			if f != "" {
-				todo = append(todo, first{d, f})
-			}
+		if module != "" {
+			todo = append(todo, first{d, module, true})
+		}
+		if library != "" {
+			todo = append(todo, first{d, library, false})
 		}
 	}
 	workers.Each(len(todo), parallel, func(i int) {
 		if ctx.Err() == nil {
-			_, _ = im.base(ctx, todo[i].file, todo[i].d, IsExtensionModule(im.l, todo[i].file))
+			_, _ = im.base(ctx, todo[i].file, todo[i].d, todo[i].module)
 		}
 	})
 }
