@@ -2,7 +2,10 @@
 // same time: the others wait for the first instead of computing it again.
 package memo
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Map holds one value per key. The zero Map is ready to use; it must not
 // be copied after first use.
@@ -13,6 +16,7 @@ type Map[K comparable, V any] struct {
 
 type entry[V any] struct {
 	once sync.Once
+	done atomic.Bool // v is computed
 	v    V
 }
 
@@ -29,6 +33,23 @@ func (m *Map[K, V]) Get(k K, compute func() V) V {
 		m.entries[k] = e
 	}
 	m.mu.Unlock()
-	e.once.Do(func() { e.v = compute() })
+	e.once.Do(func() {
+		e.v = compute()
+		e.done.Store(true)
+	})
 	return e.v
+}
+
+// Ready returns the value for k and true when it has been computed, never
+// waiting: a caller with other work to do asks Get later, when it would
+// not wait (or when nothing else is left).
+func (m *Map[K, V]) Ready(k K) (V, bool) {
+	m.mu.Lock()
+	e := m.entries[k]
+	m.mu.Unlock()
+	if e == nil || !e.done.Load() {
+		var zero V
+		return zero, false
+	}
+	return e.v, true
 }

@@ -42,3 +42,30 @@ func TestGetComputesOncePerKey(t *testing.T) {
 		t.Errorf("a kept value was computed again: %d", v)
 	}
 }
+
+// Ready says nothing of a key not asked for or still being computed, and
+// gives the value, without waiting, once it is.
+func TestReadyNeverWaits(t *testing.T) {
+	var m Map[string, int]
+	if _, ok := m.Ready("a"); ok {
+		t.Fatal("a key never asked for is ready")
+	}
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Get("a", func() int {
+			close(started)
+			<-release
+			return 7
+		})
+	}()
+	<-started
+	if _, ok := m.Ready("a"); ok {
+		t.Fatal("a key being computed is ready")
+	}
+	close(release)
+	<-done
+	if v, ok := m.Ready("a"); !ok || v != 7 {
+		t.Fatalf("Ready after Get = %d, %v; want 7, true", v, ok)
+	}
+}

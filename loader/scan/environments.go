@@ -43,6 +43,29 @@ func (e *environments) importRoot(ctx context.Context, alone *Root) (*Root, erro
 	return r, nil
 }
 
+// importReady reports whether importRoot would answer for file at once:
+// its environment is read and the process it is imported into loaded (or
+// it has none).
+func (e *environments) importReady(file string) bool {
+	if program(e.l, file) {
+		return true
+	}
+	ready := true
+	e.sitesFrom(filepath.Dir(e.l.HostPath(file)), func(site string) bool {
+		im, ok := e.sites.Ready(site)
+		switch {
+		case !ok:
+			ready = false
+		case im != nil && im.Owner(file) != nil:
+			ready = im.Ready(file)
+		default:
+			return true
+		}
+		return false
+	})
+	return ready
+}
+
 // environments finds the Python environment each file belongs to: the
 // site directory above it whose installed distributions' RECORDs list it.
 // An environment is taken from an interpreter only when that interpreter

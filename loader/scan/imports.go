@@ -347,13 +347,9 @@ func (im *Importer) base(ctx context.Context, file string, d *pyenv.Dist, module
 	if err != nil {
 		return nil, err
 	}
-	key := baseKey{dist: d, module: module}
-	if py == nil {
-		in, err := im.l.Info(file)
-		if err != nil {
-			return nil, &unloadable{FileError{Path: file, Error: err.Error()}}
-		}
-		key.kind = fmt.Sprintf("%d/%d/%d/%#x", in.Class, in.Data, in.Machine, in.Flags)
+	key, err := im.baseKey(file, d, module, py)
+	if err != nil {
+		return nil, err
 	}
 	got := im.bases.Get(key, func() built {
 		b := &importBase{after: []string{}}
@@ -377,6 +373,48 @@ func (im *Importer) base(ctx context.Context, file string, d *pyenv.Dist, module
 		return built{b: b}
 	})
 	return got.b, got.err
+}
+
+// baseKey is the key of the process file is loaded into: its
+// distribution, whether it is an extension module, and, with no
+// interpreter (py nil), the kind of program that stands in for one.
+func (im *Importer) baseKey(file string, d *pyenv.Dist, module bool, py *ldso.Process) (baseKey, error) {
+	key := baseKey{dist: d, module: module}
+	if py == nil {
+		in, err := im.l.Info(file)
+		if err != nil {
+			return key, &unloadable{FileError{Path: file, Error: err.Error()}}
+		}
+		key.kind = fmt.Sprintf("%d/%d/%d/%#x", in.Class, in.Data, in.Machine, in.Flags)
+	}
+	return key, nil
+}
+
+// Ready reports whether Import(file) would start at once, without waiting
+// for the process it loads file into to be loaded: a scan's worker then
+// imports another file meanwhile.
+func (im *Importer) Ready(file string) bool {
+	if program(im.l, file) {
+		return true
+	}
+	var py *ldso.Process
+	if im.opts.Python != "" {
+		got, ok := im.python.Ready(struct{}{})
+		if !ok {
+			return false
+		}
+		if got.err != nil {
+			return true // Import fails at once
+		}
+		py = got.p
+	}
+	d := im.Owner(file)
+	key, err := im.baseKey(file, d, d != nil && IsExtensionModule(im.l, file), py)
+	if err != nil {
+		return true
+	}
+	_, ok := im.bases.Ready(key)
+	return ok
 }
 
 // run is what running a program of a distribution loads (torch/bin/protoc):

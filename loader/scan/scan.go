@@ -3,6 +3,7 @@ package scan
 
 import (
 	"context"
+	"runtime"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -19,7 +20,6 @@ import (
 	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/uniq"
-	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/loader/bind"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/loader/gpuarch"
@@ -186,38 +186,83 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 			envs.prefetch(ctx, t)
 		}()
 	}
+	// Each root goes through every step in one worker (its closure, its
+	// symbols, its import) as soon as the walk finds it: a long one
+	// (libtorch_cuda.so's symbols) holds up no step of the others, and an
+	// import whose process is not loaded yet waits while the worker takes
+	// other roots (rootQueue).
+	q := newRootQueue(envs.importReady)
+	var (
+		mu      sync.Mutex
+		results = map[string]closureResult{}
+		wg      sync.WaitGroup
+	)
+	nw := opts.Parallel
+	if nw <= 0 {
+		nw = runtime.GOMAXPROCS(0)
+	}
+	for range nw {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				j, ok := q.next()
+				if !ok {
+					return
+				}
+				if ctx.Err() != nil {
+					continue
+				}
+				var res closureResult
+				if j.alone == nil {
+					if res = examine(ctx, l, binder, j.path, opts); res.root != nil && !envs.importReady(j.path) {
+						q.wait(&rootJob{path: j.path, alone: res.root})
+						continue
+					}
+					j.alone = res.root
+				}
+				if j.alone != nil {
+					root, err := envs.importRoot(ctx, j.alone)
+					res = closureResult{root: root, fatal: err}
+				}
+				mu.Lock()
+				results[j.path] = res
+				mu.Unlock()
+			}
+		}()
+	}
 	var roots []string
 	region := trace.StartRegion(ctx, "scan.collect")
 	for _, t := range targets {
-		found, err := collect(ctx, l, t, opts, rep)
+		found, err := collect(ctx, l, t, opts, rep, q.add)
 		if err != nil {
 			region.End()
+			q.close()
+			wg.Wait()
 			return nil, err
 		}
 		roots = append(roots, found...)
 	}
 	region.End()
 	opts.Logger.Debug("collected objects", "roots", len(roots))
-	// Each root goes through every step in one worker (its closure, its
-	// symbols, its import): a long one (libtorch_cuda.so's symbols) holds
-	// up no step of the others.
+	// A file met by two names was examined under both; the walk keeps the
+	// first (results below). A root no walk handed out is added now.
+	for _, r := range roots {
+		q.add(r)
+	}
+	q.close()
 	region = trace.StartRegion(ctx, "scan.roots")
-	results := make([]closureResult, len(roots))
-	workers.Each(len(roots), opts.Parallel, func(i int) {
-		if ctx.Err() == nil {
-			results[i] = examine(ctx, l, binder, envs, roots[i], opts)
-		}
-	})
+	wg.Wait()
 	region.End()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	for i, res := range results {
-		switch {
+	for _, path := range roots {
+		switch res := results[path]; {
 		case res.fatal != nil:
 			return nil, res.fatal
 		case res.err != nil:
-			rep.Errors = append(rep.Errors, FileError{Path: roots[i], Error: res.err.Error()})
+			rep.Errors = append(rep.Errors, FileError{Path: path, Error: res.err.Error()})
 		default:
 			rep.Roots = append(rep.Roots, res.root)
 		}
@@ -241,8 +286,10 @@ func foreignToRoot(l *ldso.Loader, r *ldso.Result) string {
 	return fmt.Sprintf("%s is an %s object, and --root %s has no %s loader (%s): it is not a system this object runs on", r.Main.Path, m, root, m, r.Arch.Interp)
 }
 
-// collect lists the loadable ELF objects of one target.
-func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, rep *Report) ([]string, error) {
+// collect lists the loadable ELF objects of one target; found is told of
+// each as soon as it is known (of a directory's, maybe more than it
+// lists: a file met by two names).
+func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, rep *Report, found func(string)) ([]string, error) {
 	// Under --root, links on the way resolve inside the root.
 	host := l.OpenPath(target)
 	st, err := os.Stat(host)
@@ -250,7 +297,7 @@ func collect(ctx context.Context, l *ldso.Loader, target string, opts Options, r
 		return nil, fmt.Errorf("stat %s: %w", target, errors.Unwrap(err))
 	}
 	if st.IsDir() {
-		return walkDir(ctx, l, target, host, opts.Parallel, opts.AllFiles, rep)
+		return walkDir(ctx, l, target, host, opts.Parallel, opts.AllFiles, rep, found)
 	}
 	if strings.HasSuffix(target, ".whl") || strings.HasSuffix(target, ".zip") {
 		members, err := l.MountWheel(host, opts.WheelMount)
@@ -337,11 +384,12 @@ type closureResult struct {
 	fatal error // the scan cannot go on
 }
 
-// examine is everything a scan says of one root: its closure and report
-// form; with a resolver, its run-time opens (in the same process, after
-// the closure); with symbols, the references that do not bind; and, for a
-// file of an installed Python distribution, its import (importRoot).
-func examine(ctx context.Context, l *ldso.Loader, b *bind.Binder, envs *environments, file string, opts Options) closureResult {
+// examine is what a scan says of one root loaded on its own: its closure
+// and report form; with a resolver, its run-time opens (in the same
+// process, after the closure); with symbols, the references that do not
+// bind. For a file of an installed Python distribution, its import
+// follows (environments.importRoot).
+func examine(ctx context.Context, l *ldso.Loader, b *bind.Binder, file string, opts Options) closureResult {
 	p, err := l.Start(ctx, file, ldso.AsListed)
 	if err != nil {
 		return closureResult{err: err}
@@ -360,10 +408,6 @@ func examine(ctx context.Context, l *ldso.Loader, b *bind.Binder, envs *environm
 		if err := bindRoot(ctx, l, b, root, opts); err != nil {
 			return closureResult{fatal: err}
 		}
-	}
-	root, err = envs.importRoot(ctx, root)
-	if err != nil {
-		return closureResult{fatal: err}
 	}
 	return closureResult{root: root}
 }

@@ -28,11 +28,12 @@ import (
 // candidate.go). The objects come out in the order a sorted depth-first
 // walk meets them. host is where dir is on this machine (dir itself but
 // under a root, through an absolute link); the objects keep dir's name.
-func walkDir(ctx context.Context, l *ldso.Loader, dir, host string, parallel int, all bool, rep *Report) ([]string, error) {
+// found is told of each object as soon as it is read.
+func walkDir(ctx context.Context, l *ldso.Loader, dir, host string, parallel int, all bool, rep *Report, found func(string)) ([]string, error) {
 	if parallel <= 0 {
 		parallel = runtime.GOMAXPROCS(0)
 	}
-	w := &walker{ctx: ctx, l: l, all: all, name: func(p string) string { return p }}
+	w := &walker{ctx: ctx, l: l, all: all, found: found, name: func(p string) string { return p }}
 	if host != dir {
 		w.name = func(p string) string { return dir + strings.TrimPrefix(p, host) }
 	}
@@ -61,12 +62,14 @@ type walker struct {
 	l    *ldso.Loader
 	name func(host string) string // the name a host path is reported by
 	all  bool                     // read every regular file, not only candidates
+	// found is told of each loadable object as it is read.
+	found func(path string)
 
 	mu     sync.Mutex
 	cond   *sync.Cond
 	tasks  []walkTask
 	active int // tasks taken and not finished
-	found  []walkFile
+	files  []walkFile
 
 	// bufs are the buffers directories are listed with, one per worker
 	// at a time (thousands of directories, each listed once).
@@ -152,8 +155,11 @@ func (w *walker) work() {
 
 func (w *walker) add(f walkFile) {
 	w.mu.Lock()
-	w.found = append(w.found, f)
+	w.files = append(w.files, f)
 	w.mu.Unlock()
+	if f.walkErr == nil && f.err == nil && f.in != nil && notLoadable(f.in) == "" && w.found != nil {
+		w.found(f.path)
+	}
 }
 
 // list reads a directory: its subdirectories become tasks, its regular
@@ -314,10 +320,10 @@ func (w *walker) examineFile(d *openDir, name string) (walkFile, bool) {
 // objects, each file once (another name of a file met before is left
 // out), recording the others on rep.
 func (w *walker) results(rep *Report) []string {
-	slices.SortFunc(w.found, func(a, b walkFile) int { return comparePaths(a.path, b.path) })
+	slices.SortFunc(w.files, func(a, b walkFile) int { return comparePaths(a.path, b.path) })
 	var out []string
 	seen := map[[2]uint64]bool{}
-	for _, f := range w.found {
+	for _, f := range w.files {
 		if f.walkErr != nil {
 			rep.Errors = append(rep.Errors, FileError{Path: f.path, Error: f.walkErr.Error()})
 			continue
