@@ -3,7 +3,6 @@ package scan
 
 import (
 	"context"
-	"runtime"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/trace"
 	"sort"
 	"strings"
