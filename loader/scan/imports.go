@@ -103,6 +103,7 @@ func aloneOf(r *Root) *Alone {
 type Importer struct {
 	l      *ldso.Loader
 	env    *pyenv.Env
+	dists  map[string]*pyenv.Dist // env's, as NewImporter read them
 	owners *pyenv.Owners
 	opts   ImportOptions
 
@@ -150,7 +151,7 @@ func NewImporter(l *ldso.Loader, env *pyenv.Env, opts ImportOptions) *Importer {
 		}
 		opts.RuntimeOpens = opts.RuntimeOpens.WithSites(runtimeopen.Sites{Dirs: dirs, User: user})
 	}
-	return &Importer{l: l, env: env, owners: pyenv.NewOwners(dists), opts: opts}
+	return &Importer{l: l, env: env, dists: dists, owners: pyenv.NewOwners(dists), opts: opts}
 }
 
 // Owner is the installed distribution whose RECORD lists file (a path as
@@ -273,7 +274,7 @@ func detach(r *Root) {
 // loaded while other work goes on, not when the first file waits for
 // them.
 func (im *Importer) Prepare(ctx context.Context, dir string, parallel int) {
-	dists, _ := im.env.Installed()
+	dists := im.dists
 	type first struct {
 		d      *pyenv.Dist
 		file   string
@@ -558,7 +559,7 @@ func (im *Importer) loads(ctx context.Context, d *pyenv.Dist) *pkgLoads {
 // importOrder is (once) what d requires, in import order.
 func (im *Importer) importOrder(d *pyenv.Dist) ([]*pyenv.Dist, error) {
 	o := im.order.Get(d, func() importOrder {
-		dists, err := im.env.ImportOrder(d)
+		dists, err := im.env.ImportOrderAmong(im.dists, d)
 		return importOrder{dists, err}
 	})
 	return o.dists, o.err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -22,8 +23,13 @@ type undeclaredImport struct {
 	Source       string   `yaml:"source"`
 }
 
-// undeclaredImports reads the built-in table, by normalized name.
-func undeclaredImports() (map[string][]string, error) {
+// undeclaredImports is the built-in table, by normalized name, read once:
+// an import order is asked for each distribution of an environment. Its
+// callers do not change what it returns.
+var undeclaredImports = sync.OnceValues(readUndeclaredImports)
+
+// readUndeclaredImports reads the built-in table, by normalized name.
+func readUndeclaredImports() (map[string][]string, error) {
 	var list []undeclaredImport
 	if err := yaml.Unmarshal(importsYAML, &list); err != nil {
 		return nil, fmt.Errorf("imports table: %w", err)
@@ -102,14 +108,21 @@ func (e *Env) Spec(d *Dist) string {
 // torch) count as requiring it. Ties go by name, so the order does not
 // depend on map order.
 func (e *Env) ImportOrder(d *Dist) ([]*Dist, error) {
+	// One reading of the environment serves every distribution of the
+	// order.
+	dists, _ := e.Installed()
+	return e.ImportOrderAmong(dists, d)
+}
+
+// ImportOrderAmong is ImportOrder with the environment's distributions as
+// Installed gave them (by normalized name): a caller that asks for the
+// order of each of them reads the environment once.
+func (e *Env) ImportOrderAmong(dists map[string]*Dist, d *Dist) ([]*Dist, error) {
 	undeclared, err := undeclaredImports()
 	if err != nil {
 		return nil, err
 	}
 	self := pymeta.NormalizeName(d.Name)
-	// One reading of the environment serves every distribution of the
-	// order.
-	dists, _ := e.Installed()
 	metas := make(map[string]*pymeta.Metadata, len(dists))
 	for n, x := range dists {
 		metas[n] = x.Metadata

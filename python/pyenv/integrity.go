@@ -4,17 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/plural"
-	"github.com/cudadeps/cudadeps/internal/workers"
 )
 
 // Integrity is what a check of a distribution's files against its RECORD
@@ -129,31 +128,33 @@ func (c ctxReader) Read(p []byte) (int, error) {
 // Owners maps each file that an installed distribution's RECORD lists to
 // that distribution.
 type Owners struct {
-	seed   maphash.Seed
-	shards []map[string]*Dist // by the hash of the path
+	// libs are the files named like shared libraries (".so" in the base
+	// name: what a scan asks about), indexed at once; rest the others,
+	// indexed the first time one is asked about. An environment lists
+	// tens of thousands of files, a few hundred of them libraries.
+	libs  map[string]*Dist
+	lists []ownerList
+	rest  func() map[string]*Dist
 }
 
-// ownerShards is how many maps the index is split into, each filled by a
-// worker of its own: an environment lists tens of thousands of files.
-const ownerShards = 16
+// ownerList is one distribution's files, under the site directory as
+// named (site) and as resolved (real).
+type ownerList struct {
+	d          *Dist
+	site, real string
+}
 
 // NewOwners indexes the RECORD files of dists. A file listed by two
 // distributions belongs to the first by name order, so the answer does not
 // depend on map order.
 func NewOwners(dists map[string]*Dist) *Owners {
-	names := slices.Sorted(maps.Keys(dists))
 	// The files of each distribution as the loader may name them: as
 	// listed, and under the site directory's real path where a link leads
 	// to it (the loader reports real paths). Each site directory is
 	// resolved once.
-	type listing struct {
-		d          *Dist
-		site, real string
-	}
 	reals := map[string]string{}
-	var lists []listing
-	n := 0
-	for _, name := range names {
+	o := &Owners{libs: map[string]*Dist{}}
+	for _, name := range slices.Sorted(maps.Keys(dists)) {
 		d := dists[name]
 		real, ok := reals[d.SiteDir]
 		if !ok {
@@ -163,40 +164,54 @@ func NewOwners(dists map[string]*Dist) *Owners {
 			}
 			reals[d.SiteDir] = real
 		}
-		lists = append(lists, listing{d, d.SiteDir, real})
-		n += len(d.Files)
-	}
-	o := &Owners{seed: maphash.MakeSeed(), shards: make([]map[string]*Dist, ownerShards)}
-	workers.Each(ownerShards, 0, func(shard int) {
-		m := make(map[string]*Dist, n/ownerShards+1)
-		add := func(path string, d *Dist) {
-			if o.shard(path) != shard {
-				return
-			}
-			if _, ok := m[path]; !ok {
-				m[path] = d
-			}
-		}
-		for _, l := range lists {
-			for _, f := range l.d.Files {
-				add(f, l.d)
-				if l.real != l.site {
-					if rel, err := filepath.Rel(l.site, f); err == nil {
-						add(filepath.Join(l.real, rel), l.d)
-					}
+		l := ownerList{d, d.SiteDir, real}
+		o.lists = append(o.lists, l)
+		l.each(func(f string) {
+			if libraryName(f) {
+				if _, ok := o.libs[f]; !ok {
+					o.libs[f] = d
 				}
 			}
+		})
+	}
+	o.rest = sync.OnceValue(func() map[string]*Dist {
+		m := map[string]*Dist{}
+		for _, l := range o.lists {
+			l.each(func(f string) {
+				if _, ok := m[f]; !ok && !libraryName(f) {
+					m[f] = l.d
+				}
+			})
 		}
-		o.shards[shard] = m
+		return m
 	})
 	return o
 }
 
-func (o *Owners) shard(path string) int {
-	return int(maphash.String(o.seed, path) % ownerShards)
+// each calls fn with each of l's files, under the site directory as named
+// and, where that is a link, as resolved.
+func (l ownerList) each(fn func(path string)) {
+	for _, f := range l.d.Files {
+		fn(f)
+		if l.real != l.site {
+			if rel, err := filepath.Rel(l.site, f); err == nil {
+				fn(filepath.Join(l.real, rel))
+			}
+		}
+	}
 }
 
-func (o *Owners) lookup(path string) *Dist { return o.shards[o.shard(path)][path] }
+// libraryName reports a path whose base name holds ".so".
+func libraryName(path string) bool {
+	return strings.Contains(path[strings.LastIndexByte(path, '/')+1:], ".so")
+}
+
+func (o *Owners) lookup(path string) *Dist {
+	if libraryName(path) {
+		return o.libs[path]
+	}
+	return o.rest()[path]
+}
 
 // Owner is the distribution whose RECORD lists path, or nil.
 func (o *Owners) Owner(path string) *Dist {
