@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/eintr"
+	"github.com/cudadeps/cudadeps/internal/memo"
 	"github.com/cudadeps/cudadeps/internal/rootfs"
 )
 
@@ -34,6 +35,7 @@ type rootFS struct {
 
 	mu       sync.Mutex                    // guards trees and writes of overlays
 	dirs     syncMap[string, *dirListing]  // host dir → listing
+	listings memo.Map[string, *dirListing] // each listed once, however many ask at once
 	stats    syncMap[string, statResult]   // host path → what stat said
 	overlays atomic.Pointer[[]*zipOverlay] // mounted wheels
 }
@@ -211,11 +213,18 @@ func hasDotDot(p string) bool {
 	return false
 }
 
-// dirExists reports whether a host directory exists, from the cache.
+// listing is the listing of a host directory, from the cache.
 func (f *rootFS) listing(hostDir string) *dirListing {
 	if l, ok := f.dirs.load(hostDir); ok {
 		return l
 	}
+	// Workers that start together ask for the same directories (the
+	// system's library directory first): one lists, the others wait.
+	return f.dirs.loadOrStore(hostDir, f.listings.Get(hostDir, func() *dirListing { return listDir(hostDir) }))
+}
+
+// listDir lists a host directory for the cache.
+func listDir(hostDir string) *dirListing {
 	l := &dirListing{}
 	names, err := readDirNames(hostDir)
 	switch {
@@ -232,7 +241,7 @@ func (f *rootFS) listing(hostDir string) *dirListing {
 			l.exists = true
 		}
 	}
-	return f.dirs.loadOrStore(hostDir, l)
+	return l
 }
 
 // consulted lists the host paths whose state answers the loader gave
