@@ -197,7 +197,7 @@ func wheelRecordFromDistInfo(files map[string][]byte, source string) (*WheelReco
 	if err != nil {
 		return nil, fmt.Errorf("METADATA: %w", err)
 	}
-	entries, err := pymeta.ParseRecord(bytes.NewReader(files["RECORD"]))
+	entries, err := pymeta.ParseRecordBytes(files["RECORD"])
 	if err != nil {
 		return nil, fmt.Errorf("RECORD: %w", err)
 	}

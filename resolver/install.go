@@ -100,7 +100,7 @@ func distInfoFiles(e fetch.Entry, st *Step, site, info string) ([]activation.Fil
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", recordPath, err)
 	}
-	entries, err := pymeta.ParseRecord(bytes.NewReader(data))
+	entries, err := pymeta.ParseRecordBytes(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", recordPath, err)
 	}

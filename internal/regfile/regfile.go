@@ -2,6 +2,7 @@
 package regfile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -47,10 +48,13 @@ func ReadNamed(path, name string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w: %d bytes, more than the %d this file may hold", name, ErrTooLarge, st.Size(), limit)
 	}
 	// The file may grow while it is read: read one byte past the bound.
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	// A buffer of its size (and a little more, to see the end) takes one
+	// read where growing from nothing takes a dozen copies of a large one.
+	buf := bytes.NewBuffer(make([]byte, 0, min(st.Size(), limit)+bytes.MinRead+1))
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
+	data := buf.Bytes()
 	if int64(len(data)) > limit {
 		return nil, fmt.Errorf("%s: %w: grew past the %d bytes this file may hold", name, ErrTooLarge, limit)
 	}

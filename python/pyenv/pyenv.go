@@ -425,13 +425,12 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read RECORD: %w", err)
 	}
-	d.Record, err = pymeta.ParseRecord(bytes.NewReader(data))
+	d.Record, err = pymeta.ParseRecordBytes(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", recPath, err)
 	}
-	d.Files = make([]string, len(d.Record))
+	d.Files = d.paths(d.Record)
 	for i, r := range d.Record {
-		d.Files[i] = d.path(r.Path)
 		// A plain path ends its absolute one: the entry keeps that tail
 		// rather than a string of its own (an environment has tens of
 		// thousands).
@@ -443,6 +442,42 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 		}
 	}
 	return d, nil
+}
+
+// paths are the absolute paths of RECORD entries. Those that are the site
+// directory joined to a plain path share one string: an environment has
+// tens of thousands, and one allocation each was most of its reading.
+func (d *Dist) paths(record []pymeta.RecordEntry) []string {
+	out := make([]string, len(record))
+	plain := d.SiteDir != "" && !strings.HasSuffix(d.SiteDir, "/")
+	size := 0
+	for _, r := range record {
+		if plain && isPlain(r.Path) {
+			size += len(d.SiteDir) + 1 + len(r.Path)
+		}
+	}
+	var b strings.Builder
+	b.Grow(size)
+	ends := make([]int, len(record))
+	for i, r := range record {
+		if plain && isPlain(r.Path) {
+			b.WriteString(d.SiteDir)
+			b.WriteByte('/')
+			b.WriteString(r.Path)
+			ends[i] = b.Len()
+		} else {
+			out[i] = d.path(r.Path)
+		}
+	}
+	all := b.String()
+	start := 0
+	for i, end := range ends {
+		if end > 0 {
+			out[i] = all[start:end]
+			start = end
+		}
+	}
+	return out
 }
 
 // path is the absolute path of a RECORD path.

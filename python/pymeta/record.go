@@ -35,6 +35,15 @@ func parseRecord(r io.Reader, maxSize int64) ([]RecordEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("RECORD: %w", err)
 	}
+	return parseRecordBytes(data, maxSize)
+}
+
+// ParseRecordBytes is ParseRecord of a RECORD already read.
+func ParseRecordBytes(data []byte) ([]RecordEntry, error) {
+	return parseRecordBytes(data, MaxRecordSize)
+}
+
+func parseRecordBytes(data []byte, maxSize int64) ([]RecordEntry, error) {
 	if int64(len(data)) > maxSize {
 		return nil, fmt.Errorf("RECORD larger than %d bytes", maxSize)
 	}
@@ -49,6 +58,7 @@ func parseRecord(r io.Reader, maxSize int64) ([]RecordEntry, error) {
 // recordCSV reads a RECORD with encoding/csv.
 func recordCSV(text string) ([]RecordEntry, error) {
 	var out []RecordEntry
+	var digests []byte
 	cr := csv.NewReader(strings.NewReader(text))
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
@@ -60,7 +70,7 @@ func recordCSV(text string) ([]RecordEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("RECORD: %w", err)
 		}
-		if out, err = appendEntry(out, row); err != nil {
+		if out, digests, err = appendEntry(out, digests, row); err != nil {
 			return nil, err
 		}
 	}
@@ -70,7 +80,11 @@ func recordCSV(text string) ([]RecordEntry, error) {
 // split at commas, as CSV reads it, without a reader's copies (torch's
 // RECORD has 11,847 lines).
 func recordPlain(text string) ([]RecordEntry, error) {
-	out := make([]RecordEntry, 0, strings.Count(text, "\n")+1)
+	lines := strings.Count(text, "\n") + 1
+	out := make([]RecordEntry, 0, lines)
+	// The digests share one array (a sha256 for each line, most often):
+	// an environment lists tens of thousands of files.
+	digests := make([]byte, 0, lines*sha256Size)
 	var row [3]string
 	var err error
 	for line := range strings.Lines(text) {
@@ -85,7 +99,7 @@ func recordPlain(text string) ([]RecordEntry, error) {
 			}
 			n++
 		}
-		if out, err = appendEntry(out, row[:min(n, len(row))]); err != nil {
+		if out, digests, err = appendEntry(out, digests, row[:min(n, len(row))]); err != nil {
 			return nil, err
 		}
 	}
@@ -95,35 +109,44 @@ func recordPlain(text string) ([]RecordEntry, error) {
 	return out, nil
 }
 
+// sha256Size is the length of a sha256 digest.
+const sha256Size = 32
+
 // appendEntry adds the entry of one RECORD row (path, algo=digest, size;
-// the fields after the path may be empty or absent).
-func appendEntry(out []RecordEntry, row []string) ([]RecordEntry, error) {
+// the fields after the path may be empty or absent); its digest is
+// decoded onto digests, whose array it shares.
+func appendEntry(out []RecordEntry, digests []byte, row []string) ([]RecordEntry, []byte, error) {
 	if len(row) == 0 || row[0] == "" {
-		return out, nil
+		return out, digests, nil
 	}
 	e := RecordEntry{Path: row[0], Size: -1}
+	var err error
 	if len(row) > 1 && row[1] != "" {
 		algo, digest, ok := strings.Cut(row[1], "=")
 		if !ok {
-			return nil, fmt.Errorf("RECORD: %s: hash %q is not algo=digest", row[0], row[1])
+			return nil, nil, fmt.Errorf("RECORD: %s: hash %q is not algo=digest", row[0], row[1])
 		}
-		sum, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(digest, "="))
+		digest = strings.TrimRight(digest, "=")
+		var buf [128]byte
+		src := append(buf[:0], digest...) // on the stack for any real digest
+		start := len(digests)
+		digests, err = base64.RawURLEncoding.AppendDecode(digests, src)
 		if err != nil {
-			return nil, fmt.Errorf("RECORD: %s: hash %q: %w", row[0], row[1], err)
+			return nil, nil, fmt.Errorf("RECORD: %s: hash %q: %w", row[0], row[1], err)
 		}
 		if algo == "sha256" {
 			algo = "sha256" // not a piece of the line, which it would keep
 		} else {
 			algo = strings.Clone(algo)
 		}
-		e.HashAlgo, e.Hash = algo, sum
+		e.HashAlgo, e.Hash = algo, digests[start:len(digests):len(digests)]
 	}
 	if len(row) > 2 && row[2] != "" {
 		n, err := strconv.ParseInt(row[2], 10, 64)
 		if err != nil || n < 0 {
-			return nil, fmt.Errorf("RECORD: %s: size %q is not a number", row[0], row[2])
+			return nil, nil, fmt.Errorf("RECORD: %s: size %q is not a number", row[0], row[2])
 		}
 		e.Size = n
 	}
-	return append(out, e), nil
+	return append(out, e), digests, nil
 }
