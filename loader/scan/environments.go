@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime/trace"
 	"slices"
 	"strings"
 
@@ -147,6 +148,7 @@ func (e *environments) at(ctx context.Context, site string) *Importer {
 }
 
 func (e *environments) load(ctx context.Context, site string) *Importer {
+	defer trace.StartRegion(ctx, "scan.environment").End()
 	iopts := ImportOptions{RuntimeOpens: e.opts.RuntimeOpens, Symbols: e.opts.Symbols, Binder: e.binder}
 	if e.l.Root() == "" {
 		for _, py := range []string{e.opts.Python, e.opts.DefaultPython} {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime/trace"
 	"slices"
 	"strings"
 
@@ -113,6 +114,13 @@ type Importer struct {
 	pkgs    memo.Map[*pyenv.Dist, *pkgLoads]
 	order   memo.Map[*pyenv.Dist, importOrder]
 	missing memo.Map[string, string] // by the files loaded before and the library
+	modules memo.Map[string, bool]   // IsExtensionModule, by file
+}
+
+// isModule is (once per file) IsExtensionModule: a library named NAME.so
+// is looked up for PyInit_NAME, and a scan asks of each file several times.
+func (im *Importer) isModule(file string) bool {
+	return im.modules.Get(file, func() bool { return IsExtensionModule(im.l, file) })
 }
 
 type importOrder struct {
@@ -216,7 +224,7 @@ func (im *Importer) Import(ctx context.Context, file string) (*Root, error) {
 		return im.run(ctx, file)
 	}
 	d := im.Owner(file)
-	module := d != nil && IsExtensionModule(im.l, file)
+	module := d != nil && im.isModule(file)
 	b, err := im.base(ctx, file, d, module)
 	if err != nil {
 		return nil, err
@@ -280,7 +288,9 @@ func (im *Importer) Prepare(ctx context.Context, dir string, parallel int) {
 		file   string
 		module bool
 	}
+	region := trace.StartRegion(ctx, "scan.prepare")
 	var todo []first
+	prefix := dir + "/"
 	for _, d := range dists {
 		// The first file of each kind: an extension module, a library.
 		var module, library string
@@ -288,14 +298,14 @@ func (im *Importer) Prepare(ctx context.Context, dir string, parallel int) {
 			if (module != "" && library != "") || ctx.Err() != nil {
 				break
 			}
-			if !strings.HasPrefix(host, dir+"/") {
+			if !strings.HasPrefix(host, prefix) {
 				continue
 			}
 			f := im.l.GuestPath(host)
 			if !loadable(im.l, f) || program(im.l, f) {
 				continue
 			}
-			if IsExtensionModule(im.l, f) {
+			if im.isModule(f) {
 				module = cmp.Or(module, f)
 			} else {
 				library = cmp.Or(library, f)
@@ -308,6 +318,7 @@ func (im *Importer) Prepare(ctx context.Context, dir string, parallel int) {
 			todo = append(todo, first{d, library, false})
 		}
 	}
+	region.End()
 	workers.Each(len(todo), parallel, func(i int) {
 		if ctx.Err() == nil {
 			_, _ = im.base(ctx, todo[i].file, todo[i].d, todo[i].module)
@@ -353,6 +364,10 @@ func (im *Importer) base(ctx context.Context, file string, d *pyenv.Dist, module
 		return nil, err
 	}
 	got := im.bases.Get(key, func() built {
+		defer trace.StartRegion(ctx, "scan.importBase").End()
+		if d != nil && trace.IsEnabled() {
+			trace.Log(ctx, "distribution", fmt.Sprintf("%s module=%v", d.Name, module))
+		}
 		b := &importBase{after: []string{}}
 		p, python, err := im.process(ctx, file)
 		if err != nil {
@@ -410,7 +425,7 @@ func (im *Importer) Ready(file string) bool {
 		py = got.p
 	}
 	d := im.Owner(file)
-	key, err := im.baseKey(file, d, d != nil && IsExtensionModule(im.l, file), py)
+	key, err := im.baseKey(file, d, d != nil && im.isModule(file), py)
 	if err != nil {
 		return true
 	}
@@ -548,7 +563,7 @@ func (im *Importer) loads(ctx context.Context, d *pyenv.Dist) *pkgLoads {
 					}
 				}
 			}
-			if IsExtensionModule(im.l, f) {
+			if im.isModule(f) {
 				pl.modules = append(pl.modules, f)
 			}
 		}

@@ -451,16 +451,18 @@ func (d *Dist) paths(record []pymeta.RecordEntry) []string {
 	out := make([]string, len(record))
 	plain := d.SiteDir != "" && !strings.HasSuffix(d.SiteDir, "/")
 	size := 0
-	for _, r := range record {
+	ends := make([]int, len(record)) // -1: not plain
+	for i, r := range record {
 		if plain && isPlain(r.Path) {
 			size += len(d.SiteDir) + 1 + len(r.Path)
+		} else {
+			ends[i] = -1
 		}
 	}
 	var b strings.Builder
 	b.Grow(size)
-	ends := make([]int, len(record))
 	for i, r := range record {
-		if plain && isPlain(r.Path) {
+		if ends[i] == 0 {
 			b.WriteString(d.SiteDir)
 			b.WriteByte('/')
 			b.WriteString(r.Path)
@@ -495,8 +497,11 @@ func (d *Dist) path(p string) string {
 // isPlain reports a relative slash-separated path that cleaning leaves as
 // it is: no empty, "." or ".." element. Most RECORD paths are.
 func isPlain(p string) bool {
-	if p == "" || p[0] == '/' || p[len(p)-1] == '/' {
+	if p == "" || p[0] == '/' || p[len(p)-1] == '/' || strings.Contains(p, "//") {
 		return false
+	}
+	if p[0] != '.' && !strings.Contains(p, "/.") {
+		return true // no element can be "." or ".."
 	}
 	start := 0
 	for i := 0; i <= len(p); i++ {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +185,24 @@ func TestImportOrder(t *testing.T) {
 		}
 		if got := strings.Join(names, ","); got != want {
 			t.Errorf("%s: import order %s, want %s", target, got, want)
+		}
+	}
+}
+
+// isPlain agrees with its definition, cleaning leaves the path as it is
+// and no element is "..", on paths its fast checks and its element loop
+// each answer.
+func TestIsPlain(t *testing.T) {
+	def := func(p string) bool {
+		return p != "" && p[0] != '/' && path.Clean(p) == p && p != "." && !slices.Contains(strings.Split(p, "/"), "..")
+	}
+	for _, p := range []string{
+		"torch/lib/libc10.so", "a", "a/b", ".hidden", "a/.hidden/b", "a/..b", "a/b..", "..a", "a/.b/c",
+		"", "/abs", "a/", "a//b", ".", "..", "./a", "../a", "a/.", "a/..", "a/./b", "a/../b", "a/b/..", ".a/../b",
+		"../../../bin/torchrun", "torch-2.11.0.dist-info/RECORD", "a/.../b",
+	} {
+		if got, want := isPlain(p), def(p); got != want {
+			t.Errorf("isPlain(%q) = %v, want %v", p, got, want)
 		}
 	}
 }
