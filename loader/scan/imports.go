@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"runtime/trace"
 	"slices"
@@ -289,13 +290,15 @@ func (im *Importer) Prepare(ctx context.Context, dir string, parallel int) {
 		module bool
 	}
 	region := trace.StartRegion(ctx, "scan.prepare")
-	var todo []first
+	names := slices.Sorted(maps.Keys(dists))
+	// The first file of each kind of each distribution (an extension
+	// module, a library), the distributions side by side.
+	firsts := make([][2]string, len(names))
 	prefix := dir + "/"
-	for _, d := range dists {
-		// The first file of each kind: an extension module, a library.
-		var module, library string
-		for _, host := range d.Files {
-			if (module != "" && library != "") || ctx.Err() != nil {
+	workers.Each(len(names), parallel, func(i int) {
+		module, library := &firsts[i][0], &firsts[i][1]
+		for _, host := range dists[names[i]].Files {
+			if (*module != "" && *library != "") || ctx.Err() != nil {
 				break
 			}
 			if !strings.HasPrefix(host, prefix) {
@@ -306,16 +309,19 @@ func (im *Importer) Prepare(ctx context.Context, dir string, parallel int) {
 				continue
 			}
 			if im.isModule(f) {
-				module = cmp.Or(module, f)
+				*module = cmp.Or(*module, f)
 			} else {
-				library = cmp.Or(library, f)
+				*library = cmp.Or(*library, f)
 			}
 		}
-		if module != "" {
-			todo = append(todo, first{d, module, true})
+	})
+	var todo []first
+	for i, name := range names {
+		if module := firsts[i][0]; module != "" {
+			todo = append(todo, first{dists[name], module, true})
 		}
-		if library != "" {
-			todo = append(todo, first{d, library, false})
+		if library := firsts[i][1]; library != "" {
+			todo = append(todo, first{dists[name], library, false})
 		}
 	}
 	region.End()

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/plural"
+	"github.com/cudadeps/cudadeps/internal/workers"
 )
 
 // Integrity is what a check of a distribution's files against its RECORD
@@ -153,7 +154,7 @@ func NewOwners(dists map[string]*Dist) *Owners {
 	// to it (the loader reports real paths). Each site directory is
 	// resolved once.
 	reals := map[string]string{}
-	o := &Owners{libs: map[string]*Dist{}}
+	o := &Owners{}
 	for _, name := range slices.Sorted(maps.Keys(dists)) {
 		d := dists[name]
 		real, ok := reals[d.SiteDir]
@@ -164,15 +165,25 @@ func NewOwners(dists map[string]*Dist) *Owners {
 			}
 			reals[d.SiteDir] = real
 		}
-		l := ownerList{d, d.SiteDir, real}
-		o.lists = append(o.lists, l)
-		l.each(func(f string) {
+		o.lists = append(o.lists, ownerList{d, d.SiteDir, real})
+	}
+	// Each distribution's libraries are picked out side by side; the
+	// index is then filled in name order.
+	libs := make([][]string, len(o.lists))
+	workers.Each(len(o.lists), 0, func(i int) {
+		o.lists[i].each(func(f string) {
 			if libraryName(f) {
-				if _, ok := o.libs[f]; !ok {
-					o.libs[f] = d
-				}
+				libs[i] = append(libs[i], f)
 			}
 		})
+	})
+	o.libs = map[string]*Dist{}
+	for i, l := range o.lists {
+		for _, f := range libs[i] {
+			if _, ok := o.libs[f]; !ok {
+				o.libs[f] = l.d
+			}
+		}
 	}
 	o.rest = sync.OnceValue(func() map[string]*Dist {
 		m := map[string]*Dist{}

@@ -8,6 +8,7 @@ package pyenv
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -347,11 +349,24 @@ func (e *Env) Installed() (map[string]*Dist, []string) {
 			first = append(first, di)
 		}
 	}
-	// Read side by side: an environment's RECORDs run to tens of
-	// thousands of lines, torch's alone to twelve thousand.
+	// Read side by side, the largest RECORDs first: an environment's
+	// RECORDs run to tens of thousands of lines, torch's alone to twelve
+	// thousand, and started last it would be the one everything waits for.
+	sizes := make([]int64, len(first))
+	workers.Each(len(first), 0, func(i int) {
+		if st, err := e.files.stat(filepath.Join(first[i].dir, "RECORD")); err == nil {
+			sizes[i] = st.Size()
+		}
+	})
+	order := make([]int, len(first))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(sizes[b], sizes[a]) })
 	dists := make([]*Dist, len(first))
 	errs := make([]error, len(first))
-	workers.Each(len(first), 0, func(i int) {
+	workers.Each(len(first), 0, func(k int) {
+		i := order[k]
 		dists[i], errs[i] = e.cachedDist(first[i])
 	})
 	out := map[string]*Dist{}
