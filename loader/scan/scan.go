@@ -225,6 +225,9 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 					root, err := envs.importRoot(ctx, j.alone)
 					res = closureResult{root: root, fatal: err}
 				}
+				if res.root != nil {
+					withClosure(res.root)
+				}
 				mu.Lock()
 				results[j.path] = res
 				mu.Unlock()
@@ -397,7 +400,13 @@ func examine(ctx context.Context, l *ldso.Loader, b *bind.Binder, file string, o
 	// The closure is read before the run-time opens add to the process: a
 	// copy, since Result is the process's own.
 	r := *p.Result()
-	root := NewRoot(&r)
+	root := newRoot(&r)
+	if opts.RuntimeOpens != nil {
+		// Its entries now: the run-time opens add to the objects'
+		// NeededBy. Without them, they are made only if this answer is
+		// the one reported (withClosure).
+		root.Closure = closureOf(&r)
+	}
 	if opts.RuntimeOpens != nil {
 		runtimeOpens(ctx, opts.RuntimeOpens, p, r.Objects, root)
 	}
@@ -414,34 +423,19 @@ func examine(ctx context.Context, l *ldso.Loader, b *bind.Binder, file string, o
 
 // NewRoot converts a loader result to its report form.
 func NewRoot(r *ldso.Result) *Root {
-	root := &Root{Path: r.Main.Path, Result: r, Closure: []Entry{}, Missing: []Missing{}, VersionErrors: []VersionError{}, Warnings: r.Warnings}
+	root := newRoot(r)
+	root.Closure = closureOf(r)
+	return root
+}
+
+// newRoot is NewRoot without the closure's entries, for an answer that
+// may be replaced before it is reported (a root's own load, when its
+// import answers for it); withClosure completes it.
+func newRoot(r *ldso.Result) *Root {
+	root := &Root{Path: r.Main.Path, Result: r, Missing: []Missing{}, VersionErrors: []VersionError{}, Warnings: r.Warnings}
 	if in := r.Main.Info; in != nil {
 		root.Machine = strings.TrimPrefix(in.Machine.String(), "EM_")
 		root.Class = strings.TrimPrefix(in.Class.String(), "ELFCLASS")
-	}
-	faked := map[string]int{}
-	for _, o := range r.Objects {
-		if o == r.Main {
-			continue
-		}
-		if !o.Found() {
-			if i, ok := faked[o.Name]; ok {
-				for _, by := range o.NeededBy {
-					root.Closure[i].NeededBy = uniq.Append(root.Closure[i].NeededBy, by.Path)
-				}
-				continue
-			}
-			faked[o.Name] = len(root.Closure)
-		}
-		e := Entry{Soname: o.Name, Via: o.Via, From: o.From, Problem: o.Problem, NeededBy: []string{}}
-		if o.Found() {
-			p := o.Path
-			e.Path = &p
-		}
-		for _, by := range o.NeededBy {
-			e.NeededBy = uniq.Append(e.NeededBy, by.Path)
-		}
-		root.Closure = append(root.Closure, e)
 	}
 	for _, m := range r.Missing {
 		mm := Missing{Soname: m.Name, Problem: m.Problem, Fatal: m.Fatal, NeededBy: []string{}}
@@ -455,6 +449,47 @@ func NewRoot(r *ldso.Result) *Root {
 	}
 	root.OK = r.OK()
 	return root
+}
+
+// withClosure is root with the entries of its closure, made if newRoot
+// left them out.
+func withClosure(root *Root) *Root {
+	if root.Closure == nil {
+		root.Closure = closureOf(root.Result)
+	}
+	return root
+}
+
+// closureOf lists the objects of a loader result, in load order, the
+// main object left out; a name not found is listed once.
+func closureOf(r *ldso.Result) []Entry {
+	closure := make([]Entry, 0, len(r.Objects))
+	paths := make([]string, 0, len(r.Objects)) // copies: an entry keeps no object of the process
+	faked := map[string]int{}
+	for _, o := range r.Objects {
+		if o == r.Main {
+			continue
+		}
+		if !o.Found() {
+			if i, ok := faked[o.Name]; ok {
+				for _, by := range o.NeededBy {
+					closure[i].NeededBy = uniq.Append(closure[i].NeededBy, by.Path)
+				}
+				continue
+			}
+			faked[o.Name] = len(closure)
+		}
+		e := Entry{Soname: o.Name, Via: o.Via, From: o.From, Problem: o.Problem, NeededBy: make([]string, 0, len(o.NeededBy))}
+		if o.Found() {
+			paths = append(paths, o.Path)
+			e.Path = &paths[len(paths)-1]
+		}
+		for _, by := range o.NeededBy {
+			e.NeededBy = uniq.Append(e.NeededBy, by.Path)
+		}
+		closure = append(closure, e)
+	}
+	return closure
 }
 
 // NewVersionError converts a loader version error, with ld.so's message.
