@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // ErrNotRegular is wrapped by the error for a directory, FIFO, device or
@@ -26,6 +27,27 @@ func Read(path string, limit int64) ([]byte, error) { return ReadNamed(path, pat
 // through another name (a link resolved inside a root) is reported as the
 // caller knows it.
 func ReadNamed(path, name string, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := readNamed(path, name, limit, &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// ReadNamedString is ReadNamed into a string, without the copy that
+// converting the bytes would make (a RECORD runs to megabytes). The
+// bytes are read here and never given out, so the string is as
+// immutable as any (strings.Builder makes its strings the same way).
+func ReadNamedString(path, name string, limit int64) (string, error) {
+	var buf bytes.Buffer
+	if err := readNamed(path, name, limit, &buf); err != nil {
+		return "", err
+	}
+	b := buf.Bytes()
+	return unsafe.String(unsafe.SliceData(b), len(b)), nil
+}
+
+func readNamed(path, name string, limit int64, w *bytes.Buffer) error {
 	// O_NONBLOCK: opening a FIFO without a writer must not wait; it is
 	// refused below like any other file that is not regular.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
@@ -34,31 +56,30 @@ func ReadNamed(path, name string, limit int64) ([]byte, error) {
 		if errors.As(err, &pe) {
 			pe.Path = name
 		}
-		return nil, err
+		return err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, Kind(st.Mode()))
+		return fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, Kind(st.Mode()))
 	}
 	if st.Size() > limit {
-		return nil, fmt.Errorf("%s: %w: %d bytes, more than the %d this file may hold", name, ErrTooLarge, st.Size(), limit)
+		return fmt.Errorf("%s: %w: %d bytes, more than the %d this file may hold", name, ErrTooLarge, st.Size(), limit)
 	}
 	// The file may grow while it is read: read one byte past the bound.
-	// A buffer of its size (and a little more, to see the end) takes one
+	// Room for its size (and a little more, to see the end) takes one
 	// read where growing from nothing takes a dozen copies of a large one.
-	buf := bytes.NewBuffer(make([]byte, 0, min(st.Size(), limit)+bytes.MinRead+1))
-	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
+	w.Grow(int(min(st.Size(), limit)) + bytes.MinRead + 1)
+	if _, err := w.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
 	}
-	data := buf.Bytes()
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: %w: grew past the %d bytes this file may hold", name, ErrTooLarge, limit)
+	if int64(w.Len()) > limit {
+		return fmt.Errorf("%s: %w: grew past the %d bytes this file may hold", name, ErrTooLarge, limit)
 	}
-	return data, nil
+	return nil
 }
 
 // Absent reports whether err says that an optional file is not there:

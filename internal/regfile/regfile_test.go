@@ -45,6 +45,9 @@ func TestRead(t *testing.T) {
 	if err != nil || string(data) != "0123456789" {
 		t.Fatalf("Read(small, 10) = %q, %v", data, err)
 	}
+	if text, err := ReadNamedString(small, small, 10); err != nil || text != "0123456789" {
+		t.Fatalf("ReadNamedString(small, 10) = %q, %v", text, err)
+	}
 	for _, tc := range []struct {
 		path  string
 		limit int64
@@ -59,23 +62,26 @@ func TestRead(t *testing.T) {
 		{sock, 1 << 20, nil, sock}, // a socket cannot be opened at all
 		{filepath.Join(dir, "absent"), 1 << 20, fs.ErrNotExist, "absent"},
 	} {
-		done := make(chan error, 1)
-		go func() {
-			_, err := Read(tc.path, tc.limit)
-			done <- err
-		}()
-		select {
-		case err = <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("Read(%s) blocks", tc.path)
-		}
-		if err == nil {
-			t.Errorf("Read(%s, %d) accepted", tc.path, tc.limit)
-			continue
-		}
-		msg := err.Error()
-		if tc.is != nil && !errors.Is(err, tc.is) || !strings.Contains(msg, tc.path) || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
-			t.Errorf("Read(%s, %d) = %q, want one line naming it, %q, wrapping %v", tc.path, tc.limit, msg, tc.want, tc.is)
+		// ReadNamedString refuses what Read refuses, alike.
+		for _, read := range []func() error{
+			func() error { _, err := Read(tc.path, tc.limit); return err },
+			func() error { _, err := ReadNamedString(tc.path, tc.path, tc.limit); return err },
+		} {
+			done := make(chan error, 1)
+			go func() { done <- read() }()
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Read(%s) blocks", tc.path)
+			}
+			if err == nil {
+				t.Errorf("Read(%s, %d) accepted", tc.path, tc.limit)
+				continue
+			}
+			msg := err.Error()
+			if tc.is != nil && !errors.Is(err, tc.is) || !strings.Contains(msg, tc.path) || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
+				t.Errorf("Read(%s, %d) = %q, want one line naming it, %q, wrapping %v", tc.path, tc.limit, msg, tc.want, tc.is)
+			}
 		}
 	}
 }

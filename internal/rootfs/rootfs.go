@@ -286,15 +286,34 @@ func (r *Root) ReadDir(guest string) ([]fs.DirEntry, error) {
 // larger than limit is refused with one line naming guest (and the file
 // its links led to); a missing file's error wraps fs.ErrNotExist.
 func (r *Root) ReadFile(guest string, limit int64) ([]byte, error) {
-	host, err := r.Resolve(guest)
+	host, name, err := r.readable(guest)
 	if err != nil {
 		return nil, err
 	}
-	name := r.Path(guest)
+	return regfile.ReadNamed(host, name, limit)
+}
+
+// ReadFileString is ReadFile into a string (regfile.ReadNamedString).
+func (r *Root) ReadFileString(guest string, limit int64) (string, error) {
+	host, name, err := r.readable(guest)
+	if err != nil {
+		return "", err
+	}
+	return regfile.ReadNamedString(host, name, limit)
+}
+
+// readable is the file of this machine that guest names, and the name
+// errors call it by.
+func (r *Root) readable(guest string) (host, name string, err error) {
+	host, err = r.Resolve(guest)
+	if err != nil {
+		return "", "", err
+	}
+	name = r.Path(guest)
 	if resolved, _ := r.Guest(host); r.dir != "" && resolved != path.Clean(absolute(guest)) {
 		name += " (a link to " + resolved + ")"
 	}
-	return regfile.ReadNamed(host, name, limit)
+	return host, name, nil
 }
 
 // Reason is what err says without the operation and path that a

@@ -38,6 +38,11 @@ func (f files) readFile(host string, limit int64) ([]byte, error) {
 	return r.ReadFile(g, limit)
 }
 
+func (f files) readFileString(host string, limit int64) (string, error) {
+	r, g := f.at(host)
+	return r.ReadFileString(g, limit)
+}
+
 func (f files) readDir(host string) ([]fs.DirEntry, error) {
 	r, g := f.at(host)
 	return r.ReadDir(g)

@@ -433,14 +433,14 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 		}
 	}
 	recPath := filepath.Join(infoDir, "RECORD")
-	data, err = e.files.readFile(recPath, maxRecord)
+	record, err := e.files.readFileString(recPath, maxRecord)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%s has no RECORD (installed by a tool that keeps no file list): %w", infoDir, err)
 	case err != nil:
 		return nil, fmt.Errorf("read RECORD: %w", err)
 	}
-	d.Record, err = pymeta.ParseRecordBytes(data)
+	d.Record, err = pymeta.ParseRecordString(record)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", recPath, err)
 	}

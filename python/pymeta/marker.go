@@ -104,6 +104,12 @@ func (m *Marker) EvaluatePartial(env Environment) (value, known bool) {
 }
 
 func prepareEnv(env Environment) Environment {
+	// Most callers pass what needs no change: no copy then (markers are
+	// evaluated for every requirement of every distribution).
+	x, ok := env["extra"]
+	if ok && (x == "" || NormalizeName(x) == x) && !strings.HasSuffix(env["python_full_version"], "+") {
+		return env
+	}
 	e := make(Environment, len(env)+1)
 	for k, v := range env {
 		e[k] = v

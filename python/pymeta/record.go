@@ -47,7 +47,15 @@ func parseRecordBytes(data []byte, maxSize int64) ([]RecordEntry, error) {
 	if int64(len(data)) > maxSize {
 		return nil, fmt.Errorf("RECORD larger than %d bytes", maxSize)
 	}
-	text := string(data)
+	return ParseRecordString(string(data))
+}
+
+// ParseRecordString is ParseRecord of a RECORD read into a string. The
+// entries' paths are pieces of text.
+func ParseRecordString(text string) ([]RecordEntry, error) {
+	if int64(len(text)) > MaxRecordSize {
+		return nil, fmt.Errorf("RECORD larger than %d bytes", MaxRecordSize)
+	}
 	if strings.Contains(text, `"`) {
 		// Quoted fields (a path with a comma, a line break): CSV's rules.
 		return recordCSV(text)

@@ -153,11 +153,11 @@ func (r Requirement) Applies(env Environment, extras []string) (applies, known b
 		return true, true
 	}
 	known = true
+	e := make(Environment, len(env)+1)
+	for k, v := range env {
+		e[k] = v
+	}
 	for _, x := range append([]string{""}, extras...) {
-		e := make(Environment, len(env)+1)
-		for k, v := range env {
-			e[k] = v
-		}
 		e["extra"] = x
 		v, k := r.Marker.EvaluatePartial(e)
 		if k && v {
