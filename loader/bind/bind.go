@@ -32,6 +32,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/eintr"
+	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/loader/ldso"
 )
@@ -114,19 +115,26 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 	if err != nil {
 		return nil, err
 	}
-	left := len(todo)
-	for _, m := range members {
-		if left == 0 {
-			break
-		}
-		if err := ctx.Err(); err != nil {
+	// A reference binds to the first member, in scope order, that
+	// defines it, whatever the other references do: a long list (the
+	// hundred thousand of libtorch_cuda.so) is bound in pieces side by
+	// side, each through the members in order.
+	pieces := min(runtime.GOMAXPROCS(0), len(todo)/minPiece)
+	if pieces < 2 {
+		if err := b.bindAll(ctx, members, todo); err != nil {
 			return nil, err
 		}
-		n, err := b.bindIn(m, todo)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+	} else {
+		errs := make([]error, pieces)
+		size := (len(todo) + pieces - 1) / pieces
+		workers.Each(pieces, pieces, func(i int) {
+			errs[i] = b.bindAll(ctx, members, todo[i*size:min(len(todo), (i+1)*size)])
+		})
+		for _, err := range errs {
+			if err != nil {
+				return nil, err
+			}
 		}
-		left -= n
 	}
 	var out []Undefined
 	var last *file
@@ -142,6 +150,28 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 		out = append(out, Undefined{Object: p.o, Symbol: s.name, Version: s.version, File: s.file})
 	}
 	return out, nil
+}
+
+// minPiece is the fewest references bound apart from the others.
+const minPiece = 4096
+
+// bindAll binds todo in members, in order, until every one is bound.
+func (b *Binder) bindAll(ctx context.Context, members []*file, todo []pending) error {
+	left := len(todo)
+	for _, m := range members {
+		if left == 0 {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := b.bindIn(m, todo)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUnreadable, err)
+		}
+		left -= n
+	}
+	return nil
 }
 
 // members lists the distinct files of scope in order, and marks them by
