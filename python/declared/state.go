@@ -3,6 +3,7 @@ package declared
 import (
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -127,16 +128,24 @@ func (c *computer) layout(d *Dist) {
 func recordFiles(inst *pyenv.Dist) []catalog.WheelFile {
 	out := []catalog.WheelFile{}
 	for _, e := range inst.Record {
-		if first, _, _ := strings.Cut(e.Path, "/"); strings.HasSuffix(first, ".dist-info") || strings.HasPrefix(e.Path, "../") {
-			continue
+		if f, ok := recordFile(e); ok {
+			out = append(out, f)
 		}
-		f := catalog.WheelFile{Path: e.Path, Size: e.Size}
-		if e.HashAlgo == "sha256" {
-			f.SHA256 = hex.EncodeToString(e.Hash)
-		}
-		out = append(out, f)
 	}
 	return out
+}
+
+// recordFile is a RECORD entry as a wheel's file; false for the
+// dist-info's own files and those outside the site directory.
+func recordFile(e pymeta.RecordEntry) (catalog.WheelFile, bool) {
+	if first, _, _ := strings.Cut(e.Path, "/"); strings.HasSuffix(first, ".dist-info") || strings.HasPrefix(e.Path, "../") {
+		return catalog.WheelFile{}, false
+	}
+	f := catalog.WheelFile{Path: e.Path, Size: e.Size}
+	if e.HashAlgo == "sha256" {
+		f.SHA256 = hex.EncodeToString(e.Hash)
+	}
+	return f, true
 }
 
 // conflicts names, for each distribution to be restored, the installed
@@ -147,10 +156,32 @@ func (c *computer) conflicts(cl *Closure) {
 		dist   string
 		sha256 string
 	}
+	// Only the paths of the distributions to be restored are looked up:
+	// an environment lists tens of thousands of files, and a healthy one
+	// restores nothing.
+	want := map[string]bool{}
+	for _, d := range cl.Dists {
+		if d.NeedsRestore() || d.State == OtherVersion {
+			for _, f := range d.Files {
+				want[f.Path] = true
+			}
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
 	owners := map[string]owner{}
-	for name, inst := range c.in.Installed {
-		for _, f := range recordFiles(inst) {
-			owners[f.Path] = owner{name, f.SHA256}
+	for _, name := range slices.Sorted(maps.Keys(c.in.Installed)) {
+		for _, e := range c.in.Installed[name].Record {
+			if !want[e.Path] {
+				continue
+			}
+			if _, ok := owners[e.Path]; ok {
+				continue // the first by name answers, whatever the map's order
+			}
+			if f, ok := recordFile(e); ok {
+				owners[f.Path] = owner{name, f.SHA256}
+			}
 		}
 	}
 	for _, d := range cl.Dists {
