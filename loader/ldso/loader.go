@@ -39,6 +39,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/eintr"
+	"github.com/cudadeps/cudadeps/internal/memo"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 )
 
@@ -88,9 +89,10 @@ type Loader struct {
 	arches map[archKey]*archEntry
 	byID   map[fileID]*fileInfo // file → read result, for files read without error
 
-	infos  syncMap[string, *fileInfo] // host path → read result
-	memo   syncMap[string, *found]    // search memo
-	hwdirs syncMap[[2]string, bool]   // search directory, hwcaps subdirectory → exists
+	infos   syncMap[string, *fileInfo]  // host path → read result
+	opening memo.Map[string, *fileInfo] // each host path read once at a time
+	memo    syncMap[string, *found]     // search memo
+	hwdirs  syncMap[[2]string, bool]    // search directory, hwcaps subdirectory → exists
 
 	pages *elfscan.PagesPool // page buffers reused from file to file
 }
@@ -422,11 +424,18 @@ func (l *Loader) open(host string) *fileInfo {
 	if fi, ok := l.infos.load(host); ok {
 		return fi
 	}
-	fi, ok := l.openMember(host)
-	if !ok {
-		fi = l.readFile(host)
-	}
-	return l.keep(host, fi)
+	// Workers that start together open the same system libraries: one
+	// reads, the others wait for it.
+	return l.opening.Get(host, func() *fileInfo {
+		if fi, ok := l.infos.load(host); ok {
+			return fi // read meanwhile through InfoFD
+		}
+		fi, ok := l.openMember(host)
+		if !ok {
+			fi = l.readFile(host)
+		}
+		return l.keep(host, fi)
+	})
 }
 
 // keep records what reading host gave, unless another worker did first.

@@ -621,6 +621,13 @@ func (l *Loader) Info(file string) (*elfscan.Info, error) {
 	return fi.info, fi.err
 }
 
+// HostInfo is Info of a file of this machine named as it is (OpenPath's
+// answer, say), through the loader's cache.
+func (l *Loader) HostInfo(host string) (*elfscan.Info, error) {
+	fi := l.open(host)
+	return fi.info, fi.err
+}
+
 // searchedDirs lists the directories of the search lists a name needed by
 // loader goes through (not the cache or the default directories).
 func (p *Process) searchedDirs(loader *Object) []SearchDir {

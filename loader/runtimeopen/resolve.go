@@ -9,8 +9,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
+	"github.com/cudadeps/cudadeps/internal/memo"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/loader/ldso"
 )
@@ -56,8 +56,9 @@ type Resolver struct {
 }
 
 type noteCache struct {
-	mu    sync.Mutex
-	notes map[string][]elfscan.DlopenNote
+	// Each file is read once, however many processes hold it at once
+	// (every worker of a scan starts with the same system libraries).
+	notes memo.Map[string, []elfscan.DlopenNote]
 }
 
 // Sites are the site directories of one Python environment, as the
@@ -72,7 +73,7 @@ type Sites struct {
 
 // NewResolver prepares a resolver over a table for a loader's files.
 func NewResolver(t *Table, l *ldso.Loader) *Resolver {
-	return &Resolver{table: t, l: l, notes: &noteCache{notes: map[string][]elfscan.DlopenNote{}}}
+	return &Resolver{table: t, l: l, notes: &noteCache{}}
 }
 
 // WithSites is r for the objects of a Python environment whose site
@@ -434,18 +435,13 @@ func (r *Resolver) exists(guest string) bool {
 // readNotes reads an object's dlopen notes once; a file whose notes cannot
 // be read has none (its loading is judged elsewhere).
 func (r *Resolver) readNotes(host string) []elfscan.DlopenNote {
-	r.notes.mu.Lock()
-	n, ok := r.notes.notes[host]
-	r.notes.mu.Unlock()
-	if ok {
+	return r.notes.notes.Get(host, func() []elfscan.DlopenNote {
+		f, err := elfscan.Open(host)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		n, _ := f.DlopenNotes()
 		return n
-	}
-	if f, err := elfscan.Open(host); err == nil {
-		n, _ = f.DlopenNotes()
-		f.Close()
-	}
-	r.notes.mu.Lock()
-	r.notes.notes[host] = n
-	r.notes.mu.Unlock()
-	return n
+	})
 }

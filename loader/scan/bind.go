@@ -8,7 +8,6 @@ import (
 	"regexp"
 
 	"github.com/cudadeps/cudadeps/loader/bind"
-	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/loader/ldso"
 )
 
@@ -173,6 +172,6 @@ var pythonDir = regexp.MustCompile(`^python[0-9]+\.[0-9]+t?$`)
 // links on its way resolve inside the root (a venv's bin/python3 is an
 // absolute link to the system's interpreter).
 func isProgram(l *ldso.Loader, p string) bool {
-	in, err := elfscan.ReadInfo(l.OpenPath(p))
+	in, err := l.HostInfo(l.OpenPath(p)) // read once for every root that asks
 	return err == nil && in.Dynamic
 }
