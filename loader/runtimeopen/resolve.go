@@ -52,13 +52,23 @@ type Resolver struct {
 	table *Table
 	l     *ldso.Loader
 	sites Sites
-	notes *noteCache
+	cache *resolverCache
 }
 
-type noteCache struct {
+type resolverCache struct {
 	// Each file is read once, however many processes hold it at once
 	// (every worker of a scan starts with the same system libraries).
 	notes memo.Map[string, []elfscan.DlopenNote]
+	// What the table says of each path and of each list of names, asked
+	// for every object of every process.
+	byPath memo.Map[string, pathEntries]
+	byName memo.Map[string, []Entry]
+}
+
+// pathEntries are Table.ForPath's answer.
+type pathEntries struct {
+	entries      []Entry
+	sitePackages []string
 }
 
 // Sites are the site directories of one Python environment, as the
@@ -73,7 +83,7 @@ type Sites struct {
 
 // NewResolver prepares a resolver over a table for a loader's files.
 func NewResolver(t *Table, l *ldso.Loader) *Resolver {
-	return &Resolver{table: t, l: l, notes: &noteCache{}}
+	return &Resolver{table: t, l: l, cache: &resolverCache{}}
 }
 
 // WithSites is r for the objects of a Python environment whose site
@@ -108,7 +118,11 @@ func (r *Resolver) Resolve(ctx context.Context, p *ldso.Process, objs []*ldso.Ob
 		if !o.Found() || o.Path == "" {
 			continue
 		}
-		entries, sps := r.table.ForPath(o.Path)
+		pe := r.cache.byPath.Get(o.Path, func() pathEntries {
+			entries, sps := r.table.ForPath(o.Path)
+			return pathEntries{entries, sps}
+		})
+		entries, sps := pe.entries, pe.sitePackages
 		for i, e := range entries {
 			if e.Fallback || (e.When != "" && !r.exists(path.Join(sps[i], e.When))) {
 				continue // a fallback happens at import, not at run time
@@ -144,7 +158,8 @@ func (r *Resolver) Resolve(ctx context.Context, p *ldso.Process, objs []*ldso.Ob
 			continue
 		}
 		names := append([]string{o.Info.Soname, path.Base(o.Path)}, o.Names...)
-		for _, e := range r.table.ForSoname(names...) {
+		byName := r.cache.byName.Get(strings.Join(names, "\x00"), func() []Entry { return r.table.ForSoname(names...) })
+		for _, e := range byName {
 			for _, item := range e.Opens {
 				do(o, item, e, "")
 			}
@@ -435,7 +450,7 @@ func (r *Resolver) exists(guest string) bool {
 // readNotes reads an object's dlopen notes once; a file whose notes cannot
 // be read has none (its loading is judged elsewhere).
 func (r *Resolver) readNotes(host string) []elfscan.DlopenNote {
-	return r.notes.notes.Get(host, func() []elfscan.DlopenNote {
+	return r.cache.notes.Get(host, func() []elfscan.DlopenNote {
 		f, err := elfscan.Open(host)
 		if err != nil {
 			return nil
