@@ -8,10 +8,10 @@ import (
 )
 
 // Map holds one value per key. The zero Map is ready to use; it must not
-// be copied after first use.
+// be copied after first use. Asking for a key already computed takes no
+// lock: many workers ask for the same keys all the time.
 type Map[K comparable, V any] struct {
-	mu      sync.Mutex
-	entries map[K]*entry[V]
+	entries sync.Map // K → *entry[V]
 }
 
 type entry[V any] struct {
@@ -23,16 +23,14 @@ type entry[V any] struct {
 // Get returns the value for k, computing it with compute the first time k
 // is asked for; callers asking for k meanwhile wait for that computation.
 func (m *Map[K, V]) Get(k K, compute func() V) V {
-	m.mu.Lock()
-	if m.entries == nil {
-		m.entries = map[K]*entry[V]{}
-	}
-	e, ok := m.entries[k]
+	got, ok := m.entries.Load(k)
 	if !ok {
-		e = &entry[V]{}
-		m.entries[k] = e
+		got, _ = m.entries.LoadOrStore(k, &entry[V]{})
 	}
-	m.mu.Unlock()
+	e := got.(*entry[V])
+	if e.done.Load() {
+		return e.v
+	}
 	e.once.Do(func() {
 		e.v = compute()
 		e.done.Store(true)
@@ -44,12 +42,10 @@ func (m *Map[K, V]) Get(k K, compute func() V) V {
 // waiting: a caller with other work to do asks Get later, when it would
 // not wait (or when nothing else is left).
 func (m *Map[K, V]) Ready(k K) (V, bool) {
-	m.mu.Lock()
-	e := m.entries[k]
-	m.mu.Unlock()
-	if e == nil || !e.done.Load() {
+	got, ok := m.entries.Load(k)
+	if !ok || !got.(*entry[V]).done.Load() {
 		var zero V
 		return zero, false
 	}
-	return e.v, true
+	return got.(*entry[V]).v, true
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 
+	"github.com/cudadeps/cudadeps/internal/memo"
 	"github.com/cudadeps/cudadeps/loader/bind"
 	"github.com/cudadeps/cudadeps/loader/ldso"
 )
@@ -37,11 +38,11 @@ func (u UndefinedSymbol) Message() string {
 // Python extension module is bound as an import binds it, dlopen'ed into
 // the process of the interpreter of its environment (which defines the C
 // API); any other as `ldd -r` binds it, as the main program.
-func bindRoot(ctx context.Context, l *ldso.Loader, b *bind.Binder, root *Root, opts Options) error {
+func bindRoot(ctx context.Context, l *ldso.Loader, b *bind.Binder, is *interpreters, root *Root, opts Options) error {
 	var misses []bind.Undefined
 	var err error
 	if py := interpreterFor(l, root, opts); py != "" {
-		misses, err = bindImported(ctx, l, b, py, root.Result.Main.Path)
+		misses, err = bindImported(ctx, l, b, is, py, root.Result.Main.Path)
 		if err == nil {
 			root.BoundIn = py
 		}
@@ -80,8 +81,8 @@ func setUndefined(root *Root, misses []bind.Undefined) {
 
 // bindImported binds an extension module as `import` does: dlopen'ed with
 // RTLD_NOW|RTLD_LOCAL into the interpreter's process.
-func bindImported(ctx context.Context, l *ldso.Loader, b *bind.Binder, python, module string) ([]bind.Undefined, error) {
-	p, err := l.Start(ctx, python, ldso.AsExecuted)
+func bindImported(ctx context.Context, l *ldso.Loader, b *bind.Binder, is *interpreters, python, module string) ([]bind.Undefined, error) {
+	p, err := is.process(ctx, l, python)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +91,23 @@ func bindImported(ctx context.Context, l *ldso.Loader, b *bind.Binder, python, m
 		return nil, err
 	}
 	return b.Dlopened(ctx, p, o)
+}
+
+// interpreters are the interpreters' processes of a scan, each started
+// once; every extension module is bound in a fork of its own.
+type interpreters struct{ started memo.Map[string, started] }
+
+// process is a fresh process of the interpreter python, nothing imported.
+func (is *interpreters) process(ctx context.Context, l *ldso.Loader, python string) (*ldso.Process, error) {
+	got := is.started.Get(python, func() started {
+		p, err := l.Start(ctx, python, ldso.AsExecuted)
+		return started{p: p, err: err}
+	})
+	if got.err != nil {
+		return nil, got.err
+	}
+	p, _ := got.p.Fork()
+	return p, nil
 }
 
 // BindImported records on root, computed from p.Reach(o) for an object o

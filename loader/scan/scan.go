@@ -192,6 +192,7 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 	// import whose process is not loaded yet waits while the worker takes
 	// other roots (rootQueue).
 	q := newRootQueue(envs.importReady)
+	var interps interpreters
 	var (
 		mu      sync.Mutex
 		results = map[string]closureResult{}
@@ -215,7 +216,7 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 				}
 				var res closureResult
 				if j.alone == nil {
-					if res = examine(ctx, l, binder, j.path, opts); res.root != nil && !envs.importReady(j.path) {
+					if res = examine(ctx, l, binder, &interps, j.path, opts); res.root != nil && !envs.importReady(j.path) {
 						q.wait(&rootJob{path: j.path, alone: res.root})
 						continue
 					}
@@ -392,7 +393,7 @@ type closureResult struct {
 // process, after the closure); with symbols, the references that do not
 // bind. For a file of an installed Python distribution, its import
 // follows (environments.importRoot).
-func examine(ctx context.Context, l *ldso.Loader, b *bind.Binder, file string, opts Options) closureResult {
+func examine(ctx context.Context, l *ldso.Loader, b *bind.Binder, is *interpreters, file string, opts Options) closureResult {
 	p, err := l.Start(ctx, file, ldso.AsListed)
 	if err != nil {
 		return closureResult{err: err}
@@ -414,7 +415,7 @@ func examine(ctx context.Context, l *ldso.Loader, b *bind.Binder, file string, o
 		root.Warnings = append(root.Warnings, w)
 	}
 	if opts.Symbols {
-		if err := bindRoot(ctx, l, b, root, opts); err != nil {
+		if err := bindRoot(ctx, l, b, is, root, opts); err != nil {
 			return closureResult{fatal: err}
 		}
 	}
