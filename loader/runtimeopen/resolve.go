@@ -59,10 +59,9 @@ type resolverCache struct {
 	// Each file is read once, however many processes hold it at once
 	// (every worker of a scan starts with the same system libraries).
 	notes memo.Map[string, []elfscan.DlopenNote]
-	// What the table says of each path and of each list of names, asked
-	// for every object of every process.
+	// What the table says of each path, asked for every object of every
+	// process.
 	byPath memo.Map[string, pathEntries]
-	byName memo.Map[string, []Entry]
 }
 
 // pathEntries are Table.ForPath's answer.
@@ -158,8 +157,7 @@ func (r *Resolver) Resolve(ctx context.Context, p *ldso.Process, objs []*ldso.Ob
 			continue
 		}
 		names := append([]string{o.Info.Soname, path.Base(o.Path)}, o.Names...)
-		byName := r.cache.byName.Get(strings.Join(names, "\x00"), func() []Entry { return r.table.ForSoname(names...) })
-		for _, e := range byName {
+		for _, e := range r.table.ForSoname(names...) {
 			for _, item := range e.Opens {
 				do(o, item, e, "")
 			}

@@ -53,6 +53,11 @@ type Env struct {
 	// in /usr, Debian's layout", "venv /opt/venv of python3.12".
 	Installation string `json:"installation,omitempty"`
 
+	// PathsOnly reads each RECORD for its paths alone (Dist.Files), leaving
+	// Dist.Record nil: a scan needs each file's owner, never its digest or
+	// size, and an environment lists tens of thousands of files.
+	PathsOnly bool `json:"-"`
+
 	files files
 	// read keeps the distributions read, by dist-info directory: finding
 	// the target and resolving its requirements read the same ones.
@@ -271,7 +276,7 @@ type Dist struct {
 	// Files are the absolute paths listed in RECORD, in its order.
 	Files []string `json:"-"`
 	// Metadata is METADATA parsed; Record is RECORD parsed, in the order of
-	// Files.
+	// Files (nil when the environment was read with PathsOnly).
 	Metadata *pymeta.Metadata     `json:"-"`
 	Record   []pymeta.RecordEntry `json:"-"`
 
@@ -440,11 +445,23 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read RECORD: %w", err)
 	}
+	if e.PathsOnly {
+		rel, err := pymeta.RecordPaths(record)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", recPath, err)
+		}
+		d.Files = d.paths(rel)
+		return d, nil
+	}
 	d.Record, err = pymeta.ParseRecordString(record)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", recPath, err)
 	}
-	d.Files = d.paths(d.Record)
+	rel := make([]string, len(d.Record))
+	for i, r := range d.Record {
+		rel[i] = r.Path
+	}
+	d.Files = d.paths(rel)
 	for i, r := range d.Record {
 		// A plain path ends its absolute one: the entry keeps that tail
 		// rather than a string of its own (an environment has tens of
@@ -459,17 +476,17 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 	return d, nil
 }
 
-// paths are the absolute paths of RECORD entries. Those that are the site
+// paths are the absolute paths of RECORD paths. Those that are the site
 // directory joined to a plain path share one string: an environment has
 // tens of thousands, and one allocation each was most of its reading.
-func (d *Dist) paths(record []pymeta.RecordEntry) []string {
+func (d *Dist) paths(record []string) []string {
 	out := make([]string, len(record))
 	plain := d.SiteDir != "" && !strings.HasSuffix(d.SiteDir, "/")
 	size := 0
 	ends := make([]int, len(record)) // -1: not plain
 	for i, r := range record {
-		if plain && isPlain(r.Path) {
-			size += len(d.SiteDir) + 1 + len(r.Path)
+		if plain && isPlain(r) {
+			size += len(d.SiteDir) + 1 + len(r)
 		} else {
 			ends[i] = -1
 		}
@@ -480,10 +497,10 @@ func (d *Dist) paths(record []pymeta.RecordEntry) []string {
 		if ends[i] == 0 {
 			b.WriteString(d.SiteDir)
 			b.WriteByte('/')
-			b.WriteString(r.Path)
+			b.WriteString(r)
 			ends[i] = b.Len()
 		} else {
-			out[i] = d.path(r.Path)
+			out[i] = d.path(r)
 		}
 	}
 	all := b.String()

@@ -63,6 +63,35 @@ func ParseRecordString(text string) ([]RecordEntry, error) {
 	return recordPlain(text)
 }
 
+// RecordPaths are the paths of a RECORD read into a string, in order, by
+// ParseRecord's rules (quoted fields by CSV's); the digests and sizes are
+// not read, so a line whose digest or size is malformed is not refused.
+// The paths are pieces of text.
+func RecordPaths(text string) ([]string, error) {
+	if int64(len(text)) > MaxRecordSize {
+		return nil, fmt.Errorf("RECORD larger than %d bytes", MaxRecordSize)
+	}
+	if strings.Contains(text, `"`) {
+		entries, err := recordCSV(text)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]string, len(entries))
+		for i, e := range entries {
+			out[i] = e.Path
+		}
+		return out, nil
+	}
+	out := make([]string, 0, strings.Count(text, "\n")+1)
+	for line := range strings.Lines(text) {
+		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+		if p, _, _ := strings.Cut(line, ","); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // recordCSV reads a RECORD with encoding/csv.
 func recordCSV(text string) ([]RecordEntry, error) {
 	var out []RecordEntry

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,6 +62,20 @@ func TestRecordPlainReadsAsCSV(t *testing.T) {
 			t.Errorf("%s: read as %d entries (%v), CSV reads %d (%v)", name, len(got), gerr, len(want), werr)
 		}
 		read += len(got)
+		// RecordPaths gives the entries' paths, in order.
+		paths, err := RecordPaths(text)
+		var wantPaths []string
+		for _, e := range want {
+			wantPaths = append(wantPaths, e.Path)
+		}
+		if err != nil || !slices.Equal(paths, wantPaths) {
+			t.Errorf("%s: RecordPaths gives %d paths (%v), CSV reads %d", name, len(paths), err, len(wantPaths))
+		}
+	}
+	// A quoted path is read by CSV's rules by both.
+	quoted := "\"a,b.py\",sha256=LCa0a2j_xo_5m0U8HTBBNBNCLXBkg7-g-YpeiGJm564,1\nc.py,,\n"
+	if paths, err := RecordPaths(quoted); err != nil || !slices.Equal(paths, []string{"a,b.py", "c.py"}) {
+		t.Errorf("RecordPaths of a quoted path = %q, %v", paths, err)
 	}
 	if f != nil && read < 20000 {
 		t.Errorf("only %d entries read from %d RECORDs", read, len(texts))
