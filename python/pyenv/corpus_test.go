@@ -435,3 +435,31 @@ func TestCorpusOwnersThroughLink(t *testing.T) {
 		t.Fatalf("only %d files", files)
 	}
 }
+
+// An environment read with PathsOnly has every distribution's files, as
+// the full reading lists them, and no RECORD entries.
+func TestCorpusPathsOnly(t *testing.T) {
+	site := untarCorpus(t)
+	full, problems := (&Env{SiteDirs: []string{site}, Markers: linuxX86Py312}).Installed()
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	paths, problems := (&Env{SiteDirs: []string{site}, Markers: linuxX86Py312, PathsOnly: true}).Installed()
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	if len(paths) != len(full) || len(full) < 10 {
+		t.Fatalf("%d distributions read for their paths, %d in full", len(paths), len(full))
+	}
+	files := 0
+	for name, d := range full {
+		p := paths[name]
+		if p == nil || !slices.Equal(p.Files, d.Files) || p.Record != nil || p.Version != d.Version {
+			t.Fatalf("%s: read for its paths, %d files (record %v); in full, %d", name, len(p.Files), p.Record != nil, len(d.Files))
+		}
+		files += len(d.Files)
+	}
+	if files < 20000 {
+		t.Fatalf("only %d files", files)
+	}
+}
