@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cudadeps/cudadeps/activation"
+	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/loader/ldso"
 	"github.com/cudadeps/cudadeps/loader/scan"
 	"github.com/cudadeps/cudadeps/python/declared"
@@ -247,19 +248,25 @@ func metadataInputs(site string) []string {
 	if err != nil {
 		return out
 	}
-	for _, e := range ents {
+	// Hundreds of dist-info directories, listed side by side.
+	lists := make([][]string, len(ents))
+	workers.Each(len(ents), 0, func(i int) {
+		e := ents[i]
 		p := filepath.Join(site, e.Name())
 		switch {
 		case e.Type().IsRegular():
-			out = append(out, p)
+			lists[i] = []string{p}
 		case e.IsDir() && strings.HasSuffix(e.Name(), ".dist-info"):
-			out = append(out, p)
+			lists[i] = []string{p}
 			if files, err := os.ReadDir(p); err == nil {
 				for _, f := range files {
-					out = append(out, filepath.Join(p, f.Name()))
+					lists[i] = append(lists[i], filepath.Join(p, f.Name()))
 				}
 			}
 		}
+	})
+	for _, l := range lists {
+		out = append(out, l...)
 	}
 	return out
 }

@@ -294,6 +294,9 @@ func (l *Layout) Shadows(rep *scan.Report) []Shadow {
 	}
 	byName := map[string]*Shadow{}
 	var out []*Shadow
+	// The roots of a target share most of their objects: each file is
+	// judged once (resolving links costs system calls per component).
+	owned := map[[2]string]bool{} // name, host path → the owner's own file
 	for _, root := range rep.Roots {
 		if root.Result == nil {
 			continue
@@ -303,7 +306,16 @@ func (l *Layout) Shadows(rep *scan.Report) []Shadow {
 				continue
 			}
 			owner := l.Owner(path0(o))
-			if owner == nil || samePath(owner.Path, o.HostPath) {
+			if owner == nil {
+				continue
+			}
+			k := [2]string{path0(o), o.HostPath}
+			own, ok := owned[k]
+			if !ok {
+				own = samePath(owner.Path, o.HostPath)
+				owned[k] = own
+			}
+			if own {
 				continue
 			}
 			sh, ok := byName[path0(o)]
