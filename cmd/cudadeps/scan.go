@@ -87,7 +87,10 @@ func (a *app) scanCommand() *cobra.Command {
   cudadeps scan ~/venv/lib/python3.12/site-packages/torch --sm thor`,
 		Args: argsAtLeast(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, PythonCache: factcache.Open(), AllFiles: allFiles}
+			opts := scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, PythonCache: factcache.Open(), AllFiles: allFiles,
+				// Without --all, only the trees of what does not load are
+				// printed; coverage reads every root's objects.
+				ResultsOfFailuresOnly: !all && !cov.wanted()}
 			if err := scanInterpreters(cmd.Context(), python, a.opts.root, &opts); err != nil {
 				return err
 			}

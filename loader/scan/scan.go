@@ -56,6 +56,11 @@ type Options struct {
 	// PythonCache keeps what Python and DefaultPython say of their site
 	// directories (the zero Dir: ask every time).
 	PythonCache factcache.Dir
+	// ResultsOfFailuresOnly keeps Root.Result, the loader's answer with its
+	// objects, only for the roots that do not load and for the first root
+	// done: what the scan command prints without --all, so that a scan of
+	// an environment does not hold the answers of the hundreds that load.
+	ResultsOfFailuresOnly bool
 }
 
 // Report is the outcome of a scan. Its JSON form is documented in
@@ -230,6 +235,9 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 					withClosure(res.root)
 				}
 				mu.Lock()
+				if r := res.root; r != nil && r.OK && opts.ResultsOfFailuresOnly && len(results) > 0 {
+					r.Result, r.RuntimeMisses = nil, nil
+				}
 				results[j.path] = res
 				mu.Unlock()
 			}

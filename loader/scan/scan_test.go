@@ -338,3 +338,44 @@ func TestRunThroughAbsoluteLinkInRoot(t *testing.T) {
 		}
 	}
 }
+
+// With ResultsOfFailuresOnly, a root that does not load keeps its loader
+// answer, one that loads keeps it only when it was the first done, and the
+// report says the same in every other respect.
+func TestRunResultsOfFailuresOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tree")
+	mixedTree(t, dir)
+	ctx := context.Background()
+	run := func(only bool) *Report {
+		l, err := ldso.New(ctx, hostOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		rep, err := Run(ctx, l, []string{dir}, Options{Parallel: 3, ResultsOfFailuresOnly: only})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	full, lean := run(false), run(true)
+	if asJSON(t, full) != asJSON(t, lean) {
+		t.Fatalf("the reports differ:\n%s\n%s", asJSON(t, full), asJSON(t, lean))
+	}
+	kept, failed, ok := 0, 0, 0
+	for _, r := range lean.Roots {
+		switch {
+		case !r.OK && r.Result == nil:
+			t.Errorf("%s does not load and lost its answer", r.Path)
+		case !r.OK:
+			failed++
+		case r.Result != nil:
+			kept++
+		default:
+			ok++
+		}
+	}
+	if failed == 0 || ok < 2 || kept > 1 {
+		t.Fatalf("%d failing roots, %d loading roots without their answer, %d with it", failed, ok, kept)
+	}
+}
