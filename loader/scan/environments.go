@@ -1,6 +1,7 @@
 package scan
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -8,7 +9,10 @@ import (
 	"runtime/trace"
 	"slices"
 	"strings"
+	"syscall"
 
+	"github.com/cudadeps/cudadeps/internal/dirent"
+	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/internal/memo"
 	"github.com/cudadeps/cudadeps/loader/bind"
 	"github.com/cudadeps/cudadeps/loader/ldso"
@@ -132,15 +136,35 @@ func (e *environments) sitesFrom(dir string, fn func(site string) bool) {
 // distInfoIn reports (once) whether dir holds a *.dist-info directory.
 func (e *environments) distInfoIn(dir string) bool {
 	return e.hasInfo.Get(dir, func() bool {
-		entries, _ := os.ReadDir(dir)
-		for _, ent := range entries {
-			if ent.IsDir() && strings.HasSuffix(ent.Name(), ".dist-info") {
-				return true
-			}
+		// Asked of every directory a root lies in and of those above it:
+		// read without sorting or a value per entry, and only until one
+		// is found.
+		fd, err := eintr.Retry(func() (int, error) {
+			return syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		})
+		if err != nil {
+			return false
 		}
-		return false
+		defer syscall.Close(fd)
+		var buf [8 << 10]byte
+		found := dirent.Each(fd, buf[:], func(name []byte, typ byte) error {
+			if !bytes.HasSuffix(name, []byte(".dist-info")) {
+				return nil
+			}
+			if typ == syscall.DT_UNKNOWN {
+				typ, _ = typeAt(fd, string(name))
+			}
+			if typ == syscall.DT_DIR {
+				return errFound
+			}
+			return nil
+		})
+		return found == errFound
 	})
 }
+
+// errFound stops a directory's reading at what was looked for.
+var errFound = errors.New("found")
 
 // at is (once) the Importer of the environment of site.
 func (e *environments) at(ctx context.Context, site string) *Importer {

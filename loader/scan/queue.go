@@ -23,10 +23,6 @@ type rootJob struct {
 	alone *Root
 }
 
-// readyWindow bounds how many waiting imports a worker looks at for one
-// that would start at once before it waits for the first.
-const readyWindow = 16
-
 func newRootQueue(ready func(file string) bool) *rootQueue {
 	q := &rootQueue{seen: map[string]bool{}, ready: ready}
 	q.cond.L = &q.mu
@@ -61,8 +57,10 @@ func (q *rootQueue) wait(j *rootJob) {
 }
 
 // next is the next work: a fresh root (job.alone nil), else a waiting
-// import that would start at once, else the first waiting import; false
-// when nothing is left.
+// import: once the walk is done, the first (a worker has nothing else to
+// do than wait for its process); before, one that would start at once,
+// trying one per call so that the workers do not queue behind each other
+// on the lock while it is asked. false when nothing is left.
 func (q *rootQueue) next() (*rootJob, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -73,12 +71,20 @@ func (q *rootQueue) next() (*rootJob, bool) {
 			return &rootJob{path: p}, true
 		}
 		if len(q.waiting) > 0 {
-			i := q.firstReady()
-			if i >= 0 || q.closed {
-				i = max(i, 0)
-				j := q.waiting[i]
-				q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
+			j := q.waiting[0]
+			q.waiting = q.waiting[1:]
+			if q.closed {
 				return j, true
+			}
+			q.mu.Unlock()
+			ready := q.ready(j.path)
+			q.mu.Lock()
+			if ready {
+				return j, true
+			}
+			q.waiting = append(q.waiting, j) // another is tried next time
+			if len(q.fresh) > 0 || q.closed {
+				continue
 			}
 		}
 		if q.closed {
@@ -86,15 +92,4 @@ func (q *rootQueue) next() (*rootJob, bool) {
 		}
 		q.cond.Wait()
 	}
-}
-
-// firstReady is the index of the first of the first readyWindow waiting
-// imports that would start at once, -1 when none would.
-func (q *rootQueue) firstReady() int {
-	for i, j := range q.waiting[:min(len(q.waiting), readyWindow)] {
-		if q.ready(j.path) {
-			return i
-		}
-	}
-	return -1
 }
