@@ -191,26 +191,77 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 			envs.prefetch(ctx, t)
 		}()
 	}
-	// Each root goes through every step in one worker (its closure, its
-	// symbols, its import) as soon as the walk finds it: a long one
-	// (libtorch_cuda.so's symbols) holds up no step of the others, and an
-	// import whose process is not loaded yet waits while the worker takes
-	// other roots (rootQueue).
 	q := newRootQueue(envs.importReady)
+	w := startExamining(ctx, l, binder, envs, q, opts)
+	var roots []string
+	region := trace.StartRegion(ctx, "scan.collect")
+	for _, t := range targets {
+		found, err := collect(ctx, l, t, opts, rep, q.add)
+		if err != nil {
+			region.End()
+			q.close()
+			w.wait()
+			return nil, err
+		}
+		roots = append(roots, found...)
+	}
+	region.End()
+	opts.Logger.Debug("collected objects", "roots", len(roots))
+	// A file met by two names was examined under both; the walk keeps the
+	// first (results below). A root no walk handed out is added now.
+	for _, r := range roots {
+		q.add(r)
+	}
+	q.close()
+	region = trace.StartRegion(ctx, "scan.roots")
+	results := w.wait()
+	region.End()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, path := range roots {
+		switch res := results[path]; {
+		case res.fatal != nil:
+			return nil, res.fatal
+		case res.err != nil:
+			rep.Errors = append(rep.Errors, FileError{Path: path, Error: res.err.Error()})
+		default:
+			rep.Roots = append(rep.Roots, res.root)
+		}
+	}
+	rep.aggregate()
+	return rep, nil
+}
+
+// examining is the workers of a scan that examine its roots.
+type examining struct {
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	results map[string]closureResult // by path
+}
+
+// wait waits for the workers to finish and gives their results.
+func (w *examining) wait() map[string]closureResult {
+	w.wg.Wait()
+	return w.results
+}
+
+// startExamining starts the workers that take the roots of q. Each root
+// goes through every step in one worker (its closure, its symbols, its
+// import) as soon as the walk finds it: a long one (libtorch_cuda.so's
+// symbols) holds up no step of the others, and an import whose process is
+// not loaded yet waits while the worker takes other roots (rootQueue).
+func startExamining(ctx context.Context, l *ldso.Loader, binder *bind.Binder, envs *environments, q *rootQueue, opts Options) *examining {
+	w := &examining{results: map[string]closureResult{}}
 	var interps interpreters
-	var (
-		mu      sync.Mutex
-		results = map[string]closureResult{}
-		wg      sync.WaitGroup
-	)
 	nw := opts.Parallel
 	if nw <= 0 {
 		nw = runtime.GOMAXPROCS(0)
 	}
 	for range nw {
-		wg.Add(1)
+		w.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer w.wg.Done()
 			for {
 				j, ok := q.next()
 				if !ok {
@@ -231,56 +282,24 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 					root, err := envs.importRoot(ctx, j.alone)
 					res = closureResult{root: root, fatal: err}
 				}
-				if res.root != nil {
-					withClosure(res.root)
-				}
-				mu.Lock()
-				if r := res.root; r != nil && r.OK && opts.ResultsOfFailuresOnly && len(results) > 0 {
-					r.Result, r.RuntimeMisses = nil, nil
-				}
-				results[j.path] = res
-				mu.Unlock()
+				w.keep(j.path, res, opts)
 			}
 		}()
 	}
-	var roots []string
-	region := trace.StartRegion(ctx, "scan.collect")
-	for _, t := range targets {
-		found, err := collect(ctx, l, t, opts, rep, q.add)
-		if err != nil {
-			region.End()
-			q.close()
-			wg.Wait()
-			return nil, err
-		}
-		roots = append(roots, found...)
+	return w
+}
+
+// keep records the result of a root.
+func (w *examining) keep(path string, res closureResult, opts Options) {
+	if res.root != nil {
+		withClosure(res.root)
 	}
-	region.End()
-	opts.Logger.Debug("collected objects", "roots", len(roots))
-	// A file met by two names was examined under both; the walk keeps the
-	// first (results below). A root no walk handed out is added now.
-	for _, r := range roots {
-		q.add(r)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r := res.root; r != nil && r.OK && opts.ResultsOfFailuresOnly && len(w.results) > 0 {
+		r.Result, r.RuntimeMisses = nil, nil
 	}
-	q.close()
-	region = trace.StartRegion(ctx, "scan.roots")
-	wg.Wait()
-	region.End()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	for _, path := range roots {
-		switch res := results[path]; {
-		case res.fatal != nil:
-			return nil, res.fatal
-		case res.err != nil:
-			rep.Errors = append(rep.Errors, FileError{Path: path, Error: res.err.Error()})
-		default:
-			rep.Roots = append(rep.Roots, res.root)
-		}
-	}
-	rep.aggregate()
-	return rep, nil
+	w.results[path] = res
 }
 
 // foreignToRoot warns, under a root, about an object whose machine the
