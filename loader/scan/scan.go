@@ -238,6 +238,7 @@ type examining struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	results map[string]closureResult // by path
+	roots   int                      // results that are roots (not errors)
 }
 
 // wait waits for the workers to finish and gives their results.
@@ -296,8 +297,13 @@ func (w *examining) keep(path string, res closureResult, opts Options) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r := res.root; r != nil && r.OK && opts.ResultsOfFailuresOnly && len(w.results) > 0 {
-		r.Result, r.RuntimeMisses = nil, nil
+	if r := res.root; r != nil {
+		// The first root keeps its answer: it is printed when it is the
+		// only one.
+		if r.OK && opts.ResultsOfFailuresOnly && w.roots > 0 {
+			r.Result, r.RuntimeMisses = nil, nil
+		}
+		w.roots++
 	}
 	w.results[path] = res
 }

@@ -378,4 +378,26 @@ func TestRunResultsOfFailuresOnly(t *testing.T) {
 	if failed == 0 || ok < 2 || kept > 1 {
 		t.Fatalf("%d failing roots, %d loading roots without their answer, %d with it", failed, ok, kept)
 	}
+
+	// A lone root that loads keeps its answer (its tree is printed), a
+	// file that is no object beside it notwithstanding.
+	lone := t.TempDir()
+	if err := elfwrite.Write(filepath.Join(lone, "a.so"), elfwrite.Spec{Soname: "a.so", Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lone, "b.so"), append([]byte("\x7fELF"), make([]byte, 60)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ldso.New(ctx, hostOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rep, err := Run(ctx, l, []string{lone}, Options{Parallel: 2, ResultsOfFailuresOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Roots) != 1 || rep.Roots[0].Result == nil || len(rep.Errors) != 1 {
+		t.Fatalf("%d roots (answer kept: %v), %d errors", len(rep.Roots), len(rep.Roots) == 1 && rep.Roots[0].Result != nil, len(rep.Errors))
+	}
 }
