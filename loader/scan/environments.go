@@ -31,7 +31,7 @@ func (e *environments) importRoot(ctx context.Context, alone *Root) (*Root, erro
 	if im == nil {
 		return alone, nil
 	}
-	r, err := im.Import(ctx, alone.Path)
+	r, err := im.importAttached(ctx, alone.Path) // detached when kept (examining.keep)
 	if ue := (*unloadable)(nil); errors.As(err, &ue) {
 		return alone, nil // it does not load into the interpreter: its own answer stands
 	}

@@ -221,6 +221,17 @@ func (e *unloadable) Error() string { return e.Path + ": " + e.FileError.Error }
 // loaded into the process is an error that ImportAll reports as a
 // FileError.
 func (im *Importer) Import(ctx context.Context, file string) (*Root, error) {
+	r, err := im.importAttached(ctx, file)
+	if err == nil {
+		detach(r)
+	}
+	return r, err
+}
+
+// importAttached is Import with the answer still naming the objects of
+// the process it was loaded in (Root.attached): a scan that reports no
+// tree of the file lets that process go without copying what it names.
+func (im *Importer) importAttached(ctx context.Context, file string) (*Root, error) {
 	if program(im.l, file) {
 		return im.run(ctx, file)
 	}
@@ -263,13 +274,17 @@ func (im *Importer) Import(ctx context.Context, file string) (*Root, error) {
 			setUndefined(r, misses)
 		}
 	}
-	detach(r)
+	r.attached = true
 	return r, nil
 }
 
 // detach lets the process r was loaded in go: r keeps copies of the
 // objects it names (see ldso.Result.Detached).
 func detach(r *Root) {
+	if !r.attached {
+		return
+	}
+	r.attached = false
 	res, link := r.Result.Detached()
 	r.Result = res
 	for i, m := range r.RuntimeMisses {

@@ -114,6 +114,10 @@ type Root struct {
 	// loader's terms (who asked, which directories were searched), like
 	// Result.Missing.
 	RuntimeMisses []ldso.Miss `json:"-"`
+	// attached is set while Result names the objects of a process shared
+	// with nothing else but still whole (an import's fork): detach copies
+	// what it names and lets the process go.
+	attached bool
 }
 
 // Entry is one object of a closure, in load order.
@@ -292,20 +296,26 @@ func startExamining(ctx context.Context, l *ldso.Loader, binder *bind.Binder, en
 
 // keep records the result of a root.
 func (w *examining) keep(path string, res closureResult, opts Options) {
-	if res.root != nil {
-		withClosure(res.root)
-	}
+	r := res.root
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if r := res.root; r != nil {
-		// The first root keeps its answer: it is printed when it is the
-		// only one.
-		if r.OK && opts.ResultsOfFailuresOnly && w.roots > 0 {
-			r.Result, r.RuntimeMisses = nil, nil
-		}
+	first := w.roots == 0
+	if r != nil {
 		w.roots++
 	}
+	w.mu.Unlock()
+	if r != nil {
+		withClosure(r)
+		// The first root keeps its answer: it is printed when it is the
+		// only one. Another that loads is printed by no renderer that
+		// asked for ResultsOfFailuresOnly.
+		if r.OK && opts.ResultsOfFailuresOnly && !first {
+			r.Result, r.RuntimeMisses, r.attached = nil, nil, false
+		}
+		detach(r)
+	}
+	w.mu.Lock()
 	w.results[path] = res
+	w.mu.Unlock()
 }
 
 // foreignToRoot warns, under a root, about an object whose machine the
