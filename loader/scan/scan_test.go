@@ -346,19 +346,19 @@ func TestRunResultsOfFailuresOnly(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tree")
 	mixedTree(t, dir)
 	ctx := context.Background()
-	run := func(only bool) *Report {
+	run := func(target string, only bool) *Report {
 		l, err := ldso.New(ctx, hostOptions())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		rep, err := Run(ctx, l, []string{dir}, Options{Parallel: 3, ResultsOfFailuresOnly: only})
+		rep, err := Run(ctx, l, []string{target}, Options{Parallel: 3, ResultsOfFailuresOnly: only})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rep
 	}
-	full, lean := run(false), run(true)
+	full, lean := run(dir, false), run(dir, true)
 	if asJSON(t, full) != asJSON(t, lean) {
 		t.Fatalf("the reports differ:\n%s\n%s", asJSON(t, full), asJSON(t, lean))
 	}
@@ -388,16 +388,7 @@ func TestRunResultsOfFailuresOnly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(lone, "b.so"), append([]byte("\x7fELF"), make([]byte, 60)...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := ldso.New(ctx, hostOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	rep, err := Run(ctx, l, []string{lone}, Options{Parallel: 2, ResultsOfFailuresOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Roots) != 1 || rep.Roots[0].Result == nil || len(rep.Errors) != 1 {
+	if rep := run(lone, true); len(rep.Roots) != 1 || rep.Roots[0].Result == nil || len(rep.Errors) != 1 {
 		t.Fatalf("%d roots (answer kept: %v), %d errors", len(rep.Roots), len(rep.Roots) == 1 && rep.Roots[0].Result != nil, len(rep.Errors))
 	}
 }
