@@ -49,3 +49,9 @@ func (m *Map[K, V]) Ready(k K) (V, bool) {
 	}
 	return got.(*entry[V]).v, true
 }
+
+// Keys calls fn with each key asked for (computed or being computed),
+// in no order, until fn returns false.
+func (m *Map[K, V]) Keys(fn func(K) bool) {
+	m.entries.Range(func(k, _ any) bool { return fn(k.(K)) })
+}

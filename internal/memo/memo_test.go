@@ -69,3 +69,19 @@ func TestReadyNeverWaits(t *testing.T) {
 		t.Fatalf("Ready after Get = %d, %v; want 7, true", v, ok)
 	}
 }
+
+// Keys names every key asked for, once.
+func TestKeysNamesEachKeyAsked(t *testing.T) {
+	var m Map[string, int]
+	for _, k := range []string{"a", "b", "a", "c"} {
+		m.Get(k, func() int { return len(k) })
+	}
+	seen := map[string]int{}
+	m.Keys(func(k string) bool {
+		seen[k]++
+		return true
+	})
+	if len(seen) != 3 || seen["a"] != 1 || seen["b"] != 1 || seen["c"] != 1 {
+		t.Fatalf("Keys named %v", seen)
+	}
+}

@@ -34,8 +34,7 @@ type rootFS struct {
 	trees []string // host paths of scanned trees reachable as themselves
 
 	mu       sync.Mutex                    // guards trees and writes of overlays
-	dirs     syncMap[string, *dirListing]  // host dir → listing
-	listings memo.Map[string, *dirListing] // each listed once, however many ask at once
+	dirs     memo.Map[string, *dirListing] // host dir → listing, each listed once however many ask at once
 	stats    syncMap[string, statResult]   // host path → what stat said
 	overlays atomic.Pointer[[]*zipOverlay] // mounted wheels
 }
@@ -215,12 +214,9 @@ func hasDotDot(p string) bool {
 
 // listing is the listing of a host directory, from the cache.
 func (f *rootFS) listing(hostDir string) *dirListing {
-	if l, ok := f.dirs.load(hostDir); ok {
-		return l
-	}
 	// Workers that start together ask for the same directories (the
 	// system's library directory first): one lists, the others wait.
-	return f.dirs.loadOrStore(hostDir, f.listings.Get(hostDir, func() *dirListing { return listDir(hostDir) }))
+	return f.dirs.Get(hostDir, func() *dirListing { return listDir(hostDir) })
 }
 
 // listDir lists a host directory for the cache.
@@ -249,8 +245,8 @@ func listDir(hostDir string) *dirListing {
 // changes it), every path it stat'ed.
 func (f *rootFS) consulted() []string {
 	var out []string
-	f.dirs.m.Range(func(k, _ any) bool {
-		out = append(out, k.(string))
+	f.dirs.Keys(func(dir string) bool {
+		out = append(out, dir)
 		return true
 	})
 	f.stats.m.Range(func(k, _ any) bool {

@@ -89,10 +89,9 @@ type Loader struct {
 	arches map[archKey]*archEntry
 	byID   map[fileID]*fileInfo // file → read result, for files read without error
 
-	infos   syncMap[string, *fileInfo]  // host path → read result
-	opening memo.Map[string, *fileInfo] // each host path read once at a time
-	memo    syncMap[string, *found]     // search memo
-	hwdirs  syncMap[[2]string, bool]    // search directory, hwcaps subdirectory → exists
+	infos  memo.Map[string, *fileInfo] // host path → read result, each read once however many ask at once
+	memo   syncMap[string, *found]     // search memo
+	hwdirs syncMap[[2]string, bool]    // search directory, hwcaps subdirectory → exists
 
 	pages *elfscan.PagesPool // page buffers reused from file to file
 }
@@ -191,8 +190,7 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 // answers.
 func (l *Loader) Inputs() []string {
 	out := l.fs.consulted()
-	l.infos.m.Range(func(k, _ any) bool {
-		host := k.(string)
+	l.infos.Keys(func(host string) bool {
 		if wheel, _, ok := strings.Cut(host, "!/"); ok {
 			host = wheel
 		}
@@ -421,34 +419,28 @@ func parsePreloadFile(data []byte) []string {
 
 // open reads a candidate file once per loader.
 func (l *Loader) open(host string) *fileInfo {
-	if fi, ok := l.infos.load(host); ok {
-		return fi
-	}
 	// Workers that start together open the same system libraries: one
 	// reads, the others wait for it.
-	return l.opening.Get(host, func() *fileInfo {
-		if fi, ok := l.infos.load(host); ok {
-			return fi // read meanwhile through InfoFD
-		}
+	return l.infos.Get(host, func() *fileInfo {
 		fi, ok := l.openMember(host)
 		if !ok {
 			fi = l.readFile(host)
 		}
-		return l.keep(host, fi)
+		return l.keep(fi)
 	})
 }
 
-// keep records what reading host gave, unless another worker did first.
-func (l *Loader) keep(host string, fi *fileInfo) *fileInfo {
-	got := l.infos.loadOrStore(host, fi)
-	if got == fi && fi.err == nil && fi.id != (fileID{}) {
+// keep records a file read without error under its identity, for the
+// other names it is met by.
+func (l *Loader) keep(fi *fileInfo) *fileInfo {
+	if fi.err == nil && fi.id != (fileID{}) {
 		l.mu.Lock()
 		if l.byID[fi.id] == nil {
 			l.byID[fi.id] = fi
 		}
 		l.mu.Unlock()
 	}
-	return got
+	return fi
 }
 
 // subdirExists reports whether the hwcaps subdirectory sub of a search
@@ -488,10 +480,7 @@ func (l *Loader) InfoFD(file string, fd int, st *syscall.Stat_t) (*elfscan.Info,
 		// Reached through a link of the root: the loader opens it there.
 		return l.Info(file)
 	}
-	if fi, ok := l.infos.load(host); ok {
-		return fi.info, fi.err
-	}
-	fi := l.keep(host, l.readFD(host, fd, st))
+	fi := l.infos.Get(host, func() *fileInfo { return l.keep(l.readFD(host, fd, st)) })
 	return fi.info, fi.err
 }
 

@@ -16,10 +16,4 @@ func (s *syncMap[K, V]) load(k K) (V, bool) {
 	return v.(V), true
 }
 
-// loadOrStore returns the value already stored for k, else stores v.
-func (s *syncMap[K, V]) loadOrStore(k K, v V) V {
-	got, _ := s.m.LoadOrStore(k, v)
-	return got.(V)
-}
-
 func (s *syncMap[K, V]) store(k K, v V) { s.m.Store(k, v) }
