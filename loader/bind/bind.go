@@ -318,10 +318,10 @@ func (b *Binder) read(f *file) {
 			ef.Close()
 			b.pages.Put(pages)
 		}()
-		if refs, err := ef.References(); err != nil {
+		if refs, err := b.syms.references(ef); err != nil {
 			f.err = err
 		} else {
-			f.refs = b.syms.intern(refs)
+			f.refs = refs
 			f.provider = make([]atomic.Int32, len(f.refs))
 		}
 		if t, err := ef.SymbolTable(); err != nil {

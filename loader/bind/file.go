@@ -26,10 +26,20 @@ type file struct {
 	tableErr error
 
 	// known holds what lookups past the bloom filter found: whether this
-	// file defines each symbol asked (*symbol → bool). A sync.Map: the
-	// files every scope holds (libc) are asked by every worker at once.
-	known sync.Map
+	// file defines each symbol asked; nil until the first.
+	known atomic.Pointer[knownSet]
 }
+
+// knownSet is split in shards by symbol: the files every scope holds
+// (libc) are asked by every worker at once. Maps, not a sync.Map: tens of
+// thousands of answers are kept, at a fifth of the memory.
+type knownSet [knownShards]struct {
+	mu sync.RWMutex
+	m  map[*symbol]bool
+	_  [32]byte // one cache line each
+}
+
+const knownShards = 8
 
 // groups are a file's references by the file known to define them: a
 // scope that holds a provider binds its whole group.
@@ -98,14 +108,31 @@ func (f *file) summarize() {
 
 // knows says whether f was found to define symbol id, if it was asked.
 func (f *file) knows(s *symbol) (def, known bool) {
-	v, known := f.known.Load(s)
-	if !known {
+	k := f.known.Load()
+	if k == nil {
 		return false, false
 	}
-	return v.(bool), true
+	sh := &k[s.hash.GNU%knownShards]
+	sh.mu.RLock()
+	def, known = sh.m[s]
+	sh.mu.RUnlock()
+	return def, known
 }
 
-func (f *file) learn(s *symbol, def bool) { f.known.Store(s, def) }
+func (f *file) learn(s *symbol, def bool) {
+	k := f.known.Load()
+	if k == nil {
+		f.known.CompareAndSwap(nil, new(knownSet))
+		k = f.known.Load()
+	}
+	sh := &k[s.hash.GNU%knownShards]
+	sh.mu.Lock()
+	if sh.m == nil {
+		sh.m = map[*symbol]bool{}
+	}
+	sh.m[s] = def
+	sh.mu.Unlock()
+}
 
 func sortInt32(s []int32) {
 	// Insertion sort: the lists are short and nearly sorted.

@@ -2,6 +2,7 @@ package bind
 
 import (
 	"hash/maphash"
+	"slices"
 	"sync"
 
 	"github.com/cudadeps/cudadeps/loader/elfscan"
@@ -40,15 +41,30 @@ func newSymbols() *symbols {
 	return t
 }
 
-// intern returns refs' strong references, each symbol kept once.
-func (t *symbols) intern(refs []elfscan.Reference) []*symbol {
-	out := make([]*symbol, 0, len(refs))
-	for i := range refs {
-		if r := &refs[i]; !r.Weak { // a weak reference that stays unbound is no error
+// references reads f's strong references, each symbol kept once and each
+// name read into a string once across the files.
+func (t *symbols) references(f *elfscan.File) ([]*symbol, error) {
+	var out []*symbol
+	err := f.EachReference(t.name, func(r *elfscan.Reference) {
+		if !r.Weak { // a weak reference that stays unbound is no error
 			out = append(out, t.one(r))
 		}
+	})
+	if cap(out)-len(out) > 64 {
+		out = slices.Clone(out) // kept for the whole scan: not the room appending left
 	}
-	return out
+	return out, err
+}
+
+// name is the kept string of a name already interned, else a copy of b.
+func (t *symbols) name(b []byte) string {
+	sh := &t.shards[maphash.Bytes(t.seed, b)%uint64(len(t.shards))]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s, ok := sh.byName[string(b)]; ok {
+		return s.name
+	}
+	return string(b)
 }
 
 func (t *symbols) one(r *elfscan.Reference) *symbol {

@@ -4,7 +4,6 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
-	"math/bits"
 
 	"github.com/cudadeps/cudadeps/internal/elfhash"
 )
@@ -41,24 +40,24 @@ func HashOf(name string) Hash { return Hash{GNU: elfhash.GNU(name), SysV: elfhas
 // refChunk is how many symbol table entries one read of a walk covers.
 const refChunk = 2048
 
-func (s *scanner) references() ([]Reference, error) {
+func (s *scanner) references(name func([]byte) string, fn func(*Reference)) error {
 	st, err := s.openSymtab()
 	if err != nil || st == nil {
-		return nil, err
+		return err
 	}
 	count, err := s.symbolCount(st.t)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if count > maxSymbols || count*st.entSize > uint64(s.size-st.off) {
-		return nil, s.errorf("symbol table of %d entries at %#x runs past the end of the file", count, st.off)
+		return s.errorf("symbol table of %d entries at %#x runs past the end of the file", count, st.off)
 	}
 	if st.versym >= 0 && 2*count > uint64(s.size-st.versym) {
-		return nil, s.errorf("DT_VERSYM of %d entries runs past the end of the file", count)
+		return s.errorf("DT_VERSYM of %d entries runs past the end of the file", count)
 	}
 	relocated, err := s.relocatedSymbols(st.t, count)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	chunk := min(refChunk, count)
 	tab := s.r.buffer(chunk * st.entSize)
@@ -68,30 +67,29 @@ func (s *scanner) references() ([]Reference, error) {
 		ver = s.r.buffer(2 * chunk)
 		defer s.r.giveBack(ver)
 	}
-	out := make([]Reference, 0, min(relocated.count(), 256))
 	for first := uint64(0); first < count; first += refChunk {
 		n := min(refChunk, count-first)
 		if !relocated.any(first, first+n) {
 			continue // nothing here is looked up: not even read
 		}
 		if err := s.r.readDirect(tab[:n*st.entSize], st.off+int64(first*st.entSize)); err != nil {
-			return nil, s.errorf("symbol table: %v", err)
+			return s.errorf("symbol table: %v", err)
 		}
 		if st.versym >= 0 {
 			if err := s.r.readDirect(ver[:2*n], st.versym+int64(2*first)); err != nil {
-				return nil, s.errorf("version table: %v", err)
+				return s.errorf("version table: %v", err)
 			}
 		}
-		if out, err = s.chunkReferences(out, st, relocated, first, n, tab, ver); err != nil {
-			return nil, err
+		if err := s.chunkReferences(st, relocated, first, n, tab, ver, name, fn); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
-// chunkReferences appends the references among the n symbols from first
-// on, whose entries are in tab and version indexes in ver.
-func (s *scanner) chunkReferences(out []Reference, st *symtab, relocated symbolSet, first, n uint64, tab, ver []byte) ([]Reference, error) {
+// chunkReferences calls fn with each reference among the n symbols from
+// first on, whose entries are in tab and version indexes in ver.
+func (s *scanner) chunkReferences(st *symtab, relocated symbolSet, first, n uint64, tab, ver []byte, name func([]byte) string, fn func(*Reference)) error {
 	for j := uint64(0); j < n; j++ {
 		if first+j == 0 || !relocated.has(first+j) {
 			continue // the null symbol, or one no relocation names: ld.so never looks it up
@@ -107,9 +105,9 @@ func (s *scanner) chunkReferences(out []Reference, st *symtab, relocated symbolS
 		if vis := elf.ST_VISIBILITY(e.other); vis == elf.STV_HIDDEN || vis == elf.STV_INTERNAL {
 			continue
 		}
-		nm, err := st.strs.get(uint64(e.nameOff))
+		nm, err := st.strs.getWith(uint64(e.nameOff), name)
 		if err != nil {
-			return nil, s.errorf("name of symbol %d: %v", first+j, err)
+			return s.errorf("name of symbol %d: %v", first+j, err)
 		}
 		ref := Reference{Name: nm, Weak: bind == elf.STB_WEAK}
 		if st.versym >= 0 {
@@ -119,9 +117,9 @@ func (s *scanner) chunkReferences(out []Reference, st *symtab, relocated symbolS
 				ref.VersionHidden = v.hidden
 			}
 		}
-		out = append(out, ref)
+		fn(&ref)
 	}
-	return out, nil
+	return nil
 }
 
 // symbolSet is a set of symbol table indexes.
@@ -145,15 +143,6 @@ func (b symbolSet) any(from, to uint64) bool {
 		i++
 	}
 	return false
-}
-
-// count is the number of indexes in the set.
-func (b symbolSet) count() int {
-	n := 0
-	for _, w := range b {
-		n += bits.OnesCount64(w)
-	}
-	return n
 }
 
 // relocatedSymbols are the indexes of the symbols that the object's dynamic

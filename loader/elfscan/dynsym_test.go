@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"testing"
 
@@ -50,6 +51,21 @@ func TestReferencesMatchDebugELF(t *testing.T) {
 		var got []string
 		for _, r := range refs {
 			got = append(got, fmt.Sprintf("%s@%s weak=%v", r.Name, r.Version, r.Weak))
+		}
+		// The same references one at a time, each name made by the
+		// caller from bytes that are its own only during the call.
+		kept := map[string]string{}
+		var each []string
+		err = NewFile(bytes.NewReader(data), int64(len(data)), p).EachReference(func(b []byte) string {
+			if k, ok := kept[string(b)]; ok {
+				return k
+			}
+			k := string(b)
+			kept[k] = k
+			return k
+		}, func(r *Reference) { each = append(each, fmt.Sprintf("%s@%s weak=%v", r.Name, r.Version, r.Weak)) })
+		if err != nil || !slices.Equal(each, got) {
+			t.Errorf("%s: EachReference (%v) differs from References\n got %v\nwant %v", p, err, each, got)
 		}
 		sort.Strings(got)
 		sort.Strings(want)

@@ -603,7 +603,14 @@ type stringTable struct {
 	size uint64 // DT_STRSZ; 0 when absent
 }
 
-func (t *stringTable) get(idx uint64) (string, error) {
+func (t *stringTable) get(idx uint64) (string, error) { return t.getWith(idx, nil) }
+
+// getWith is get with the string made by name from its bytes (nil: a copy
+// of them); the bytes are valid only during the call.
+func (t *stringTable) getWith(idx uint64, name func([]byte) string) (string, error) {
+	if name == nil {
+		name = func(b []byte) string { return string(b) }
+	}
 	if t.size != 0 && idx >= t.size {
 		return "", fmt.Errorf("string index %#x beyond DT_STRSZ %#x", idx, t.size)
 	}
@@ -628,9 +635,9 @@ func (t *stringTable) get(idx uint64) (string, error) {
 		got, err := t.s.r.ReadAt(chunk[:n], start+pos)
 		if i := bytes.IndexByte(chunk[:got], 0); i >= 0 {
 			if sb == nil {
-				return string(chunk[:i]), nil // most strings: one allocation
+				return name(chunk[:i]), nil // most strings: one allocation
 			}
-			return string(append(sb, chunk[:i]...)), nil
+			return name(append(sb, chunk[:i]...)), nil
 		}
 		sb = append(sb, chunk[:got]...)
 		pos += int64(got)

@@ -213,7 +213,22 @@ func (f *File) Lookup(names ...string) ([]Symbol, error) {
 // symbols are read from the string table, through a few cached pages, so
 // memory stays bounded whatever the size of the object.
 func (f *File) References() ([]Reference, error) {
-	return withScanner(f, true, (*scanner).references)
+	var out []Reference
+	err := f.EachReference(nil, func(r *Reference) { out = append(out, *r) })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EachReference calls fn with each reference References lists, in its
+// order, without keeping them: r is valid during the call alone. name,
+// when not nil, makes each name from its bytes, valid during that call
+// alone: a caller that keeps every name once gives back the one it keeps,
+// and the thousands of copies References makes are not made.
+func (f *File) EachReference(name func([]byte) string, fn func(r *Reference)) error {
+	_, err := withScanner(f, true, func(s *scanner) (struct{}, error) { return struct{}{}, s.references(name, fn) })
+	return err
 }
 
 // SymbolTable opens the dynamic symbol table for lookups through its hash

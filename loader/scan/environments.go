@@ -177,7 +177,7 @@ func (e *environments) load(ctx context.Context, site string) *Importer {
 	if e.l.Root() == "" {
 		for _, py := range []string{e.opts.Python, e.opts.DefaultPython} {
 			if env := e.python(ctx, py); env != nil && holds(env.SiteDirs, site) {
-				env.PathsOnly = true
+				env.ObjectsOnly = true
 				iopts.Python = env.Executable
 				if !env.FromPython || !isProgram(e.l, env.Executable) {
 					iopts.Python = py
@@ -191,7 +191,7 @@ func (e *environments) load(ctx context.Context, site string) *Importer {
 		e.opts.Logger.Debug("no Python environment", "site", site, "error", err)
 		return nil
 	}
-	env.PathsOnly = true // the scan asks whose each file is, never its digest
+	env.ObjectsOnly = true // the scan asks whose each object is, never a digest
 	iopts.Python = pythonOf(e.l, e.l.GuestPath(site), e.opts)
 	return NewImporter(e.l, env, iopts)
 }

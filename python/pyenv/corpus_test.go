@@ -436,30 +436,57 @@ func TestCorpusOwnersThroughLink(t *testing.T) {
 	}
 }
 
-// An environment read with PathsOnly has every distribution's files, as
-// the full reading lists them, and no RECORD entries.
-func TestCorpusPathsOnly(t *testing.T) {
+// An environment read with ObjectsOnly has, of every distribution's
+// files as the full reading lists them, those that may be objects (every
+// library among them) in order, and no RECORD entries.
+func TestCorpusObjectsOnly(t *testing.T) {
 	site := untarCorpus(t)
 	full, problems := (&Env{SiteDirs: []string{site}, Markers: linuxX86Py312}).Installed()
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	paths, problems := (&Env{SiteDirs: []string{site}, Markers: linuxX86Py312, PathsOnly: true}).Installed()
+	objects, problems := (&Env{SiteDirs: []string{site}, Markers: linuxX86Py312, ObjectsOnly: true}).Installed()
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	if len(paths) != len(full) || len(full) < 10 {
-		t.Fatalf("%d distributions read for their paths, %d in full", len(paths), len(full))
+	if len(objects) != len(full) || len(full) < 10 {
+		t.Fatalf("%d distributions read for their objects, %d in full", len(objects), len(full))
 	}
-	files := 0
+	files, kept, libs := 0, 0, 0
 	for name, d := range full {
-		p := paths[name]
-		if p == nil || !slices.Equal(p.Files, d.Files) || p.Record != nil || p.Version != d.Version {
-			t.Fatalf("%s: read for its paths, %d files (record %v); in full, %d", name, len(p.Files), p.Record != nil, len(d.Files))
+		o := objects[name]
+		if o == nil || o.Record != nil || o.Version != d.Version {
+			t.Fatalf("%s: read for its objects: %+v", name, o)
+		}
+		want := slices.DeleteFunc(slices.Clone(d.Files), func(f string) bool { return !MayBeObject(f) })
+		if !slices.Equal(o.Files, want) {
+			t.Fatalf("%s: read for its objects, %d files; %d of the full reading's %d may be objects", name, len(o.Files), len(want), len(d.Files))
+		}
+		for _, f := range d.Files {
+			if strings.Contains(filepath.Base(f), ".so") {
+				libs++
+				if !slices.Contains(o.Files, f) {
+					t.Errorf("%s: library %s left out", name, f)
+				}
+			}
 		}
 		files += len(d.Files)
+		kept += len(o.Files)
 	}
-	if files < 20000 {
-		t.Fatalf("only %d files", files)
+	if files < 20000 || libs < 100 || kept >= files/4 {
+		t.Fatalf("%d files, %d libraries, %d kept as objects", files, libs, kept)
+	}
+}
+
+func TestMayBeObject(t *testing.T) {
+	for p, want := range map[string]bool{
+		"torch/lib/libtorch_cuda.so": true, "nvidia/cu13/lib/libcublas.so.13": true, "nvidia/cu13/bin/ptxas": true,
+		"bin/tool": true, ".hidden": true, "a/b.so.py": false, "torch/__init__.py": false,
+		"torch/__pycache__/x.cpython-312.pyc": false, "nvidia/cu13/include/cuda.h": false, "x.dist-info/RECORD": true,
+		"x.dist-info/METADATA": true, "cupy/_core/core.pyx": false, "lib/libfoo.so.1.txt": false, "data.bin": true,
+	} {
+		if got := MayBeObject(p); got != want {
+			t.Errorf("MayBeObject(%q) = %v, want %v", p, got, want)
+		}
 	}
 }

@@ -53,10 +53,12 @@ type Env struct {
 	// in /usr, Debian's layout", "venv /opt/venv of python3.12".
 	Installation string `json:"installation,omitempty"`
 
-	// PathsOnly reads each RECORD for its paths alone (Dist.Files), leaving
-	// Dist.Record nil: a scan needs each file's owner, never its digest or
-	// size, and an environment lists tens of thousands of files.
-	PathsOnly bool `json:"-"`
+	// ObjectsOnly reads each RECORD for the paths of the files that may be
+	// ELF objects alone (Dist.Files; see MayBeObject), leaving Dist.Record
+	// nil: a scan asks the owner of each object, never a file's digest or
+	// size, and an environment lists tens of thousands of Python sources
+	// and headers.
+	ObjectsOnly bool `json:"-"`
 
 	files files
 	// read keeps the distributions read, by dist-info directory: finding
@@ -276,7 +278,7 @@ type Dist struct {
 	// Files are the absolute paths listed in RECORD, in its order.
 	Files []string `json:"-"`
 	// Metadata is METADATA parsed; Record is RECORD parsed, in the order of
-	// Files (nil when the environment was read with PathsOnly).
+	// Files (nil when the environment was read with ObjectsOnly).
 	Metadata *pymeta.Metadata     `json:"-"`
 	Record   []pymeta.RecordEntry `json:"-"`
 
@@ -445,12 +447,12 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read RECORD: %w", err)
 	}
-	if e.PathsOnly {
+	if e.ObjectsOnly {
 		rel, err := pymeta.RecordPaths(record)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", recPath, err)
 		}
-		d.Files = d.paths(rel)
+		d.Files = d.paths(slices.DeleteFunc(rel, func(p string) bool { return !MayBeObject(p) }))
 		return d, nil
 	}
 	d.Record, err = pymeta.ParseRecordString(record)
@@ -512,6 +514,24 @@ func (d *Dist) paths(record []string) []string {
 		}
 	}
 	return out
+}
+
+// MayBeObject reports whether the file at path may be an ELF object: every
+// name but those of Python sources and bytecode, C and CUDA sources and
+// headers, and text formats, which make up most of an environment.
+func MayBeObject(path string) bool {
+	base := path[strings.LastIndexByte(path, '/')+1:]
+	dot := strings.LastIndexByte(base, '.')
+	if dot <= 0 {
+		return true
+	}
+	switch base[dot+1:] {
+	case "py", "pyc", "pyi", "pyx", "pxd", "pxi", "typed",
+		"h", "hh", "hpp", "hxx", "cuh", "inl", "c", "cc", "cpp", "cxx", "cu",
+		"txt", "rst", "md", "cmake", "json", "yaml", "yml", "toml", "cfg", "ini", "csv", "html", "css", "js":
+		return false
+	}
+	return true
 }
 
 // path is the absolute path of a RECORD path.
