@@ -90,7 +90,9 @@ func (a *app) scanCommand() *cobra.Command {
 			opts := scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, PythonCache: factcache.Open(), AllFiles: allFiles,
 				// Without --all, only the trees of what does not load are
 				// printed; coverage reads every root's objects.
-				ResultsOfFailuresOnly: !all && !cov.wanted()}
+				ResultsOfFailuresOnly: !all && !cov.wanted(),
+				// The text draws trees from each root's loader answer.
+				LeaveOutClosures: !a.opts.json}
 			if err := scanInterpreters(cmd.Context(), python, a.opts.root, &opts); err != nil {
 				return err
 			}

@@ -66,7 +66,7 @@ type Binder struct {
 
 // New returns an empty Binder.
 func New() *Binder {
-	return &Binder{files: map[string]*file{}, syms: newSymbols(), pages: elfscan.NewPagesPool(2 * runtime.GOMAXPROCS(0))}
+	return &Binder{files: map[string]*file{}, syms: newSymbols(), pages: elfscan.NewPagesPool(runtime.GOMAXPROCS(0))}
 }
 
 func (b *Binder) file(path string) *file {

@@ -67,6 +67,7 @@ func (s *scanner) references(name func([]byte) string, fn func(*Reference)) erro
 		ver = s.r.buffer(2 * chunk)
 		defer s.r.giveBack(ver)
 	}
+	ref := new(Reference) // handed to fn for each in turn
 	for first := uint64(0); first < count; first += refChunk {
 		n := min(refChunk, count-first)
 		if !relocated.any(first, first+n) {
@@ -80,7 +81,7 @@ func (s *scanner) references(name func([]byte) string, fn func(*Reference)) erro
 				return s.errorf("version table: %v", err)
 			}
 		}
-		if err := s.chunkReferences(st, relocated, first, n, tab, ver, name, fn); err != nil {
+		if err := s.chunkReferences(st, relocated, first, n, tab, ver, name, fn, ref); err != nil {
 			return err
 		}
 	}
@@ -88,8 +89,9 @@ func (s *scanner) references(name func([]byte) string, fn func(*Reference)) erro
 }
 
 // chunkReferences calls fn with each reference among the n symbols from
-// first on, whose entries are in tab and version indexes in ver.
-func (s *scanner) chunkReferences(st *symtab, relocated symbolSet, first, n uint64, tab, ver []byte, name func([]byte) string, fn func(*Reference)) error {
+// first on, whose entries are in tab and version indexes in ver, made in
+// ref.
+func (s *scanner) chunkReferences(st *symtab, relocated symbolSet, first, n uint64, tab, ver []byte, name func([]byte) string, fn func(*Reference), ref *Reference) error {
 	for j := uint64(0); j < n; j++ {
 		if first+j == 0 || !relocated.has(first+j) {
 			continue // the null symbol, or one no relocation names: ld.so never looks it up
@@ -109,7 +111,7 @@ func (s *scanner) chunkReferences(st *symtab, relocated symbolSet, first, n uint
 		if err != nil {
 			return s.errorf("name of symbol %d: %v", first+j, err)
 		}
-		ref := Reference{Name: nm, Weak: bind == elf.STB_WEAK}
+		*ref = Reference{Name: nm, Weak: bind == elf.STB_WEAK}
 		if st.versym >= 0 {
 			vs := s.order.Uint16(ver[2*j:])
 			if v, ok := st.versions[vs&0x7fff]; ok && vs&0x7fff > 1 {
@@ -117,7 +119,7 @@ func (s *scanner) chunkReferences(st *symtab, relocated symbolSet, first, n uint
 				ref.VersionHidden = v.hidden
 			}
 		}
-		fn(&ref)
+		fn(ref)
 	}
 	return nil
 }
@@ -591,7 +593,7 @@ func (t *SymbolTable) Reopen(r io.ReaderAt, pages *Pages) *SymbolTable {
 		st := *t.st
 		st.s = &s
 		strs := *t.st.strs
-		strs.s = &s
+		strs.s, strs.buf = &s, nil // the copies are read side by side
 		st.strs = &strs
 		c.st = &st
 	}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -601,22 +602,33 @@ type stringTable struct {
 	s    *scanner
 	off  int64
 	size uint64 // DT_STRSZ; 0 when absent
+	buf  []byte // what bytes read last: a table is read by one goroutine
 }
 
-func (t *stringTable) get(idx uint64) (string, error) { return t.getWith(idx, nil) }
+func (t *stringTable) get(idx uint64) (string, error) {
+	b, err := t.bytes(idx)
+	return string(b), err
+}
 
 // getWith is get with the string made by name from its bytes (nil: a copy
 // of them); the bytes are valid only during the call.
 func (t *stringTable) getWith(idx uint64, name func([]byte) string) (string, error) {
-	if name == nil {
-		name = func(b []byte) string { return string(b) }
+	b, err := t.bytes(idx)
+	if err != nil || name == nil {
+		return string(b), err
 	}
+	return name(b), nil
+}
+
+// bytes reads the string at idx into the table's buffer: valid until the
+// next call.
+func (t *stringTable) bytes(idx uint64) ([]byte, error) {
 	if t.size != 0 && idx >= t.size {
-		return "", fmt.Errorf("string index %#x beyond DT_STRSZ %#x", idx, t.size)
+		return nil, fmt.Errorf("string index %#x beyond DT_STRSZ %#x", idx, t.size)
 	}
 	start := t.off + int64(idx)
 	if idx > uint64(t.s.size) || start >= t.s.size {
-		return "", fmt.Errorf("string index %#x lies outside the file", idx)
+		return nil, fmt.Errorf("string index %#x lies outside the file", idx)
 	}
 	limit := t.s.size - start
 	if t.size != 0 && int64(t.size-idx) < limit {
@@ -625,30 +637,28 @@ func (t *stringTable) getWith(idx uint64, name func([]byte) string) (string, err
 	if limit > maxString {
 		limit = maxString
 	}
-	var sb []byte
-	var chunk [256]byte
+	const chunk = 256
+	sb := t.buf[:0]
 	for pos := int64(0); pos < limit; {
-		n := int64(len(chunk))
-		if limit-pos < n {
-			n = limit - pos
+		n := min(int64(chunk), limit-pos)
+		sb = slices.Grow(sb, int(n))
+		got, err := t.s.r.ReadAt(sb[len(sb):len(sb)+int(n)], start+pos)
+		if i := bytes.IndexByte(sb[len(sb):len(sb)+got], 0); i >= 0 {
+			t.buf = sb
+			return sb[:len(sb)+i], nil
 		}
-		got, err := t.s.r.ReadAt(chunk[:n], start+pos)
-		if i := bytes.IndexByte(chunk[:got], 0); i >= 0 {
-			if sb == nil {
-				return name(chunk[:i]), nil // most strings: one allocation
-			}
-			return name(append(sb, chunk[:i]...)), nil
-		}
-		sb = append(sb, chunk[:got]...)
+		sb = sb[:len(sb)+got]
 		pos += int64(got)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			return "", err
+			t.buf = sb
+			return nil, err
 		}
 	}
-	return "", fmt.Errorf("string at index %#x is not terminated", idx)
+	t.buf = sb
+	return nil, fmt.Errorf("string at index %#x is not terminated", idx)
 }
 
 // noSections presents the file with its section header table removed

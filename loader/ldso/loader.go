@@ -133,7 +133,7 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 		fs:     fsys,
 		arches: map[archKey]*archEntry{},
 		byID:   map[fileID]*fileInfo{},
-		pages:  elfscan.NewPagesPool(2 * runtime.GOMAXPROCS(0)),
+		pages:  elfscan.NewPagesPool(runtime.GOMAXPROCS(0)), // one per worker
 	}
 	if opts.LDLibraryPath != nil {
 		l.llp, l.hasLLP = *opts.LDLibraryPath, true

@@ -173,7 +173,7 @@ func (e *environments) at(ctx context.Context, site string) *Importer {
 
 func (e *environments) load(ctx context.Context, site string) *Importer {
 	defer trace.StartRegion(ctx, "scan.environment").End()
-	iopts := ImportOptions{RuntimeOpens: e.opts.RuntimeOpens, Symbols: e.opts.Symbols, Binder: e.binder}
+	iopts := ImportOptions{RuntimeOpens: e.opts.RuntimeOpens, Symbols: e.opts.Symbols, Binder: e.binder, LeaveOutClosures: e.opts.LeaveOutClosures}
 	if e.l.Root() == "" {
 		for _, py := range []string{e.opts.Python, e.opts.DefaultPython} {
 			if env := e.python(ctx, py); env != nil && holds(env.SiteDirs, site) {

@@ -141,6 +141,8 @@ type ImportOptions struct {
 	Symbols bool
 	// Binder is shared by the roots of a scan; nil: a fresh one.
 	Binder *bind.Binder
+	// LeaveOutClosures leaves Root.Closure nil (Options.LeaveOutClosures).
+	LeaveOutClosures bool
 }
 
 // NewImporter prepares the imports of env's distributions.
@@ -223,6 +225,9 @@ func (e *unloadable) Error() string { return e.Path + ": " + e.FileError.Error }
 func (im *Importer) Import(ctx context.Context, file string) (*Root, error) {
 	r, err := im.importAttached(ctx, file)
 	if err == nil {
+		if !im.opts.LeaveOutClosures {
+			withClosure(r)
+		}
 		detach(r)
 	}
 	return r, err
@@ -247,12 +252,14 @@ func (im *Importer) importAttached(ctx context.Context, file string) (*Root, err
 	// The base is shared by every file of d loaded after the same
 	// imports: each loads into a fork of its own.
 	p, link := b.p.Fork()
-	info := &Import{Distribution: b.dist, Python: b.python, After: slices.Clone(b.after)}
+	// After is the base's own list, complete and never appended to again:
+	// the hundreds of roots loaded after the same imports share it.
+	info := &Import{Distribution: b.dist, Python: b.python, After: slices.Clip(b.after)}
 	o, err := p.Dlopen(ctx, file)
 	if err != nil {
 		return nil, &unloadable{FileError{Path: file, Error: err.Error()}}
 	}
-	r := NewRoot(p.Reach(o))
+	r := im.newRoot(p.Reach(o))
 	r.Import = info
 	if im.opts.RuntimeOpens != nil {
 		AddRuntimeOpens(ctx, im.opts.RuntimeOpens, p, r)
@@ -454,6 +461,17 @@ func (im *Importer) Ready(file string) bool {
 	return ok
 }
 
+// newRoot is res in report form, its closure's entries made now only
+// when run-time opens will add to the process before it is reported and
+// closures are wanted (withClosure makes them later otherwise).
+func (im *Importer) newRoot(res *ldso.Result) *Root {
+	r := newRoot(res)
+	if im.opts.RuntimeOpens != nil && !im.opts.LeaveOutClosures {
+		r.Closure = closureOf(res)
+	}
+	return r
+}
+
 // run is what running a program of a distribution loads (torch/bin/protoc):
 // no import loads it.
 func (im *Importer) run(ctx context.Context, file string) (*Root, error) {
@@ -461,7 +479,7 @@ func (im *Importer) run(ctx context.Context, file string) (*Root, error) {
 	if err != nil {
 		return nil, &unloadable{FileError{Path: file, Error: err.Error()}}
 	}
-	r := NewRoot(p.Result())
+	r := im.newRoot(p.Result())
 	if im.opts.RuntimeOpens != nil {
 		AddRuntimeOpens(ctx, im.opts.RuntimeOpens, p, r)
 	}

@@ -61,6 +61,10 @@ type Options struct {
 	// done: what the scan command prints without --all, so that a scan of
 	// an environment does not hold the answers of the hundreds that load.
 	ResultsOfFailuresOnly bool
+	// LeaveOutClosures leaves Root.Closure nil: a renderer that draws trees
+	// from Root.Result (the scan command's text) reads no copy of each
+	// root's closure.
+	LeaveOutClosures bool
 }
 
 // Report is the outcome of a scan. Its JSON form is documented in
@@ -304,7 +308,9 @@ func (w *examining) keep(path string, res closureResult, opts Options) {
 	}
 	w.mu.Unlock()
 	if r != nil {
-		withClosure(r)
+		if !opts.LeaveOutClosures {
+			withClosure(r)
+		}
 		// The first root keeps its answer: it is printed when it is the
 		// only one. Another that loads is printed by no renderer that
 		// asked for ResultsOfFailuresOnly.
@@ -445,7 +451,7 @@ func examine(ctx context.Context, l *ldso.Loader, b *bind.Binder, is *interprete
 	// copy, since Result is the process's own.
 	r := *p.Result()
 	root := newRoot(&r)
-	if opts.RuntimeOpens != nil {
+	if opts.RuntimeOpens != nil && !opts.LeaveOutClosures {
 		// Its entries now: the run-time opens add to the objects'
 		// NeededBy. Without them, they are made only if this answer is
 		// the one reported (withClosure).
@@ -496,7 +502,8 @@ func newRoot(r *ldso.Result) *Root {
 }
 
 // withClosure is root with the entries of its closure, made if newRoot
-// left them out.
+// left them out. They must be made before run-time opens add to the
+// process, when the root's Result is the process's own.
 func withClosure(root *Root) *Root {
 	if root.Closure == nil {
 		root.Closure = closureOf(root.Result)

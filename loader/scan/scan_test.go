@@ -392,3 +392,40 @@ func TestRunResultsOfFailuresOnly(t *testing.T) {
 		t.Fatalf("%d roots (answer kept: %v), %d errors", len(rep.Roots), len(rep.Roots) == 1 && rep.Roots[0].Result != nil, len(rep.Errors))
 	}
 }
+
+// A scan that leaves out closures says the same of every root but its
+// closure's entries, and keeps none.
+func TestRunLeaveOutClosures(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tree")
+	mixedTree(t, dir)
+	ctx := context.Background()
+	run := func(leaveOut bool) *Report {
+		l, err := ldso.New(ctx, hostOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		rep, err := Run(ctx, l, []string{dir}, Options{Parallel: 3, Symbols: true, LeaveOutClosures: leaveOut})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	full, lean := run(false), run(true)
+	entries := 0
+	for _, r := range full.Roots {
+		entries += len(r.Closure)
+		r.Closure = nil
+	}
+	for _, r := range lean.Roots {
+		if r.Closure != nil {
+			t.Errorf("%s: closure kept", r.Path)
+		}
+	}
+	if entries == 0 || len(full.Roots) < 3 {
+		t.Fatalf("%d roots, %d closure entries in all", len(full.Roots), entries)
+	}
+	if asJSON(t, full) != asJSON(t, lean) {
+		t.Fatalf("the reports differ beyond their closures:\n%s\n%s", asJSON(t, full), asJSON(t, lean))
+	}
+}
