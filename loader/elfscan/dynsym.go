@@ -344,6 +344,9 @@ func (s *scanner) symbolTable(pr *pagedReader) (*SymbolTable, error) {
 func (t *SymbolTable) Close() {
 	t.pages.release()
 	t.pages.spare = nil
+	if t.st != nil {
+		t.st.strs.buf = nil // a closed table is kept: not its last name
+	}
 }
 
 func (s *scanner) openGNU(addr uint64) (*gnuTable, error) {

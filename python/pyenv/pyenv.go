@@ -275,7 +275,8 @@ type Dist struct {
 	InfoDir  string   `json:"dist_info"` // the *.dist-info directory
 	SiteDir  string   `json:"site_dir"`  // the directory RECORD paths are relative to
 	Requires []string `json:"requires"`  // Requires-Dist that apply to this environment (names only)
-	// Files are the absolute paths listed in RECORD, in its order.
+	// Files are the absolute paths listed in RECORD, in its order (read
+	// with Env.ObjectsOnly, those that may be ELF objects).
 	Files []string `json:"-"`
 	// Metadata is METADATA parsed; Record is RECORD parsed, in the order of
 	// Files (nil when the environment was read with ObjectsOnly).
