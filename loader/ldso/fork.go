@@ -107,8 +107,7 @@ func (r *Result) Detached() (d *Result, link func(*Object) *Object) {
 		if s, ok := stubs[o]; ok {
 			return s
 		}
-		s := &Object{Name: o.Name, Names: o.Names, Path: o.Path, HostPath: o.HostPath, Via: o.Via, From: o.From, Entry: o.Entry,
-			Info: o.Info, Problem: o.Problem, Fatal: o.Fatal, id: o.id, lname: o.lname, faked: o.faked, isMain: o.isMain, depsDone: true, origin: o.origin}
+		s := &Object{mapped: o.mapped, Names: o.Names, depsDone: true}
 		stubs[o] = s
 		return s
 	}

@@ -84,7 +84,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	// records its file identity, so the main object answers to its
 	// DT_SONAME alone: a preload or NEEDED entry naming its file by path
 	// loads a second copy.
-	main := &Object{Name: guest, Path: guest, HostPath: host, Via: ViaMain, Info: in, id: fi.id, isMain: true}
+	main := &Object{mapped: &mapped{Name: guest, Path: guest, HostPath: host, Via: ViaMain, Info: in, id: fi.id, isMain: true}}
 	main.origin = originOf(guest)
 	if mode == AsExecuted {
 		if real, ok := l.fs.realPath(host); ok {
@@ -201,7 +201,7 @@ func (l *Loader) newProcess(ctx context.Context, in *elfscan.Info) *Process {
 func (l *Loader) StartEmpty(ctx context.Context, like *elfscan.Info) *Process {
 	p := l.newProcess(ctx, like)
 	in := &elfscan.Info{Class: like.Class, Data: like.Data, Machine: like.Machine, Flags: like.Flags, Type: elf.ET_EXEC, Dynamic: true}
-	main := &Object{Name: "(program)", Via: ViaMain, Info: in, isMain: true}
+	main := &Object{mapped: &mapped{Name: "(program)", Via: ViaMain, Info: in, isMain: true}}
 	p.main = main
 	p.objs = append(p.objs, main)
 	p.res.Main = main
@@ -235,7 +235,7 @@ func (p *Process) startInterpreter(main *elfscan.Info) {
 	if interp == "" {
 		return
 	}
-	rt := &Object{Name: interp, Names: []string{interp}, Path: interp, Via: ViaInterpreter, From: "PT_INTERP", lname: interp}
+	rt := &Object{mapped: &mapped{Name: interp, Path: interp, Via: ViaInterpreter, From: "PT_INTERP", lname: interp}, Names: []string{interp}}
 	if host, ok := p.l.fs.resolve(interp); ok {
 		fi := p.l.open(host)
 		if fi.err == nil {
@@ -313,7 +313,7 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 		if noFake {
 			return nil
 		}
-		o := &Object{Name: name, Names: []string{name}, Via: ViaNotFound, Loader: loader, Problem: f.problem, Fatal: f.fatal, faked: true}
+		o := &Object{mapped: &mapped{Name: name, Via: ViaNotFound, Problem: f.problem, Fatal: f.fatal, faked: true}, Names: []string{name}, Loader: loader}
 		if !strings.Contains(name, "/") {
 			o.Searched = p.searchedDirs(loader)
 		}
@@ -333,9 +333,11 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 		}
 	}
 	o := &Object{
-		Name: name, Names: []string{name}, Path: f.guest, HostPath: f.host,
-		Via: f.via, From: f.from, Entry: f.entry, Source: f.owner, Loader: loader, Info: f.fi.info, id: f.fi.id,
-		origin: originOf(f.guest), lname: f.guest,
+		mapped: &mapped{
+			Name: name, Path: f.guest, HostPath: f.host, Via: f.via, From: f.from, Entry: f.entry,
+			Info: f.fi.info, id: f.fi.id, origin: originOf(f.guest), lname: f.guest,
+		},
+		Names: []string{name}, Source: f.owner, Loader: loader,
 	}
 	if f.via == ViaPath && !path.IsAbs(f.guest) {
 		o.origin = originOf(absolute(f.guest))
@@ -353,7 +355,7 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 	}
 	if problem != "" {
 		// ld.so names the object as it was requested here.
-		miss := &Object{Name: name, Names: []string{name}, Via: ViaNotFound, Loader: loader, Problem: name + ": " + problem + " (" + f.guest + ")", Fatal: true, faked: true}
+		miss := &Object{mapped: &mapped{Name: name, Via: ViaNotFound, Problem: name + ": " + problem + " (" + f.guest + ")", Fatal: true, faked: true}, Names: []string{name}, Loader: loader}
 		p.objs = append(p.objs, miss)
 		return miss
 	}
@@ -560,7 +562,7 @@ func (p *Process) Find(name string, from *Object) *Search {
 	s.Steps = t.steps
 	s.Problem = f.problem
 	if f.ok {
-		s.Found = &Object{Name: name, Path: f.guest, HostPath: f.host, Via: f.via, From: f.from, Entry: f.entry, Source: f.owner, Info: f.fi.info, Loader: from}
+		s.Found = &Object{mapped: &mapped{Name: name, Path: f.guest, HostPath: f.host, Via: f.via, From: f.from, Entry: f.entry, Info: f.fi.info}, Source: f.owner, Loader: from}
 	}
 	return s
 }

@@ -25,11 +25,31 @@ const (
 
 // Object is one entry of the loader's list of loaded objects.
 type Object struct {
+	// What mapping the object found and fixed: shared by the copies a
+	// fork makes, which copy only what loading more objects changes.
+	*mapped
+	// Names are all the names it answered to (NEEDED strings, its soname).
+	Names []string
+	// Source is the object whose DT_RPATH or DT_RUNPATH found it.
+	Source *Object
+	// Loader is the object whose NEEDED entry first brought it in.
+	Loader *Object
+	// NeededBy lists every object whose NEEDED entry it satisfied, in order.
+	NeededBy []*Object
+	// Deps are the objects that answered its NEEDED entries, in order.
+	Deps []*Object
+
+	depsDone bool
+	lrpath   *pathList // cached DT_RPATH search list
+	lrunpath *pathList // cached DT_RUNPATH search list
+}
+
+// mapped is what the loader found of an object when it mapped it, never
+// changed after.
+type mapped struct {
 	// Name is the name it was first requested by: a NEEDED string, or the
 	// path for main, preloaded and dlopen'ed objects.
 	Name string
-	// Names are all the names it answered to (NEEDED strings, its soname).
-	Names []string
 	// Path is where the loader opened it, as the loader sees it; empty when
 	// it was not found.
 	Path string
@@ -42,15 +62,7 @@ type Object struct {
 	From string
 	// Entry is the entry of that list, as written ("$ORIGIN/../lib").
 	Entry string
-	// Source is the object whose DT_RPATH or DT_RUNPATH found it.
-	Source *Object
-	// Loader is the object whose NEEDED entry first brought it in.
-	Loader *Object
-	// NeededBy lists every object whose NEEDED entry it satisfied, in order.
-	NeededBy []*Object
-	// Deps are the objects that answered its NEEDED entries, in order.
-	Deps []*Object
-	Info *elfscan.Info
+	Info  *elfscan.Info
 	// Problem explains a miss beyond "no such file": candidates rejected for
 	// their class or machine, or a file the loader refuses.
 	Problem string
@@ -63,14 +75,17 @@ type Object struct {
 	// loader to find it.
 	Searched []SearchDir
 
-	id       fileID
-	lname    string // the name ld.so matches requests against (l_name)
-	faked    bool
-	isMain   bool // the main program: answers to its DT_SONAME alone
-	depsDone bool
-	lrpath   *pathList // cached DT_RPATH search list
-	lrunpath *pathList // cached DT_RUNPATH search list
-	origin   string
+	id     fileID
+	lname  string // the name ld.so matches requests against (l_name)
+	faked  bool
+	isMain bool // the main program: answers to its DT_SONAME alone
+	origin string
+}
+
+// NotFound is a request for name, made by opener, that found nothing: a
+// miss reported outside the loader's own list (a run-time open).
+func NotFound(name string, opener *Object) *Object {
+	return &Object{mapped: &mapped{Name: name, Via: ViaNotFound, faked: true}, Names: []string{name}, Loader: opener, NeededBy: []*Object{opener}}
 }
 
 // Found reports whether the loader found the object.

@@ -222,10 +222,11 @@ func (r *Resolver) open(p *ldso.Process, opener *ldso.Object, item string, e Ent
 		}
 	}
 	if res.Request == nil {
-		res.Request = &ldso.Object{Name: res.Name, Names: []string{res.Name}, Via: ldso.ViaNotFound, Loader: opener, NeededBy: []*ldso.Object{opener}}
+		res.Request = ldso.NotFound(res.Name, opener)
 	}
 	// Where a library could be placed for this open to find it: the
-	// framework's directories first.
+	// framework's directories first. The request is this open's own (a
+	// miss is a new object), so its facts may still be written.
 	res.Request.Searched = append(searched, res.Request.Searched...)
 	return res
 }

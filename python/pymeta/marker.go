@@ -25,6 +25,9 @@ type markerNode struct {
 	literal     string
 	cmp         string // == != <= >= < > ~= === in "not in"
 	literalLeft bool
+	// spec is "cmp literal" parsed, when the variable is compared as a
+	// version against a literal on the right that makes a specifier.
+	spec *Specifier
 }
 
 // ErrUndefined is wrapped by Evaluate's error when the environment lacks a
@@ -87,7 +90,7 @@ func (m *Marker) String() string { return m.text }
 // compared normalized. A variable env lacks, or a comparison PEP 508 leaves
 // undefined ("~=" between strings), is an error.
 func (m *Marker) Evaluate(env Environment) (bool, error) {
-	v, err := m.root.eval(prepareEnv(env))
+	v, err := m.root.eval(newMarkerEnv(env, env["extra"]))
 	if err != nil {
 		return false, fmt.Errorf("marker %q: %w", m.text, err)
 	}
@@ -99,32 +102,37 @@ func (m *Marker) Evaluate(env Environment) (bool, error) {
 // logic (false and unknown is false). known is false when the result
 // depends on an unknown.
 func (m *Marker) EvaluatePartial(env Environment) (value, known bool) {
-	v, _ := m.root.evalPartial(prepareEnv(env))
+	return m.evaluatePartial(newMarkerEnv(env, env["extra"]))
+}
+
+func (m *Marker) evaluatePartial(env markerEnv) (value, known bool) {
+	v, _ := m.root.evalPartial(env)
 	return v == triTrue, v != triUnknown
 }
 
-func prepareEnv(env Environment) Environment {
-	// Most callers pass what needs no change: no copy then (markers are
-	// evaluated for every requirement of every distribution).
-	x, ok := env["extra"]
-	if ok && (x == "" || NormalizeName(x) == x) && !strings.HasSuffix(env["python_full_version"], "+") {
-		return env
+// markerEnv is an Environment as markers read it, with "extra" given
+// apart: markers are evaluated for every requirement of every
+// distribution, once per extra, and the map is not copied for each.
+type markerEnv struct {
+	env   Environment
+	extra string // normalized; "" when none
+}
+
+func newMarkerEnv(env Environment, extra string) markerEnv {
+	return markerEnv{env: env, extra: NormalizeName(extra)}
+}
+
+func (e markerEnv) get(name string) (string, bool) {
+	if name == "extra" {
+		return e.extra, true
 	}
-	e := make(Environment, len(env)+1)
-	for k, v := range env {
-		e[k] = v
+	v, ok := e.env[name]
+	if ok && name == "python_full_version" && strings.HasSuffix(v, "+") {
+		// An interpreter built from an untagged checkout reports "3.12.3+",
+		// which is no version; packaging reads it as a local version.
+		v += "local"
 	}
-	if x, ok := e["extra"]; ok && x != "" {
-		e["extra"] = NormalizeName(x)
-	} else {
-		e["extra"] = ""
-	}
-	// An interpreter built from an untagged checkout reports "3.12.3+",
-	// which is no version; packaging reads it as a local version.
-	if v, ok := e["python_full_version"]; ok && strings.HasSuffix(v, "+") {
-		e["python_full_version"] = v + "local"
-	}
-	return e
+	return v, ok
 }
 
 type tri int
@@ -135,7 +143,7 @@ const (
 	triUnknown
 )
 
-func (n *markerNode) eval(env Environment) (tri, error) {
+func (n *markerNode) eval(env markerEnv) (tri, error) {
 	v, err := n.evalPartial(env)
 	if err != nil {
 		return triFalse, err
@@ -144,7 +152,7 @@ func (n *markerNode) eval(env Environment) (tri, error) {
 }
 
 // evalPartial returns the value and, for an unknown, why.
-func (n *markerNode) evalPartial(env Environment) (tri, error) {
+func (n *markerNode) evalPartial(env markerEnv) (tri, error) {
 	switch n.op {
 	case "and", "or":
 		// decisive is the value that settles the chain whatever else it
@@ -169,9 +177,15 @@ func (n *markerNode) evalPartial(env Environment) (tri, error) {
 		}
 		return result, firstErr
 	}
-	val, ok := env[n.variable]
+	val, ok := env.get(n.variable)
 	if !ok {
 		return triUnknown, fmt.Errorf("%w %s", ErrUndefined, n.variable)
+	}
+	if n.spec != nil {
+		if n.spec.containsText(val) {
+			return triTrue, nil
+		}
+		return triFalse, nil
 	}
 	lit := n.literal
 	lhs, rhs := val, lit
@@ -194,7 +208,7 @@ func (n *markerNode) evalPartial(env Environment) (tri, error) {
 // (not) in are defined ("<=" and ">=" mean equal, "<" and ">" never hold).
 func compareMarker(lhs, op, rhs, variable string) (bool, error) {
 	if versionVariables[variable] && op != "in" && op != "not in" {
-		if sp, err := ParseSpecifier(op + rhs); err == nil {
+		if sp, ok := parseMarkerSpecifier(op, rhs); ok {
 			return sp.containsText(lhs), nil
 		}
 	}
@@ -211,6 +225,13 @@ func compareMarker(lhs, op, rhs, variable string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("%s is undefined between %q and %q", op, lhs, rhs)
+}
+
+// parseMarkerSpecifier is "op rhs" as a version specifier, when it makes
+// one.
+func parseMarkerSpecifier(op, rhs string) (Specifier, bool) {
+	sp, err := ParseSpecifier(op + rhs)
+	return sp, err == nil
 }
 
 type markerToken struct {
@@ -376,6 +397,12 @@ func (p *markerParser) atom(depth int) (*markerNode, error) {
 	if n.variable == "extra" {
 		// Extra names compare normalized (PEP 685).
 		n.literal = NormalizeName(n.literal)
+	}
+	if versionVariables[n.variable] && !n.literalLeft && n.cmp != "in" && n.cmp != "not in" {
+		// As compareMarker would, once, not at every evaluation.
+		if sp, ok := parseMarkerSpecifier(n.cmp, n.literal); ok {
+			n.spec = &sp
+		}
 	}
 	p.pos += 3
 	return n, nil

@@ -5,6 +5,9 @@ import "strings"
 // NormalizeName is the PEP 503 form of a project or extra name:
 // "Nvidia_CuDNN.cu13" is "nvidia-cudnn-cu13".
 func NormalizeName(name string) string {
+	if isNormalized(name) {
+		return name // most names are: no copy (called per requirement)
+	}
 	var b strings.Builder
 	b.Grow(len(name))
 	sep := false
@@ -27,6 +30,20 @@ func NormalizeName(name string) string {
 		b.WriteByte('-')
 	}
 	return b.String()
+}
+
+// isNormalized says whether NormalizeName would return name unchanged:
+// lower case, and '-' the only separator, never twice in a row.
+func isNormalized(name string) bool {
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c >= 'A' && c <= 'Z', c == '_', c == '.':
+			return false
+		case c == '-' && i > 0 && name[i-1] == '-':
+			return false
+		}
+	}
+	return true
 }
 
 // validName says whether s is a PEP 508 name: letters and digits, with

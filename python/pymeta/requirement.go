@@ -153,13 +153,12 @@ func (r Requirement) Applies(env Environment, extras []string) (applies, known b
 		return true, true
 	}
 	known = true
-	e := make(Environment, len(env)+1)
-	for k, v := range env {
-		e[k] = v
-	}
-	for _, x := range append([]string{""}, extras...) {
-		e["extra"] = x
-		v, k := r.Marker.EvaluatePartial(e)
+	for i := -1; i < len(extras); i++ {
+		x := "" // the requirement itself, then each extra
+		if i >= 0 {
+			x = extras[i]
+		}
+		v, k := r.Marker.evaluatePartial(newMarkerEnv(env, x))
 		if k && v {
 			return true, true
 		}
