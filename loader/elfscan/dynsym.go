@@ -344,8 +344,17 @@ func (s *scanner) symbolTable(pr *pagedReader) (*SymbolTable, error) {
 func (t *SymbolTable) Close() {
 	t.pages.release()
 	t.pages.spare = nil
+	// A closed table is kept: on a scanner of its own that holds what
+	// lookups need, not its file's parsed headers, nor its last name.
+	s := t.s.kept()
+	t.s = s
 	if t.st != nil {
-		t.st.strs.buf = nil // a closed table is kept: not its last name
+		st := *t.st
+		st.s = s
+		strs := *st.strs
+		strs.s, strs.buf = s, nil
+		st.strs = &strs
+		t.st = &st
 	}
 }
 

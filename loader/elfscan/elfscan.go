@@ -147,6 +147,8 @@ type scanner struct {
 	is64  bool
 	f     *elf.File
 	progs []*elf.Prog
+	// machine is f's; a kept table's scanner has no f (see kept).
+	machine elf.Machine
 
 	// The dynamic symbol table, once opened: References and SymbolTable
 	// of one File open it once.
@@ -171,7 +173,7 @@ func newScanner(r *pagedReader, size int64, name string, skipSections bool) (*sc
 	if err != nil {
 		return nil, &FormatError{Path: name, Msg: trimELFError(err)}
 	}
-	s := &scanner{r: r, size: size, name: name, f: f, order: byteOrder{big: f.ByteOrder == binary.BigEndian}, is64: f.Class == elf.ELFCLASS64}
+	s := &scanner{r: r, size: size, name: name, f: f, machine: f.Machine, order: byteOrder{big: f.ByteOrder == binary.BigEndian}, is64: f.Class == elf.ELFCLASS64}
 	if f.Class != elf.ELFCLASS32 && f.Class != elf.ELFCLASS64 {
 		return nil, s.errorf("unknown class %v", f.Class)
 	}
@@ -448,6 +450,21 @@ func (s *scanner) readVersions(in *Info, d *dynamicRefs, strs *stringTable) erro
 
 // vaddrToOffset maps a virtual address to a file offset through the PT_LOAD
 // segments, the way the loader's mapping places it.
+// kept is a copy of s for a table kept between lookups: the segments that
+// map addresses to offsets, not the parsed file (its headers, notes and
+// section readers), which nine hundred kept tables would hold for nothing.
+func (s *scanner) kept() *scanner {
+	k := *s
+	k.f, k.progs = nil, nil
+	for _, p := range s.progs {
+		if p.Type == elf.PT_LOAD {
+			k.progs = append(k.progs, &elf.Prog{ProgHeader: p.ProgHeader})
+		}
+	}
+	k.symtab, k.symtabErr = nil, nil
+	return &k
+}
+
 func (s *scanner) vaddrToOffset(addr uint64) (int64, error) {
 	for _, p := range s.progs {
 		if p.Type != elf.PT_LOAD {
