@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -10,11 +11,13 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
+	"time"
 )
 
 // profileEnv names a directory where a run writes its CPU, heap, block
 // and mutex profiles (cpu.pprof, heap.pprof, block.pprof, mutex.pprof),
-// for `go tool pprof`, what the runtime holds memory for at the end
+// for `go tool pprof`, the heap as the collection that found the most live
+// memory left it (heap-peak.pprof: what the peak RSS is made of), what the runtime holds memory for at the end
 // (memory.txt: the peak RSS is the heap's high mark plus these), and its
 // execution trace (trace.out, for `go tool
 // trace`: what each goroutine waited on, when; the wall-clock path that
@@ -52,7 +55,9 @@ func startProfiles(stderr io.Writer) func() {
 	if err != nil {
 		fmt.Fprintf(stderr, "cudadeps: %s: %v\n", profileEnv, err)
 	}
+	peak := watchPeakHeap()
 	return func() {
+		writeFile(stderr, filepath.Join(dir, "heap-peak.pprof"), peak())
 		pprof.StopCPUProfile()
 		cpu.Close()
 		if tr != nil {
@@ -71,6 +76,47 @@ func startProfiles(stderr io.Writer) func() {
 		if err := writeMemoryClasses(filepath.Join(dir, "memory.txt")); err != nil {
 			fmt.Fprintf(stderr, "cudadeps: %s: %v\n", profileEnv, err)
 		}
+	}
+}
+
+// watchPeakHeap keeps, after each garbage collection that finds more
+// live heap than any before, the heap profile as of that collection; the
+// returned function stops watching and gives the last one kept.
+func watchPeakHeap() func() []byte {
+	stop, done := make(chan struct{}), make(chan []byte)
+	go func() {
+		samples := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"}}
+		var cycles, most uint64
+		var kept bytes.Buffer
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				if kept.Len() == 0 { // no collection ran: the heap as it is
+					_ = pprof.Lookup("heap").WriteTo(&kept, 0)
+				}
+				done <- kept.Bytes()
+				return
+			case <-tick.C:
+			}
+			metrics.Read(samples)
+			if c, live := samples[0].Value.Uint64(), samples[1].Value.Uint64(); c != cycles && live > most {
+				cycles, most = c, live
+				kept.Reset()
+				_ = pprof.Lookup("heap").WriteTo(&kept, 0)
+			}
+		}
+	}()
+	return func() []byte {
+		close(stop)
+		return <-done
+	}
+}
+
+func writeFile(stderr io.Writer, path string, data []byte) {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		fmt.Fprintf(stderr, "cudadeps: %s: %v\n", profileEnv, err)
 	}
 }
 

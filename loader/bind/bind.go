@@ -65,8 +65,13 @@ type Binder struct {
 }
 
 // New returns an empty Binder.
-func New() *Binder {
-	return &Binder{files: map[string]*file{}, syms: newSymbols(), pages: elfscan.NewPagesPool(runtime.GOMAXPROCS(0))}
+func New() *Binder { return NewWithPages(elfscan.NewPagesPool(runtime.GOMAXPROCS(0))) }
+
+// NewWithPages returns an empty Binder that reads through the page
+// buffers of pages: a scan's loader and binder work in turn on each
+// worker, and one pool serves both.
+func NewWithPages(pages *elfscan.PagesPool) *Binder {
+	return &Binder{files: map[string]*file{}, syms: newSymbols(), pages: pages}
 }
 
 func (b *Binder) file(path string) *file {

@@ -188,6 +188,10 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 // every file it read or stat'ed, its configuration files and the dynamic
 // loaders it asked about themselves. Unchanged, they give the same
 // answers.
+// Pages is the pool of page buffers the loader reads objects through, for
+// other readers of the same files to share (bind.NewWithPages).
+func (l *Loader) Pages() *elfscan.PagesPool { return l.pages }
+
 func (l *Loader) Inputs() []string {
 	out := l.fs.consulted()
 	l.infos.Keys(func(host string) bool {

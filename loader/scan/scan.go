@@ -188,7 +188,7 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 	}
 	rep := &Report{}
 	l.PrepareHost(ctx)
-	binder := bind.New() // a file's symbols are read once for every step
+	binder := bind.NewWithPages(l.Pages()) // a file's symbols are read once for every step
 	envs := &environments{l: l, opts: opts, binder: binder}
 	var prefetch sync.WaitGroup
 	defer prefetch.Wait()
