@@ -47,7 +47,11 @@ func ReadNamedString(path, name string, limit int64) (string, error) {
 	return unsafe.String(unsafe.SliceData(b), len(b)), nil
 }
 
-func readNamed(path, name string, limit int64, w *bytes.Buffer) error {
+// OpenNamed opens the regular file at path, of at most limit bytes, for
+// a caller that reads it as a stream (a RECORD of megabytes, of which a
+// few lines are kept); name is what errors call it, as in ReadNamed.
+// Reading past limit (a file grown since) fails with ErrTooLarge.
+func OpenNamed(path, name string, limit int64) (io.ReadCloser, error) {
 	// O_NONBLOCK: opening a FIFO without a writer must not wait; it is
 	// refused below like any other file that is not regular.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
@@ -56,30 +60,68 @@ func readNamed(path, name string, limit int64, w *bytes.Buffer) error {
 		if errors.As(err, &pe) {
 			pe.Path = name
 		}
+		return nil, err
+	}
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%s: %w", name, err)
+	case !st.Mode().IsRegular():
+		err = fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, Kind(st.Mode()))
+	case st.Size() > limit:
+		err = fmt.Errorf("%s: %w: %d bytes, more than the %d this file may hold", name, ErrTooLarge, st.Size(), limit)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &bounded{f: f, name: name, limit: limit, left: limit, size: st.Size()}, nil
+}
+
+// bounded reads a file of at most limit bytes, left of them still.
+type bounded struct {
+	f           *os.File
+	name        string
+	limit, left int64
+	size        int64 // at opening, for the first read's buffer
+}
+
+func (b *bounded) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, b.grew()
+	}
+	// One byte past the bound shows a file that grew.
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.f.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, b.grew()
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = fmt.Errorf("read %s: %w", b.name, err)
+	}
+	return n, err
+}
+
+func (b *bounded) grew() error {
+	return fmt.Errorf("%s: %w: grew past the %d bytes this file may hold", b.name, ErrTooLarge, b.limit)
+}
+
+func (b *bounded) Close() error { return b.f.Close() }
+
+func readNamed(path, name string, limit int64, w *bytes.Buffer) error {
+	r, err := OpenNamed(path, name, limit)
+	if err != nil {
 		return err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, Kind(st.Mode()))
-	}
-	if st.Size() > limit {
-		return fmt.Errorf("%s: %w: %d bytes, more than the %d this file may hold", name, ErrTooLarge, st.Size(), limit)
-	}
-	// The file may grow while it is read: read one byte past the bound.
+	defer r.Close()
 	// Room for its size (and a little more, to see the end) takes one
 	// read where growing from nothing takes a dozen copies of a large one.
-	w.Grow(int(min(st.Size(), limit)) + bytes.MinRead + 1)
-	if _, err := w.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
-		return fmt.Errorf("read %s: %w", name, err)
-	}
-	if int64(w.Len()) > limit {
-		return fmt.Errorf("%s: %w: grew past the %d bytes this file may hold", name, ErrTooLarge, limit)
-	}
-	return nil
+	w.Grow(int(min(r.(*bounded).size, limit)) + bytes.MinRead + 1)
+	_, err = w.ReadFrom(r)
+	return err
 }
 
 // Absent reports whether err says that an optional file is not there:

@@ -2,6 +2,7 @@ package regfile
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -99,5 +100,46 @@ func TestAbsent(t *testing.T) {
 	_, isDir := Read(dir, 10)
 	if !Absent(missing) || !Absent(through) || Absent(isDir) || Absent(nil) {
 		t.Errorf("Absent: missing %v, through a file %v, a directory %v", Absent(missing), Absent(through), Absent(isDir))
+	}
+}
+
+// OpenNamed streams what ReadNamed reads, refuses what it refuses, and
+// stops a file that grows past its bound while it is read.
+func TestOpenNamed(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "RECORD")
+	if err := os.WriteFile(file, []byte(strings.Repeat("x", 5000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenNamed(file, "RECORD", 6000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || len(b) != 5000 {
+		t.Fatalf("read %d bytes, %v", len(b), err)
+	}
+	if _, err := OpenNamed(file, "RECORD", 4000); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "RECORD") {
+		t.Fatalf("over the bound: %v", err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenNamed(fifo, "fifo", 100); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("a FIFO: %v", err)
+	}
+	// Grown after it was opened: the bound still holds.
+	r, err = OpenNamed(file, "RECORD", 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := os.WriteFile(file, []byte(strings.Repeat("y", 9000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(r); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("grown past the bound while read: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package rootfs
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -300,6 +301,16 @@ func (r *Root) ReadFileString(guest string, limit int64) (string, error) {
 		return "", err
 	}
 	return regfile.ReadNamedString(host, name, limit)
+}
+
+// OpenFile opens the regular file guest names, of at most limit bytes, to
+// be read as a stream (regfile.OpenNamed).
+func (r *Root) OpenFile(guest string, limit int64) (io.ReadCloser, error) {
+	host, name, err := r.readable(guest)
+	if err != nil {
+		return nil, err
+	}
+	return regfile.OpenNamed(host, name, limit)
 }
 
 // readable is the file of this machine that guest names, and the name

@@ -1,6 +1,7 @@
 package pyenv
 
 import (
+	"io"
 	"io/fs"
 
 	"github.com/cudadeps/cudadeps/internal/rootfs"
@@ -41,6 +42,11 @@ func (f files) readFile(host string, limit int64) ([]byte, error) {
 func (f files) readFileString(host string, limit int64) (string, error) {
 	r, g := f.at(host)
 	return r.ReadFileString(g, limit)
+}
+
+func (f files) open(host string, limit int64) (io.ReadCloser, error) {
+	r, g := f.at(host)
+	return r.OpenFile(g, limit)
 }
 
 func (f files) readDir(host string) ([]fs.DirEntry, error) {

@@ -441,20 +441,15 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 		}
 	}
 	recPath := filepath.Join(infoDir, "RECORD")
+	if e.ObjectsOnly {
+		return d, e.readObjectPaths(d, recPath)
+	}
 	record, err := e.files.readFileString(recPath, maxRecord)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%s has no RECORD (installed by a tool that keeps no file list): %w", infoDir, err)
 	case err != nil:
 		return nil, fmt.Errorf("read RECORD: %w", err)
-	}
-	if e.ObjectsOnly {
-		rel, err := pymeta.RecordPaths(record)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", recPath, err)
-		}
-		d.Files = d.paths(slices.DeleteFunc(rel, func(p string) bool { return !MayBeObject(p) }))
-		return d, nil
 	}
 	d.Record, err = pymeta.ParseRecordString(record)
 	if err != nil {
@@ -477,6 +472,30 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 		}
 	}
 	return d, nil
+}
+
+// readObjectPaths sets d.Files to the paths of d's RECORD that may name
+// ELF objects (Env.ObjectsOnly), the RECORD read as a stream.
+func (e *Env) readObjectPaths(d *Dist, recPath string) error {
+	r, err := e.files.open(recPath, maxRecord)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s has no RECORD (installed by a tool that keeps no file list): %w", d.InfoDir, err)
+	case err != nil:
+		return fmt.Errorf("read RECORD: %w", err)
+	}
+	defer r.Close()
+	var rel []string
+	err = pymeta.EachRecordPath(r, func(p []byte) {
+		if mayBeObjectName(p) {
+			rel = append(rel, string(p))
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", recPath, err)
+	}
+	d.Files = d.paths(rel)
+	return nil
 }
 
 // paths are the absolute paths of RECORD paths. Those that are the site
@@ -523,16 +542,26 @@ func (d *Dist) paths(record []string) []string {
 func MayBeObject(path string) bool {
 	base := path[strings.LastIndexByte(path, '/')+1:]
 	dot := strings.LastIndexByte(base, '.')
-	if dot <= 0 {
-		return true
-	}
-	switch base[dot+1:] {
+	return dot <= 0 || !textExtension(base[dot+1:])
+}
+
+// mayBeObjectName is MayBeObject of a path's bytes, without a copy.
+func mayBeObjectName(path []byte) bool {
+	base := path[bytes.LastIndexByte(path, '/')+1:]
+	dot := bytes.LastIndexByte(base, '.')
+	return dot <= 0 || !textExtension(string(base[dot+1:]))
+}
+
+// textExtension reports the extensions of files that are never ELF
+// objects (see MayBeObject).
+func textExtension(ext string) bool {
+	switch ext {
 	case "py", "pyc", "pyi", "pyx", "pxd", "pxi", "typed",
 		"h", "hh", "hpp", "hxx", "cuh", "inl", "c", "cc", "cpp", "cxx", "cu",
 		"txt", "rst", "md", "cmake", "json", "yaml", "yml", "toml", "cfg", "ini", "csv", "html", "css", "js":
-		return false
+		return true
 	}
-	return true
+	return false
 }
 
 // path is the absolute path of a RECORD path.

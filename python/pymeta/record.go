@@ -1,6 +1,8 @@
 package pymeta
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/csv"
 	"errors"
@@ -63,52 +65,85 @@ func ParseRecordString(text string) ([]RecordEntry, error) {
 	return recordPlain(text)
 }
 
-// RecordPaths are the paths of a RECORD read into a string, in order, by
-// ParseRecord's rules (quoted fields by CSV's); the digests and sizes are
-// not read, so a line whose digest or size is malformed is not refused.
-// The paths are pieces of text.
-func RecordPaths(text string) ([]string, error) {
-	if int64(len(text)) > MaxRecordSize {
-		return nil, fmt.Errorf("RECORD larger than %d bytes", MaxRecordSize)
-	}
-	if strings.Contains(text, `"`) {
-		entries, err := recordCSV(text)
+// EachRecordPath calls fn with the path of each entry of the RECORD r
+// reads, in order, by ParseRecord's rules (quoted fields by CSV's);
+// digests and sizes are not read, so a malformed one is not refused. The
+// RECORD is read as a stream and the bytes are valid only during the
+// call: a reader keeping a few paths of thousands holds none of the rest.
+func EachRecordPath(r io.Reader, fn func(path []byte)) error {
+	br := bufio.NewReaderSize(io.LimitReader(r, MaxRecordSize+1), recordChunk)
+	var long []byte
+	read := 0
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if read += len(line); read > MaxRecordSize {
+			return fmt.Errorf("RECORD larger than %d bytes", MaxRecordSize)
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if bytes.IndexByte(line, '"') >= 0 {
+			// Quoting may span lines: the rest by CSV's rules, which read
+			// the lines before it as the plain reading did.
+			rest := io.MultiReader(bytes.NewReader(bytes.Clone(line)), br)
+			return eachCSVRecord(rest, func(row []string) error {
+				if len(row) > 0 && row[0] != "" {
+					fn([]byte(row[0]))
+				}
+				return nil
+			})
+		}
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		if p, _, _ := bytes.Cut(line, []byte(",")); len(p) > 0 {
+			fn(p)
+		}
 		if err != nil {
-			return nil, err
-		}
-		out := make([]string, len(entries))
-		for i, e := range entries {
-			out[i] = e.Path
-		}
-		return out, nil
-	}
-	out := make([]string, 0, strings.Count(text, "\n")+1)
-	for line := range strings.Lines(text) {
-		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
-		if p, _, _ := strings.Cut(line, ","); p != "" {
-			out = append(out, p)
+			return nil
 		}
 	}
-	return out, nil
 }
+
+// recordChunk is what EachRecordPath reads at a time.
+const recordChunk = 4 << 10
 
 // recordCSV reads a RECORD with encoding/csv.
 func recordCSV(text string) ([]RecordEntry, error) {
 	var out []RecordEntry
 	var digests []byte
-	cr := csv.NewReader(strings.NewReader(text))
+	err := eachCSVRecord(strings.NewReader(text), func(row []string) (err error) {
+		out, digests, err = appendEntry(out, digests, row)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachCSVRecord calls fn with each row of a RECORD read by CSV's rules;
+// the row is valid only during the call.
+func eachCSVRecord(r io.Reader, fn func(row []string) error) error {
+	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	for {
 		row, err := cr.Read()
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("RECORD: %w", err)
+			return fmt.Errorf("RECORD: %w", err)
 		}
-		if out, digests, err = appendEntry(out, digests, row); err != nil {
-			return nil, err
+		if err := fn(row); err != nil {
+			return err
 		}
 	}
 }

@@ -62,22 +62,40 @@ func TestRecordPlainReadsAsCSV(t *testing.T) {
 			t.Errorf("%s: read as %d entries (%v), CSV reads %d (%v)", name, len(got), gerr, len(want), werr)
 		}
 		read += len(got)
-		// RecordPaths gives the entries' paths, in order.
-		paths, err := RecordPaths(text)
+		// EachRecordPath gives the entries' paths, in order.
+		paths, err := recordPaths(text)
 		var wantPaths []string
 		for _, e := range want {
 			wantPaths = append(wantPaths, e.Path)
 		}
 		if err != nil || !slices.Equal(paths, wantPaths) {
-			t.Errorf("%s: RecordPaths gives %d paths (%v), CSV reads %d", name, len(paths), err, len(wantPaths))
+			t.Errorf("%s: EachRecordPath gives %d paths (%v), CSV reads %d", name, len(paths), err, len(wantPaths))
 		}
 	}
 	// A quoted path is read by CSV's rules by both.
 	quoted := "\"a,b.py\",sha256=LCa0a2j_xo_5m0U8HTBBNBNCLXBkg7-g-YpeiGJm564,1\nc.py,,\n"
-	if paths, err := RecordPaths(quoted); err != nil || !slices.Equal(paths, []string{"a,b.py", "c.py"}) {
-		t.Errorf("RecordPaths of a quoted path = %q, %v", paths, err)
+	if paths, err := recordPaths(quoted); err != nil || !slices.Equal(paths, []string{"a,b.py", "c.py"}) {
+		t.Errorf("EachRecordPath of a quoted path = %q, %v", paths, err)
+	}
+	// Quoting that starts past the first line, spans a line break, and a
+	// line longer than a read: each path as CSV reads it.
+	long := strings.Repeat("d", 3*recordChunk) + ".so"
+	mixed := "a.py,,\n\"b\nc.py\",,\n" + long + ",sha256=x,1\ne.py,,\n"
+	want := []string{"a.py", "b\nc.py", long, "e.py"}
+	if paths, err := recordPaths(mixed); err != nil || !slices.Equal(paths, want) {
+		t.Errorf("EachRecordPath of a RECORD quoted past its start = %d paths %v, want %d", len(paths), err, len(want))
+	}
+	if paths, err := recordPaths("x.py,,\n" + long + ",,\ny.py,,\n"); err != nil || !slices.Equal(paths, []string{"x.py", long, "y.py"}) {
+		t.Errorf("EachRecordPath with a line longer than a read = %d paths %v", len(paths), err)
 	}
 	if f != nil && read < 20000 {
 		t.Errorf("only %d entries read from %d RECORDs", read, len(texts))
 	}
+}
+
+// recordPaths collects what EachRecordPath gives.
+func recordPaths(text string) ([]string, error) {
+	var out []string
+	err := EachRecordPath(strings.NewReader(text), func(p []byte) { out = append(out, string(p)) })
+	return out, err
 }
