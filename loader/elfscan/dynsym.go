@@ -38,7 +38,7 @@ type Hash struct {
 func HashOf(name string) Hash { return Hash{GNU: elfhash.GNU(name), SysV: elfhash.SysV(name)} }
 
 // refChunk is how many symbol table entries one read of a walk covers.
-const refChunk = 2048
+const refChunk = 1024
 
 func (s *scanner) references(name func([]byte) string, fn func(*Reference)) error {
 	st, err := s.openSymtab()

@@ -12,13 +12,13 @@ const pageSize = 4096
 const maxCachedPages = 256
 
 // maxSparePages bounds the page buffers a Pages keeps between reads
-// (128 KiB): a walk of references touches tens of pages of strings, and a
+// (64 KiB): a walk of references touches tens of pages of strings, and a
 // Pages kept per worker must not hold a megabyte each.
-const maxSparePages = 32
+const maxSparePages = 16
 
 // maxScratch bounds the buffers of table walks a Pages keeps between reads
 // (a walk of references takes two: symbols and version indexes).
-const maxScratch, maxScratchSize = 2, 64 << 10
+const maxScratch, maxScratchSize = 2, 32 << 10
 
 // Pages keeps page buffers from one read for the next (see File.UsePages).
 // The zero value is ready to use; a Pages serves one read at a time.
