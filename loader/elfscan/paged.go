@@ -8,8 +8,10 @@ import (
 // pageSize is the unit of reads; the loader itself reads in pages too.
 const pageSize = 4096
 
-// maxCachedPages bounds the memory of one read (1 MiB).
-const maxCachedPages = 256
+// maxCachedPages bounds the memory of one read (256 KiB): lookups in a
+// large library touch thousands of pages, each few times, and a larger
+// cache is filled with fresh buffers at every reading of the table.
+const maxCachedPages = 64
 
 // maxSparePages bounds the page buffers a Pages keeps between reads
 // (64 KiB): a walk of references touches tens of pages of strings, and a

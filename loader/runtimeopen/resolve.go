@@ -454,7 +454,12 @@ func (r *Resolver) readNotes(host string) []elfscan.DlopenNote {
 		if err != nil {
 			return nil
 		}
-		defer f.Close()
+		pages := r.l.Pages().Get() // the loader's buffers: every object is read
+		f.UsePages(pages)
+		defer func() {
+			f.Close()
+			r.l.Pages().Put(pages)
+		}()
 		n, _ := f.DlopenNotes()
 		return n
 	})

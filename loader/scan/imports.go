@@ -709,7 +709,12 @@ func IsExtensionModule(l *ldso.Loader, file string) bool {
 	if err != nil {
 		return false
 	}
-	defer f.Close()
+	pages := l.Pages().Get()
+	f.UsePages(pages)
+	defer func() {
+		f.Close()
+		l.Pages().Put(pages)
+	}()
 	defs, err := f.Lookup("PyInit_" + m[1])
 	return err == nil && len(defs) > 0
 }
