@@ -203,7 +203,17 @@ func (b *Binder) members(scope []*ldso.Object) ([]*file, []bool) {
 // to a member of the scope, in the order of check and of each object's
 // references.
 func (b *Binder) pendingOf(ctx context.Context, check []*ldso.Object, inScope []bool) ([]pending, error) {
-	var todo []pending
+	// Counted first: the list of a large closure runs to a hundred
+	// thousand entries, which growing by appending would copy over and
+	// over.
+	type unbound struct {
+		o    *ldso.Object
+		f    *file
+		list []int32
+		all  bool
+	}
+	var each []unbound
+	n := 0
 	for _, o := range check {
 		if !o.Found() || o.HostPath == "" {
 			continue
@@ -217,13 +227,22 @@ func (b *Binder) pendingOf(ctx context.Context, check []*ldso.Object, inScope []
 		}
 		list, all := f.unboundIn(inScope)
 		if all {
-			for i := range f.refs {
-				todo = append(todo, pending{o: o, f: f, idx: int32(i)})
+			n += len(f.refs)
+		} else {
+			n += len(list)
+		}
+		each = append(each, unbound{o, f, list, all})
+	}
+	todo := make([]pending, 0, n)
+	for _, u := range each {
+		if u.all {
+			for i := range u.f.refs {
+				todo = append(todo, pending{o: u.o, f: u.f, idx: int32(i)})
 			}
 			continue
 		}
-		for _, i := range list {
-			todo = append(todo, pending{o: o, f: f, idx: i})
+		for _, i := range u.list {
+			todo = append(todo, pending{o: u.o, f: u.f, idx: i})
 		}
 	}
 	return todo, nil
