@@ -448,8 +448,6 @@ func (s *scanner) readVersions(in *Info, d *dynamicRefs, strs *stringTable) erro
 	return nil
 }
 
-// vaddrToOffset maps a virtual address to a file offset through the PT_LOAD
-// segments, the way the loader's mapping places it.
 // kept is a copy of s for a table kept between lookups: the segments that
 // map addresses to offsets, not the parsed file (its headers, notes and
 // section readers), which nine hundred kept tables would hold for nothing.
@@ -465,6 +463,8 @@ func (s *scanner) kept() *scanner {
 	return &k
 }
 
+// vaddrToOffset maps a virtual address to a file offset through the PT_LOAD
+// segments, the way the loader's mapping places it.
 func (s *scanner) vaddrToOffset(addr uint64) (int64, error) {
 	for _, p := range s.progs {
 		if p.Type != elf.PT_LOAD {

@@ -192,6 +192,22 @@ func New(ctx context.Context, opts Options) (*Loader, error) {
 // other readers of the same files to share (bind.NewWithPages).
 func (l *Loader) Pages() *elfscan.PagesPool { return l.pages }
 
+// OpenObject opens the ELF file at host (a path of this machine) to be
+// read through the loader's page buffers; done closes it and gives them
+// back.
+func (l *Loader) OpenObject(host string) (f *elfscan.File, done func(), err error) {
+	f, err = elfscan.Open(host)
+	if err != nil {
+		return nil, nil, err
+	}
+	pages := l.pages.Get()
+	f.UsePages(pages)
+	return f, func() {
+		f.Close()
+		l.pages.Put(pages)
+	}, nil
+}
+
 func (l *Loader) Inputs() []string {
 	out := l.fs.consulted()
 	l.infos.Keys(func(host string) bool {

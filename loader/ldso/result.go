@@ -44,8 +44,9 @@ type Object struct {
 	lrunpath *pathList // cached DT_RUNPATH search list
 }
 
-// mapped is what the loader found of an object when it mapped it, never
-// changed after.
+// mapped is what the loader found of an object when it mapped it: set as
+// the object is made, before any fork can share it, and never written
+// after.
 type mapped struct {
 	// Name is the name it was first requested by: a NEEDED string, or the
 	// path for main, preloaded and dlopen'ed objects.

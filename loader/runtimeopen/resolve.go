@@ -450,16 +450,11 @@ func (r *Resolver) exists(guest string) bool {
 // be read has none (its loading is judged elsewhere).
 func (r *Resolver) readNotes(host string) []elfscan.DlopenNote {
 	return r.cache.notes.Get(host, func() []elfscan.DlopenNote {
-		f, err := elfscan.Open(host)
+		f, done, err := r.l.OpenObject(host)
 		if err != nil {
 			return nil
 		}
-		pages := r.l.Pages().Get() // the loader's buffers: every object is read
-		f.UsePages(pages)
-		defer func() {
-			f.Close()
-			r.l.Pages().Put(pages)
-		}()
+		defer done()
 		n, _ := f.DlopenNotes()
 		return n
 	})

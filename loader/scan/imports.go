@@ -15,7 +15,6 @@ import (
 	"github.com/cudadeps/cudadeps/internal/memo"
 	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/loader/bind"
-	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/loader/ldso"
 	"github.com/cudadeps/cudadeps/loader/runtimeopen"
 	"github.com/cudadeps/cudadeps/python/pyenv"
@@ -705,16 +704,11 @@ func IsExtensionModule(l *ldso.Loader, file string) bool {
 	if HasABITag(base) {
 		return true
 	}
-	f, err := elfscan.Open(l.HostPath(file))
+	f, done, err := l.OpenObject(l.HostPath(file))
 	if err != nil {
 		return false
 	}
-	pages := l.Pages().Get()
-	f.UsePages(pages)
-	defer func() {
-		f.Close()
-		l.Pages().Put(pages)
-	}()
+	defer done()
 	defs, err := f.Lookup("PyInit_" + m[1])
 	return err == nil && len(defs) > 0
 }

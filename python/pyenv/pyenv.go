@@ -442,7 +442,10 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 	}
 	recPath := filepath.Join(infoDir, "RECORD")
 	if e.ObjectsOnly {
-		return d, e.readObjectPaths(d, recPath)
+		if err := e.readObjectPaths(d, recPath); err != nil {
+			return nil, err
+		}
+		return d, nil
 	}
 	record, err := e.files.readFileString(recPath, maxRecord)
 	switch {
