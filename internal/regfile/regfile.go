@@ -52,6 +52,14 @@ func ReadNamedString(path, name string, limit int64) (string, error) {
 // few lines are kept); name is what errors call it, as in ReadNamed.
 // Reading past limit (a file grown since) fails with ErrTooLarge.
 func OpenNamed(path, name string, limit int64) (io.ReadCloser, error) {
+	b, err := openNamed(path, name, limit)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func openNamed(path, name string, limit int64) (*bounded, error) {
 	// O_NONBLOCK: opening a FIFO without a writer must not wait; it is
 	// refused below like any other file that is not regular.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
@@ -112,14 +120,14 @@ func (b *bounded) grew() error {
 func (b *bounded) Close() error { return b.f.Close() }
 
 func readNamed(path, name string, limit int64, w *bytes.Buffer) error {
-	r, err := OpenNamed(path, name, limit)
+	r, err := openNamed(path, name, limit)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 	// Room for its size (and a little more, to see the end) takes one
 	// read where growing from nothing takes a dozen copies of a large one.
-	w.Grow(int(min(r.(*bounded).size, limit)) + bytes.MinRead + 1)
+	w.Grow(int(min(r.size, limit)) + bytes.MinRead + 1)
 	_, err = w.ReadFrom(r)
 	return err
 }
