@@ -13,19 +13,27 @@ func (p *Process) Fork() (q *Process, link func(*Object) *Object) {
 	fork := *p
 	q = &fork
 	// The copies in one allocation, their links in another.
-	objs := p.objs
-	if p.rtld != nil && !p.contains(p.rtld) {
+	own := p.objs // as forked: p may load on after
+	objs := own
+	rtldApart := p.rtld != nil && !p.contains(p.rtld)
+	if rtldApart {
 		objs = append(slices.Clip(objs), p.rtld)
 	}
 	slab := make([]Object, len(objs))
-	copies := make(map[*Object]*Object, len(objs))
 	for i, o := range objs {
 		slab[i] = *o
-		copies[o] = &slab[i]
 	}
+	// An object of p is found by its place in p's list, not through a
+	// map: a fork of a hundred objects is made for every file imported.
 	link = func(o *Object) *Object {
-		if c, ok := copies[o]; ok {
-			return c
+		if o == nil {
+			return nil
+		}
+		if i := int(o.pos); i < len(own) && own[i] == o {
+			return &slab[i]
+		}
+		if rtldApart && o == p.rtld {
+			return &slab[len(slab)-1]
 		}
 		return o
 	}
@@ -42,7 +50,7 @@ func (p *Process) Fork() (q *Process, link func(*Object) *Object) {
 		c.NeededBy = links.mapped(c.NeededBy, link)
 		c.Deps = links.mapped(c.Deps, link)
 	}
-	q.objs = mapObjects(p.objs, link)
+	q.objs = mapObjects(own, link)
 	q.main, q.rtld = link(p.main), link(p.rtld)
 	res := *p.res
 	res.Main = link(res.Main)

@@ -133,6 +133,24 @@ func TestForkLoadsAsAFreshProcess(t *testing.T) {
 		if after := describe(base.Result()); after != before {
 			t.Fatalf("loading %s into a fork changed the process forked:\n%s\nwas:\n%s", m, after, before)
 		}
+		// A fork of the fork, loading on: its copies are found by their
+		// places in a list that grew after the first fork.
+		again, _ := fork.Fork()
+		m4 := filepath.Join(dir, "pkg/m4.so")
+		ao, err := again.Dlopen(ctx, m4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fo4, err := fresh.Dlopen(ctx, m4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, got := describe(fresh.Reach(fo4)), describe(again.Reach(ao)); got != want {
+			t.Errorf("m4.so after %s in a fork of a fork:\n%s\nfrom scratch:\n%s", m, got, want)
+		}
+		if want, got := describe(fresh.Result()), describe(again.Result()); got != want {
+			t.Errorf("m4.so after %s: the fork of a fork:\n%s\nfrom scratch:\n%s", m, got, want)
+		}
 	}
 }
 

@@ -92,7 +92,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 		}
 	}
 	p.main = main
-	p.objs = append(p.objs, main)
+	p.add(main)
 	p.res.Main = main
 	p.res.Objects = nil
 
@@ -141,7 +141,7 @@ func (p *Process) listLoader() {
 	if p.rtld == nil || p.rtld == p.main || v == "" || dotted.Less(v, "2.41") || p.contains(p.rtld) {
 		return
 	}
-	p.objs = append(p.objs, p.rtld)
+	p.add(p.rtld)
 }
 
 // originOf is the directory of an object as ld.so records it (l_origin):
@@ -203,7 +203,7 @@ func (l *Loader) StartEmpty(ctx context.Context, like *elfscan.Info) *Process {
 	in := &elfscan.Info{Class: like.Class, Data: like.Data, Machine: like.Machine, Flags: like.Flags, Type: elf.ET_EXEC, Dynamic: true}
 	main := &Object{mapped: &mapped{Name: "(program)", Via: ViaMain, Info: in, isMain: true}}
 	p.main = main
-	p.objs = append(p.objs, main)
+	p.add(main)
 	p.res.Main = main
 	if l.hasLLP {
 		p.llp = newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", "", p.arch))
@@ -290,7 +290,15 @@ func (o *Object) matches(name string) bool {
 }
 
 func (p *Process) contains(o *Object) bool {
-	return slices.Contains(p.objs, o)
+	i := int(o.pos)
+	return i < len(p.objs) && p.objs[i] == o
+}
+
+// add appends o to the process's objects and records its place there,
+// which a fork's copies keep.
+func (p *Process) add(o *Object) {
+	o.pos = int32(len(p.objs))
+	p.objs = append(p.objs, o)
 }
 
 // mapObject is _dl_map_object: name is already loaded, or is searched for
@@ -299,7 +307,7 @@ func (p *Process) contains(o *Object) bool {
 func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool) *Object {
 	if o := p.lookupLoaded(name); o != nil {
 		if o == p.rtld && !p.contains(o) {
-			p.objs = append(p.objs, o)
+			p.add(o)
 		}
 		return o
 	}
@@ -317,7 +325,7 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 		if !strings.Contains(name, "/") {
 			o.Searched = p.searchedDirs(loader)
 		}
-		p.objs = append(p.objs, o)
+		p.add(o)
 		return o
 	}
 	// The same file under another name is the same object: ld.so compares
@@ -356,10 +364,10 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 	if problem != "" {
 		// ld.so names the object as it was requested here.
 		miss := &Object{mapped: &mapped{Name: name, Via: ViaNotFound, Problem: name + ": " + problem + " (" + f.guest + ")", Fatal: true, faked: true}, Names: []string{name}, Loader: loader}
-		p.objs = append(p.objs, miss)
+		p.add(miss)
 		return miss
 	}
-	p.objs = append(p.objs, o)
+	p.add(o)
 	return o
 }
 
@@ -572,12 +580,14 @@ func (p *Process) Objects() []*Object { return append([]*Object(nil), p.objs...)
 
 // ObjectsFrom returns the process's objects from the i-th on, in load
 // order: what was loaded since the caller saw i of them (objects are only
-// ever added, at the end).
+// ever added, at the end). The list is the process's own, clipped, to be
+// read and not changed: a caller that follows what each load adds asks
+// after every load.
 func (p *Process) ObjectsFrom(i int) []*Object {
 	if i >= len(p.objs) {
 		return nil
 	}
-	return append([]*Object(nil), p.objs[i:]...)
+	return slices.Clip(p.objs[i:])
 }
 
 // locate turns a path given by the caller into the loader's path and the

@@ -40,6 +40,9 @@ type Object struct {
 	Deps []*Object
 
 	depsDone bool
+	// pos is its place in its process's list of objects (Process.add):
+	// what a fork's link looks the copy up by.
+	pos      int32
 	lrpath   *pathList // cached DT_RPATH search list
 	lrunpath *pathList // cached DT_RUNPATH search list
 }

@@ -131,9 +131,13 @@ func (r *Resolver) Resolve(ctx context.Context, p *ldso.Process, objs []*ldso.Ob
 			}
 		}
 	}
-	queue := append([]*ldso.Object(nil), objs...)
-	queued := map[*ldso.Object]bool{}
-	for _, o := range queue {
+	// Sized for the whole process: a root's process holds about a
+	// hundred objects, and growing the set is most of what this costs.
+	n := len(objs) + len(p.ObjectsFrom(0))
+	queued := make(map[*ldso.Object]bool, n)
+	queue := make([]*ldso.Object, 0, n)
+	for _, o := range objs {
+		queue = append(queue, o)
 		queued[o] = true
 	}
 	seen := 0 // the process's objects already looked at
@@ -148,6 +152,7 @@ func (r *Resolver) Resolve(ctx context.Context, p *ldso.Process, objs []*ldso.Ob
 		}
 	}
 	enqueueNew() // what the framework opens above
+	var names []string
 	for i := 0; i < len(queue); i++ {
 		if ctx.Err() != nil {
 			break
@@ -156,7 +161,7 @@ func (r *Resolver) Resolve(ctx context.Context, p *ldso.Process, objs []*ldso.Ob
 		if !o.Found() || o.Info == nil {
 			continue
 		}
-		names := append([]string{o.Info.Soname, path.Base(o.Path)}, o.Names...)
+		names = append(append(names[:0], o.Info.Soname, path.Base(o.Path)), o.Names...)
 		for _, e := range r.table.ForSoname(names...) {
 			for _, item := range e.Opens {
 				do(o, item, e, "")

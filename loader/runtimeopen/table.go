@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -175,11 +176,11 @@ func Alternatives(open string) []string {
 // Debian's build of the same library is libtorch_cpu.so.2.6.
 func (t *Table) ForSoname(names ...string) []Entry {
 	var out []Entry
-	seen := map[int]bool{}
+	var seen []int // few: most names are in no entry
 	add := func(key string) {
 		for _, i := range t.bySo[key] {
-			if !seen[i] {
-				seen[i] = true
+			if !slices.Contains(seen, i) {
+				seen = append(seen, i)
 				out = append(out, t.Entries[i])
 			}
 		}
@@ -201,10 +202,21 @@ func unversioned(name string) (string, bool) {
 	if i < 0 {
 		return "", false
 	}
-	for _, part := range strings.Split(name[i+len(".so."):], ".") {
-		if part == "" || strings.Trim(part, "0123456789") != "" {
+	// Each part between the dots a number: no part empty, no other byte.
+	rest := name[i+len(".so."):]
+	digits := 0
+	for j := 0; j < len(rest); j++ {
+		switch c := rest[j]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' && digits > 0:
+			digits = 0
+		default:
 			return "", false
 		}
+	}
+	if digits == 0 {
+		return "", false
 	}
 	return name[:i+len(".so")], true
 }

@@ -153,10 +153,15 @@ func TestForSonameVersioned(t *testing.T) {
 	for name, want := range map[string]int{
 		"libtorch_cpu.so": 1, "libtorch_cpu.so.2.6": 1, "libtorch_cpu.so.2": 1, "libtorch_cpu.so.2.6.0": 1,
 		"libtorch_cpu.so.x": 0, "libtorch_cpu.so.2.": 0, "libtorch_cpu.so2": 0,
+		"libtorch_cpu.so.": 0, "libtorch_cpu.so.2..6": 0, "libtorch_cpu.so.2a": 0, "libtorch_cpu.so..2": 0,
 		"libnvrtc.so.12": 1, "libnvrtc.so.12.4.127": 0, "libnvrtc.so": 0,
 	} {
 		if got := len(tab.ForSoname(name)); got != want {
 			t.Errorf("ForSoname(%s): %d entries, want %d", name, got, want)
 		}
+	}
+	// An entry that several of an object's names reach comes once.
+	if got := len(tab.ForSoname("libtorch_cpu.so", "libtorch_cpu.so.2.6", "libtorch_cpu.so")); got != 1 {
+		t.Errorf("ForSoname of three names of one library: %d entries, want 1", got)
 	}
 }
