@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io/fs"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -101,12 +102,18 @@ func (b *Binder) getPages() *elfscan.Pages { return b.pages.Get() }
 var ErrUnreadable = errors.New("object cannot be read for its symbols")
 
 // pending is a reference of a checked object not yet known to bind in
-// the scope.
+// the scope. It holds no pointer: a closure's list runs to a hundred
+// thousand, which the collector need not scan.
 type pending struct {
-	o   *ldso.Object
-	f   *file
-	idx int32 // into f.refs
+	of  int32 // into the checked objects (checked)
+	idx int32 // into their file's refs
 	ok  bool
+}
+
+// checked is an object whose references are pending.
+type checked struct {
+	o *ldso.Object
+	f *file
 }
 
 // Check binds the references of every object of check in scope, the
@@ -116,7 +123,7 @@ type pending struct {
 // symbol table. Objects not found (Found() false) are skipped in both.
 func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Undefined, error) {
 	members, inScope := b.members(scope)
-	todo, err := b.pendingOf(ctx, check, inScope)
+	objs, todo, err := b.pendingOf(ctx, check, inScope)
 	if err != nil {
 		return nil, err
 	}
@@ -126,14 +133,14 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 	// side, each through the members in order.
 	pieces := min(runtime.GOMAXPROCS(0), len(todo)/minPiece)
 	if pieces < 2 {
-		if err := b.bindAll(ctx, members, todo); err != nil {
+		if err := b.bindAll(ctx, members, objs, todo); err != nil {
 			return nil, err
 		}
 	} else {
 		errs := make([]error, pieces)
 		size := (len(todo) + pieces - 1) / pieces
 		workers.Each(pieces, pieces, func(i int) {
-			errs[i] = b.bindAll(ctx, members, todo[i*size:min(len(todo), (i+1)*size)])
+			errs[i] = b.bindAll(ctx, members, objs, todo[i*size:min(len(todo), (i+1)*size)])
 		})
 		for _, err := range errs {
 			if err != nil {
@@ -144,15 +151,16 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 	var out []Undefined
 	var last *file
 	for _, p := range todo {
-		if p.f != last {
-			p.f.summarize()
-			last = p.f
+		c := objs[p.of]
+		if c.f != last {
+			c.f.summarize()
+			last = c.f
 		}
 		if p.ok {
 			continue
 		}
-		s := p.f.refs[p.idx]
-		out = append(out, Undefined{Object: p.o, Symbol: s.name, Version: s.version, File: s.file})
+		s := c.f.refs[p.idx]
+		out = append(out, Undefined{Object: c.o, Symbol: s.name, Version: s.version, File: s.file})
 	}
 	return out, nil
 }
@@ -161,7 +169,7 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 const minPiece = 4096
 
 // bindAll binds todo in members, in order, until every one is bound.
-func (b *Binder) bindAll(ctx context.Context, members []*file, todo []pending) error {
+func (b *Binder) bindAll(ctx context.Context, members []*file, objs []checked, todo []pending) error {
 	left := len(todo)
 	for _, m := range members {
 		if left == 0 {
@@ -170,7 +178,7 @@ func (b *Binder) bindAll(ctx context.Context, members []*file, todo []pending) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n, err := b.bindIn(m, todo)
+		n, err := b.bindIn(m, objs, todo)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnreadable, err)
 		}
@@ -201,94 +209,110 @@ func (b *Binder) members(scope []*ldso.Object) ([]*file, []bool) {
 
 // pendingOf lists the references of the objects of check not known to bind
 // to a member of the scope, in the order of check and of each object's
-// references.
-func (b *Binder) pendingOf(ctx context.Context, check []*ldso.Object, inScope []bool) ([]pending, error) {
+// references, with the objects they are of.
+func (b *Binder) pendingOf(ctx context.Context, check []*ldso.Object, inScope []bool) ([]checked, []pending, error) {
 	// Counted first: the list of a large closure runs to a hundred
 	// thousand entries, which growing by appending would copy over and
 	// over.
-	type unbound struct {
-		o    *ldso.Object
-		f    *file
-		list []int32
-		all  bool
-	}
-	var each []unbound
+	var objs []checked
+	var lists [][]int32
+	var all []bool
 	n := 0
 	for _, o := range check {
 		if !o.Found() || o.HostPath == "" {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		f := b.file(o.HostPath)
 		if err := b.readReferences(f); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+			return nil, nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 		}
-		list, all := f.unboundIn(inScope)
-		if all {
+		list, every := f.unboundIn(inScope)
+		if every {
 			n += len(f.refs)
 		} else {
 			n += len(list)
 		}
-		each = append(each, unbound{o, f, list, all})
+		objs = append(objs, checked{o, f})
+		lists = append(lists, list)
+		all = append(all, every)
 	}
 	todo := make([]pending, 0, n)
-	for _, u := range each {
-		if u.all {
-			for i := range u.f.refs {
-				todo = append(todo, pending{o: u.o, f: u.f, idx: int32(i)})
+	for k, c := range objs {
+		if all[k] {
+			for i := range c.f.refs {
+				todo = append(todo, pending{of: int32(k), idx: int32(i)})
 			}
 			continue
 		}
-		for _, i := range u.list {
-			todo = append(todo, pending{o: u.o, f: u.f, idx: i})
+		for _, i := range lists[k] {
+			todo = append(todo, pending{of: int32(k), idx: i})
 		}
 	}
-	return todo, nil
+	return objs, todo, nil
 }
 
 // bindIn looks the pending references up in the scope member m and
 // returns how many it binds.
-func (b *Binder) bindIn(m *file, todo []pending) (int, error) {
+func (b *Binder) bindIn(m *file, objs []checked, todo []pending) (int, error) {
 	t, err := b.table(m)
 	if err != nil {
 		return 0, err
 	}
-	var open *elfscan.SymbolTable
-	var fd int
-	var pages *elfscan.Pages
-	defer func() {
-		if open != nil {
-			b.close(open, fd, pages)
-		}
-	}()
 	bound := 0
+	bind := func(p *pending, f *file) {
+		p.ok = true
+		f.bound(p.idx, m.id)
+		bound++
+	}
+	// What the bloom filter and earlier lookups answer first; the rest
+	// are looked up in the file.
+	var ask []uint64 // bucket << 32 | index into todo
 	for i := range todo {
 		p := &todo[i]
 		if p.ok {
 			continue
 		}
-		s := p.f.refs[p.idx]
+		f := objs[p.of].f
+		s := f.refs[p.idx]
 		if !t.MayDefine(s.hash) {
 			continue
 		}
-		def, known := m.knows(s)
-		if !known {
-			if open == nil {
-				if open, fd, pages, err = b.reopen(m); err != nil {
-					return bound, err
-				}
+		if def, known := m.knows(s); known {
+			if def {
+				bind(p, f)
 			}
+			continue
+		}
+		ask = append(ask, uint64(t.Bucket(s.hash))<<32|uint64(i))
+	}
+	if len(ask) == 0 {
+		return bound, nil
+	}
+	// In bucket order the lookups walk the hash table and the symbols
+	// front to back, through the few pages a reading keeps, instead of
+	// reading pages all over a large table again and again.
+	slices.Sort(ask)
+	open, fd, pages, err := b.reopen(m)
+	if err != nil {
+		return bound, err
+	}
+	defer b.close(open, fd, pages)
+	for _, a := range ask {
+		p := &todo[uint32(a)]
+		f := objs[p.of].f
+		s := f.refs[p.idx]
+		def, known := m.knows(s) // a name asked twice in the list
+		if !known {
 			if def, err = defines(open, s); err != nil {
 				return bound, err
 			}
 			m.learn(s, def)
 		}
 		if def {
-			p.ok = true
-			p.f.bound(p.idx, m.id)
-			bound++
+			bind(p, f)
 		}
 	}
 	return bound, nil

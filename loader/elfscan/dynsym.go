@@ -428,6 +428,17 @@ func (t *SymbolTable) MayDefine(h Hash) bool {
 	return t.gnu.passes(h.GNU)
 }
 
+// Bucket is the hash bucket that a lookup of a name of hash h starts at,
+// for ordering many lookups in one table: DT_GNU_HASH keeps its chains and
+// symbols in bucket order, so lookups made in that order read the table
+// front to back. Zero without such a table.
+func (t *SymbolTable) Bucket(h Hash) uint32 {
+	if t.gnu == nil || t.gnu.nbuckets == 0 {
+		return 0
+	}
+	return uint32(uint64(h.GNU) % t.gnu.nbuckets)
+}
+
 // Lookup calls fn with each symbol of the hash chain of name whose name is
 // name, in chain order, until fn returns false. The loader takes the first
 // symbol its checks accept; the order matters.
