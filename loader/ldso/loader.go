@@ -94,6 +94,8 @@ type Loader struct {
 	hwdirs syncMap[[2]string, bool]    // search directory, hwcaps subdirectory → exists
 
 	pages *elfscan.PagesPool // page buffers reused from file to file
+
+	bases memo.Map[processKind, *processBase]
 }
 
 // archEntry is one calibration, made once: workers that meet a machine's

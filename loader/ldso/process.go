@@ -173,25 +173,54 @@ func mainError(file string, err error) error {
 // newProcess prepares an empty process for objects like in.
 func (l *Loader) newProcess(ctx context.Context, in *elfscan.Info) *Process {
 	arch := l.Arch(ctx, in.Machine, in.Class, in.Flags)
-	p := &Process{
+	b := l.bases.Get(processKind{arch, in.Machine, in.Class, in.Data, in.Flags}, func() *processBase {
+		b := &processBase{
+			archKey:   fmt.Sprintf("%d/%d/%d", in.Machine, in.Class, in.Data),
+			cacheArch: cacheArchFor(in.Machine, in.Class, in.Flags),
+			subdirs:   arch.subdirs(),
+			hwprio:    map[string]int{},
+		}
+		for i, h := range arch.HWCaps {
+			b.hwprio[h] = i + 1
+		}
+		var sys []searchDir
+		for _, d := range arch.SystemDirs {
+			sys = append(sys, searchDir{entry: strings.TrimSuffix(d, "/"), dir: d})
+		}
+		b.sysdirs = &pathList{via: ViaDefault, source: "system search path", dirs: sys, key: listKey(ViaDefault, sys)}
+		return b
+	})
+	return &Process{
 		l:         l,
 		arch:      arch,
-		archKey:   fmt.Sprintf("%d/%d/%d", in.Machine, in.Class, in.Data),
-		cacheArch: cacheArchFor(in.Machine, in.Class, in.Flags),
-		subdirs:   arch.subdirs(),
+		archKey:   b.archKey,
+		cacheArch: b.cacheArch,
+		subdirs:   b.subdirs,
 		want:      expect{class: in.Class, data: in.Data, machine: in.Machine},
-		hwprio:    map[string]int{},
+		hwprio:    b.hwprio,
+		sysdirs:   b.sysdirs,
 		res:       &Result{Arch: arch},
 	}
-	for i, h := range arch.HWCaps {
-		p.hwprio[h] = i + 1
-	}
-	var sys []searchDir
-	for _, d := range arch.SystemDirs {
-		sys = append(sys, searchDir{entry: strings.TrimSuffix(d, "/"), dir: d})
-	}
-	p.sysdirs = &pathList{via: ViaDefault, source: "system search path", dirs: sys, key: listKey(ViaDefault, sys)}
-	return p
+}
+
+// processKind is what the start of a process depends on.
+type processKind struct {
+	arch  *ArchConfig
+	m     elf.Machine
+	c     elf.Class
+	d     elf.Data
+	flags uint32
+}
+
+// processBase is how every process for one kind of object starts, made
+// once per loader (a scan starts thousands) and never changed after: its
+// processes, like the forks of one, share it.
+type processBase struct {
+	archKey   string
+	cacheArch cacheArch
+	subdirs   []string
+	hwprio    map[string]int
+	sysdirs   *pathList
 }
 
 // StartEmpty creates a process whose main program has no dependencies and

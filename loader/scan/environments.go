@@ -9,6 +9,7 @@ import (
 	"runtime/trace"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/dirent"
@@ -87,6 +88,10 @@ type environments struct {
 	sites   memo.Map[string, *Importer]  // by site directory (host path); nil: none there
 	hasInfo memo.Map[string, bool]       // directories holding a *.dist-info
 	pythons memo.Map[string, *pyenv.Env] // what each interpreter asked says; nil: failed
+
+	// dirBufs are the buffers distInfoIn lists directories with: it is
+	// asked of hundreds of directories.
+	dirBufs sync.Pool
 }
 
 // importer is the Importer of the environment whose distributions own
@@ -146,8 +151,13 @@ func (e *environments) distInfoIn(dir string) bool {
 			return false
 		}
 		defer syscall.Close(fd)
-		var buf [8 << 10]byte
-		found := dirent.Each(fd, buf[:], func(name []byte, typ byte) error {
+		buf, _ := e.dirBufs.Get().(*[]byte)
+		if buf == nil {
+			b := make([]byte, 8<<10)
+			buf = &b
+		}
+		defer e.dirBufs.Put(buf)
+		found := dirent.Each(fd, *buf, func(name []byte, typ byte) error {
 			if !bytes.HasSuffix(name, []byte(".dist-info")) {
 				return nil
 			}

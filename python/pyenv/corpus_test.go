@@ -24,7 +24,7 @@ import (
 
 // untarCorpus unpacks the real dist-info folders of a torch 2.11.0+cu130
 // environment into a fresh site directory.
-func untarCorpus(t *testing.T) string {
+func untarCorpus(t testing.TB) string {
 	t.Helper()
 	f, err := os.Open(filepath.Join(lddtest.SharedDir(t), "corpus", "torch", "torch-2.11.0-cu130-x86_64-distinfo.tgz"))
 	lddtest.Need(t, err == nil, "the dist-info corpus of ../shared: %v", err)
