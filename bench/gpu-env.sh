@@ -13,6 +13,7 @@
 #   scan, default (symbols, run-time opens)               <= 0.15 s
 #   vs ldd -r on every root, 16 at a time                 >= 50x
 #   resolve torch --dry-run, warm, computed               <= 0.1 s
+#   the same, nothing kept (every symbol table read)      (reported)
 #   resolve torch --dry-run, nothing changed since        <= 0.03 s
 #   check torch, nothing changed since the last check     <= 0.03 s
 #   doctor torch, warm (nothing changed since)            <= 0.15 s
@@ -23,7 +24,10 @@
 # environment. A dry run, check and doctor answer from that cache while
 # nothing they depend on changed; "computed" runs give each run another
 # CUDADEPS_BENCH_RUN, which is part of the answers' key, so the answer is
-# computed again with the ELF facts still cached.
+# computed again, with what the interpreter said and what binding the
+# target's symbols answered (both kept by the stamps of their files) taken
+# from the cache; "nothing kept" runs also remove the kept binding answers
+# first, so that every symbol table is read again.
 #
 # Usage: bash bench/gpu-env.sh CUDADEPS
 # Environment: OUT, PYTHON (default python3), SITE (default its platlib),
@@ -51,6 +55,9 @@ py=(--python "$(command -v "$PYTHON")")
 # answered from a kept answer (the ELF facts stay cached).
 computed() { CUDADEPS_BENCH_RUN=$(date +%s%N) "$@"; }
 
+# unkept CMD...: computed, the kept binding answers removed first.
+unkept() { rm -f "$XDG_CACHE_HOME"/cudadeps/facts/bind-*; computed "$@"; }
+
 {
   echo "== $(date -u +%Y-%m-%dT%H:%M:%SZ) $(hostname) $(uname -srm), $(nproc) processors"
   echo "cudadeps: $("$CUDADEPS" --version 2>&1 | head -1)"
@@ -66,6 +73,7 @@ computed() { CUDADEPS_BENCH_RUN=$(date +%s%N) "$@"; }
   echo "== $TARGET"
   "$CUDADEPS" resolve "$TARGET" "${py[@]}" --dry-run >"$work/resolve.txt" 2>&1 || true
   T_RESOLVE_COMPUTED=$(median_wall "$RUNS" 1 computed "$CUDADEPS" resolve "$TARGET" "${py[@]}" --dry-run)
+  T_RESOLVE_UNKEPT=$(median_wall "$RUNS" 1 unkept "$CUDADEPS" resolve "$TARGET" "${py[@]}" --dry-run)
   RSS_RESOLVE=$(CUDADEPS_BENCH_RUN=rss peak_rss "$CUDADEPS" resolve "$TARGET" "${py[@]}" --dry-run)
   T_DOCTOR_FRESH=$(median_wall "$SLOW_RUNS" 0 "$CUDADEPS" doctor "$TARGET" "${py[@]}" --no-cache)
   "$CUDADEPS" doctor "$TARGET" "${py[@]}" >"$work/doctor.txt" 2>&1 || true
@@ -89,6 +97,7 @@ computed() { CUDADEPS_BENCH_RUN=$(date +%s%N) "$@"; }
   "$CUDADEPS" check "$TARGET" "${py[@]}" --json >"$work/check.json" 2>/dev/null || true
   cached=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["cached"])' "$work/check.json" 2>/dev/null || echo "?")
   printf '  %-46s %9s s, peak RSS %s MiB\n' "resolve $TARGET --dry-run (warm, computed)" "$T_RESOLVE_COMPUTED" "$(awk -v k="$RSS_RESOLVE" 'BEGIN { printf "%.1f", k / 1024 }')"
+  printf '  %-46s %9s s\n' "resolve $TARGET --dry-run, computed, nothing kept" "$T_RESOLVE_UNKEPT"
   printf '  %-46s %9s s\n' "resolve $TARGET --dry-run, nothing changed" "$T_RESOLVE"
   printf '  %-46s %9s s\n' "doctor $TARGET --no-cache (imports again)" "$T_DOCTOR_FRESH"
   printf '  %-46s %9s s\n' "doctor $TARGET (warm, nothing changed)" "$T_DOCTOR"

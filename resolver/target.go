@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/loader/bind"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/loader/ldso"
 	"github.com/cudadeps/cudadeps/loader/runtimeopen"
@@ -45,7 +47,8 @@ type Target struct {
 	// Path is the absolute path for file, directory and wheel targets.
 	Path string `json:"path,omitempty"`
 
-	// cache keeps what the interpreter said (TargetOptions.Cache).
+	// cache keeps what the interpreter said and the answers of the
+	// symbol binding (TargetOptions.Cache).
 	cache factcache.Dir
 }
 
@@ -70,8 +73,9 @@ type TargetOptions struct {
 	// host): SiteDir's files are read as that system sees them, and
 	// without SiteDir the environment is the root's own (findEnv).
 	Root string
-	// Cache keeps what the interpreter said while nothing it depends on
-	// changes (the zero Dir: ask every time).
+	// Cache keeps what the interpreter said, and what binding the
+	// target's symbols answered, while nothing it depends on changes (the
+	// zero Dir: ask and bind every time).
 	Cache factcache.Dir
 }
 
@@ -258,11 +262,16 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 	if t.Python.FromPython {
 		python = t.Python.Executable
 	}
-	im := scan.NewImporter(l, t.Python, scan.ImportOptions{Python: python, RuntimeOpens: rt, Symbols: true})
+	// What binding answered is kept by the stamps of the files it read:
+	// a scan of files unchanged since reads no symbol table.
+	kept := bind.LoadKept(t.cache, time.Now(), append([]string{t.Dist.InfoDir, python, l.Root()}, t.Python.SiteDirs...)...)
+	binder := bind.NewWithPages(l.Pages()).Keeping(kept)
+	im := scan.NewImporter(l, t.Python, scan.ImportOptions{Python: python, RuntimeOpens: rt, Symbols: true, Binder: binder})
 	roots, errs, err := im.ImportAll(ctx, scan.LoadableFiles(l, t.Dist.Files), 0)
 	if err != nil {
 		return nil, err
 	}
+	_ = kept.Save() // a cache that cannot be written only costs the next run the binding
 	rep := scan.NewReport(roots)
 	rep.Errors = errs
 	return rep, nil

@@ -63,6 +63,7 @@ type Binder struct {
 	all   []*file // by id - 1
 	syms  *symbols
 	pages *elfscan.PagesPool
+	kept  *Kept // nil: every check computed
 }
 
 // New returns an empty Binder.
@@ -73,6 +74,13 @@ func New() *Binder { return NewWithPages(elfscan.NewPagesPool(runtime.GOMAXPROCS
 // worker, and one pool serves both.
 func NewWithPages(pages *elfscan.PagesPool) *Binder {
 	return &Binder{files: map[string]*file{}, syms: newSymbols(), pages: pages}
+}
+
+// Keeping makes b answer the checks kept answers hold from k, and keep
+// there those it computes; it is called before b is used.
+func (b *Binder) Keeping(k *Kept) *Binder {
+	b.kept = k
+	return b
 }
 
 func (b *Binder) file(path string) *file {
@@ -122,7 +130,46 @@ type checked struct {
 // strong references only, in the order of check and of each object's
 // symbol table. Objects not found (Found() false) are skipped in both.
 func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Undefined, error) {
-	members, inScope := b.members(scope)
+	members, stamps, inScope := b.members(scope)
+	if b.kept == nil {
+		return b.check(ctx, members, inScope, check)
+	}
+	checked := slices.DeleteFunc(slices.Clone(check), func(o *ldso.Object) bool { return !o.Found() || o.HostPath == "" })
+	key, ok := b.kept.key(members, stamps, checked)
+	if !ok {
+		return b.check(ctx, members, inScope, check)
+	}
+	if kept, ok := b.kept.recall(key); ok {
+		out := make([]Undefined, 0, len(kept))
+		for _, m := range kept {
+			if int(m.Of) >= len(checked) {
+				return b.check(ctx, members, inScope, check) // not this check's answer
+			}
+			out = append(out, Undefined{Object: checked[m.Of], Symbol: m.Symbol, Version: m.Version, File: m.File})
+		}
+		return out, nil
+	}
+	out, err := b.check(ctx, members, inScope, check)
+	if err != nil {
+		return nil, err
+	}
+	at := make(map[*ldso.Object]int32, len(checked))
+	for i, o := range checked {
+		if _, dup := at[o]; !dup {
+			at[o] = int32(i)
+		}
+	}
+	kept := make([]KeptMiss, len(out))
+	for i, u := range out {
+		kept[i] = KeptMiss{Of: at[u.Object], Symbol: u.Symbol, Version: u.Version, File: u.File}
+	}
+	b.kept.keep(key, kept)
+	return out, nil
+}
+
+// check is Check computed, for the scope whose distinct files are
+// members.
+func (b *Binder) check(ctx context.Context, members []*file, inScope []bool, check []*ldso.Object) ([]Undefined, error) {
 	objs, todo, err := b.pendingOf(ctx, check, inScope)
 	if err != nil {
 		return nil, err
@@ -187,24 +234,27 @@ func (b *Binder) bindAll(ctx context.Context, members []*file, objs []checked, t
 	return nil
 }
 
-// members lists the distinct files of scope in order, and marks them by
-// id.
-func (b *Binder) members(scope []*ldso.Object) ([]*file, []bool) {
+// members lists the distinct files of scope in order, with what stat said
+// of each when the loader read it, and marks them by id.
+func (b *Binder) members(scope []*ldso.Object) ([]*file, []ldso.Stamp, []bool) {
 	var members []*file
+	var stamps []ldso.Stamp
 	for _, o := range scope {
 		if o.Found() && o.HostPath != "" {
 			members = append(members, b.file(o.HostPath))
+			stamps = append(stamps, o.Stamp())
 		}
 	}
 	inScope := make([]bool, b.count()+1)
-	out := members[:0]
-	for _, f := range members {
+	out, outStamps := members[:0], stamps[:0]
+	for i, f := range members {
 		if !inScope[f.id] {
 			inScope[f.id] = true
 			out = append(out, f)
+			outStamps = append(outStamps, stamps[i])
 		}
 	}
-	return out, inScope
+	return out, outStamps, inScope
 }
 
 // pendingOf lists the references of the objects of check not known to bind

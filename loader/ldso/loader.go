@@ -113,12 +113,22 @@ type archKey struct {
 
 // fileInfo is what the loader learns from opening one file.
 type fileInfo struct {
-	info *elfscan.Info
-	err  error
-	id   fileID
+	info  *elfscan.Info
+	err   error
+	id    fileID
+	stamp Stamp
 }
 
 type fileID struct{ dev, ino uint64 }
+
+// Stamp is what stat said of a file when the loader read it: what is
+// derived from the file holds while stat says the same. The zero Stamp is
+// none (a member of a mounted wheel).
+type Stamp struct {
+	Dev, Ino     uint64
+	Size         int64
+	Mtime, Ctime int64 // nanoseconds since the epoch
+}
 
 // New prepares a loader model.
 func New(ctx context.Context, opts Options) (*Loader, error) {
@@ -522,7 +532,8 @@ func (l *Loader) readFD(host string, fd int, st *syscall.Stat_t) *fileInfo {
 	default:
 		return &fileInfo{err: &elfscan.FormatError{Path: host, Msg: "not a regular file"}}
 	}
-	fi := &fileInfo{id: fileID{uint64(st.Dev), uint64(st.Ino)}}
+	fi := &fileInfo{id: fileID{uint64(st.Dev), uint64(st.Ino)},
+		stamp: Stamp{Dev: uint64(st.Dev), Ino: uint64(st.Ino), Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}}
 	// A file met under another name (/lib and /usr/lib on a merged-/usr
 	// system, torch/lib/../../nvidia/... and the root nvidia/...) was read
 	// already.

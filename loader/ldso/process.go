@@ -84,7 +84,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	// records its file identity, so the main object answers to its
 	// DT_SONAME alone: a preload or NEEDED entry naming its file by path
 	// loads a second copy.
-	main := &Object{mapped: &mapped{Name: guest, Path: guest, HostPath: host, Via: ViaMain, Info: in, id: fi.id, isMain: true}}
+	main := &Object{mapped: &mapped{Name: guest, Path: guest, HostPath: host, Via: ViaMain, Info: in, id: fi.id, stamp: fi.stamp, isMain: true}}
 	main.origin = originOf(guest)
 	if mode == AsExecuted {
 		if real, ok := l.fs.realPath(host); ok {
@@ -268,7 +268,7 @@ func (p *Process) startInterpreter(main *elfscan.Info) {
 	if host, ok := p.l.fs.resolve(interp); ok {
 		fi := p.l.open(host)
 		if fi.err == nil {
-			rt.HostPath, rt.Info, rt.id = host, fi.info, fi.id
+			rt.HostPath, rt.Info, rt.id, rt.stamp = host, fi.info, fi.id, fi.stamp
 		}
 	}
 	if rt.Info == nil {
@@ -372,7 +372,7 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 	o := &Object{
 		mapped: &mapped{
 			Name: name, Path: f.guest, HostPath: f.host, Via: f.via, From: f.from, Entry: f.entry,
-			Info: f.fi.info, id: f.fi.id, origin: originOf(f.guest), lname: f.guest,
+			Info: f.fi.info, id: f.fi.id, stamp: f.fi.stamp, origin: originOf(f.guest), lname: f.guest,
 		},
 		Names: []string{name}, Source: f.owner, Loader: loader,
 	}

@@ -80,6 +80,7 @@ type mapped struct {
 	Searched []SearchDir
 
 	id     fileID
+	stamp  Stamp
 	lname  string // the name ld.so matches requests against (l_name)
 	faked  bool
 	isMain bool // the main program: answers to its DT_SONAME alone
@@ -94,6 +95,10 @@ func NotFound(name string, opener *Object) *Object {
 
 // Found reports whether the loader found the object.
 func (o *Object) Found() bool { return !o.faked }
+
+// Stamp is what stat said of the object's file when the loader read it;
+// zero when it has none (not found, or a member of a mounted wheel).
+func (o *Object) Stamp() Stamp { return o.stamp }
 
 // SearchDir is one directory of a search list, as the loader expands it.
 type SearchDir struct {

@@ -1,0 +1,164 @@
+package bind
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"sync"
+	"time"
+
+	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+)
+
+// Kept holds the answers of checks from one run to the next. An answer is
+// kept under a key made of the files it was computed from, each with what
+// stat said of it when the loader read it (ldso.Stamp): a file changed
+// since gives another key, so a kept answer is only ever taken for the
+// very files it was computed from. A check answered from it reads no
+// symbol table. Kept is safe for concurrent use.
+type Kept struct {
+	dir  factcache.Dir
+	name string
+
+	mu  sync.Mutex
+	old map[keptKey][]KeptMiss
+	// now are the answers this run used or computed: what Save writes, so
+	// that what is kept stays the size of one run's checks.
+	now map[keptKey][]KeptMiss
+	// settled: files changed after this may change again without
+	// changing their stamps; answers that depend on them are not kept.
+	settled int64
+}
+
+type keptKey [sha256.Size]byte
+
+// KeptMiss is a reference kept unbound: the index of its object in the
+// objects checked, and the reference (exported for the cache's encoding).
+type KeptMiss struct {
+	Of                    int32
+	Symbol, Version, File string
+}
+
+// keptVersion changes when what a check answers changes for the same
+// files: answers kept by an earlier version are not taken.
+const keptVersion = "bind 1"
+
+// settleMargin: files changed this shortly before a run began may change
+// again within the resolution of their time stamps.
+const settleMargin = 2 * time.Second
+
+// keptFiles bounds the files of kept answers in a cache directory, one
+// per target and environment.
+const keptFiles = 64
+
+// LoadKept reads the answers kept in dir for what is named by the parts
+// of key (a target and its environment); a cache that is absent, damaged
+// or of another version gives an empty Kept, and so does the zero Dir.
+// start is when the run began.
+func LoadKept(dir factcache.Dir, start time.Time, key ...string) *Kept {
+	k := &Kept{dir: dir, name: factcache.Key("bind", key...), old: map[keptKey][]KeptMiss{}, now: map[keptKey][]KeptMiss{}, settled: start.Add(-settleMargin).UnixNano()}
+	var saved keptFile
+	if dir.Load(k.name, &saved) && saved.Version == keptVersion {
+		for _, a := range saved.Answers {
+			k.old[a.Key] = a.Misses
+		}
+	}
+	return k
+}
+
+// keptFile is what Save writes.
+type keptFile struct {
+	Version string
+	Answers []keptAnswer
+}
+
+type keptAnswer struct {
+	Key    keptKey
+	Misses []KeptMiss
+}
+
+// Save writes the answers this run used or computed where they were
+// loaded from, in place of those kept before; nothing when there were
+// none, or no cache directory.
+func (k *Kept) Save() error {
+	k.mu.Lock()
+	f := keptFile{Version: keptVersion, Answers: make([]keptAnswer, 0, len(k.now))}
+	for key, m := range k.now {
+		f.Answers = append(f.Answers, keptAnswer{key, m})
+	}
+	k.mu.Unlock()
+	if len(f.Answers) == 0 || k.dir.Path() == "" {
+		return nil
+	}
+	if err := k.dir.Save(k.name, f); err != nil {
+		return err
+	}
+	k.dir.Trim("bind-", keptFiles)
+	return nil
+}
+
+// Len is the number of answers this run used or computed.
+func (k *Kept) Len() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.now)
+}
+
+// key is the key of a check of the objects of check in the scope whose
+// distinct files are members; false when a file has no stamp, or one that
+// is too recent to be trusted.
+func (k *Kept) key(members []*file, stamps []ldso.Stamp, check []*ldso.Object) (keptKey, bool) {
+	h := sha256.New()
+	var buf [8]byte
+	put := func(path string, s ldso.Stamp) bool {
+		if s == (ldso.Stamp{}) || s.Mtime >= k.settled || s.Ctime >= k.settled {
+			return false
+		}
+		h.Write([]byte(path))
+		h.Write([]byte{0})
+		for _, v := range []uint64{s.Dev, s.Ino, uint64(s.Size), uint64(s.Mtime), uint64(s.Ctime)} {
+			binary.LittleEndian.PutUint64(buf[:], v)
+			h.Write(buf[:])
+		}
+		return true
+	}
+	h.Write([]byte(keptVersion))
+	h.Write([]byte{0})
+	for i, m := range members {
+		if !put(m.path, stamps[i]) {
+			return keptKey{}, false
+		}
+	}
+	h.Write([]byte{1})
+	for _, o := range check {
+		if !o.Found() || o.HostPath == "" {
+			continue
+		}
+		if !put(o.HostPath, o.Stamp()) {
+			return keptKey{}, false
+		}
+	}
+	var key keptKey
+	h.Sum(key[:0])
+	return key, true
+}
+
+// recall returns the kept answer of key.
+func (k *Kept) recall(key keptKey) ([]KeptMiss, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	m, ok := k.now[key]
+	if !ok {
+		if m, ok = k.old[key]; ok {
+			k.now[key] = m
+		}
+	}
+	return m, ok
+}
+
+// keep keeps the answer of key.
+func (k *Kept) keep(key keptKey, m []KeptMiss) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.now[key] = m
+}

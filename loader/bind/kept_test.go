@@ -1,0 +1,128 @@
+package bind
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/loader/ldso"
+)
+
+// keptTree writes libconsumer.so, which needs libprovider.so.1 through its
+// RPATH and refers to from_provider and to also, and libprovider.so.1,
+// which defines from_provider, and also when provides says so.
+func keptTree(t *testing.T, dir string, provides bool) string {
+	t.Helper()
+	defs := []elfwrite.Def{{Name: "from_provider"}}
+	if provides {
+		defs = append(defs, elfwrite.Def{Name: "also"})
+	}
+	origin := "$ORIGIN"
+	consumer := filepath.Join(dir, "libconsumer.so")
+	for p, spec := range map[string]elfwrite.Linked{
+		filepath.Join(dir, "libprovider.so.1"): {Soname: "libprovider.so.1", Defs: defs, GNUHash: true},
+		consumer: {Soname: "libconsumer.so", Needed: []string{"libprovider.so.1"}, RPath: &origin,
+			Refs: []elfwrite.Ref{{Name: "from_provider"}, {Name: "also"}}, GNUHash: true},
+	} {
+		if err := elfwrite.WriteLinked(p, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return consumer
+}
+
+// closureKept binds file's closure with a fresh loader and a Binder
+// keeping its answers in k, and says which files' references it read.
+func closureKept(t *testing.T, file string, k *Kept) (misses []string, read []string) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := ldso.New(ctx, noEnv(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Start(ctx, file, ldso.AsListed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New().Keeping(k)
+	got, err := b.Closure(ctx, p.Result())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range got {
+		misses = append(misses, filepath.Base(u.Object.Path)+": "+u.Message())
+	}
+	for path, f := range b.files {
+		if f.refs != nil || f.table != nil {
+			read = append(read, filepath.Base(path))
+		}
+	}
+	slices.Sort(read)
+	return misses, read
+}
+
+// A check answered once is answered again from what was kept, reading no
+// symbol table, while its files are as they were; a file changed since, a
+// damaged cache or files changed moments before the run make it computed
+// anew, and the answer is the one the files give.
+func TestKeptAnswers(t *testing.T) {
+	dir := t.TempDir()
+	consumer := keptTree(t, dir, false)
+	cache := factcache.At(t.TempDir())
+	name := factcache.Key("bind", "test")
+	// Files written now are settled for a run that begins later.
+	later := time.Now().Add(5 * time.Second)
+	want := []string{"libconsumer.so: undefined symbol: also"}
+
+	k := LoadKept(cache, later, "test")
+	misses, read := closureKept(t, consumer, k)
+	if !slices.Equal(misses, want) || len(read) == 0 {
+		t.Fatalf("computed: misses %q, read %q", misses, read)
+	}
+	if k.Len() != 1 {
+		t.Fatalf("%d answers kept, want 1", k.Len())
+	}
+	if err := k.Save(); err != nil {
+		t.Fatal(err)
+	}
+
+	k = LoadKept(cache, later, "test")
+	misses, read = closureKept(t, consumer, k)
+	if !slices.Equal(misses, want) || len(read) != 0 {
+		t.Fatalf("kept: misses %q, read %q", misses, read)
+	}
+
+	// The provider now defines the symbol: its stamp changed, and so does
+	// the answer.
+	time.Sleep(10 * time.Millisecond) // a time stamp of its own on coarse clocks
+	keptTree(t, dir, true)
+	k = LoadKept(cache, later, "test")
+	misses, read = closureKept(t, consumer, k)
+	if len(misses) != 0 || len(read) == 0 {
+		t.Fatalf("after the change: misses %q, read %q", misses, read)
+	}
+	if err := k.Save(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A damaged cache is no cache.
+	if err := os.WriteFile(filepath.Join(cache.Path(), name), []byte("not a cache"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k = LoadKept(cache, later, "test")
+	if misses, read = closureKept(t, consumer, k); len(misses) != 0 || len(read) == 0 {
+		t.Fatalf("damaged cache: misses %q, read %q", misses, read)
+	}
+
+	// Files changed moments before the run began are not trusted to
+	// keep their stamps: nothing is kept.
+	k = LoadKept(cache, time.Now(), "test")
+	if misses, _ = closureKept(t, consumer, k); len(misses) != 0 || k.Len() != 0 {
+		t.Fatalf("fresh files: misses %q, %d answers kept", misses, k.Len())
+	}
+}
