@@ -20,9 +20,21 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	return WriteFrom(path, bytes.NewReader(data), perm)
 }
 
+// WriteFileUnsynced is WriteFile without the sync: for a cache whose
+// files carry a checksum, where a crash that loses the write costs the
+// next run the work again, and waiting for the disk at every write (on a
+// network file system, tens of milliseconds) would cost every run.
+func WriteFileUnsynced(path string, data []byte, perm os.FileMode) error {
+	return write(path, bytes.NewReader(data), perm, false)
+}
+
 // WriteFrom is WriteFile with the content streamed from r (an archive of
 // hundreds of megabytes is never held in memory).
-func WriteFrom(path string, r io.Reader, perm os.FileMode) (err error) {
+func WriteFrom(path string, r io.Reader, perm os.FileMode) error {
+	return write(path, r, perm, true)
+}
+
+func write(path string, r io.Reader, perm os.FileMode, sync bool) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), tempPrefix(path)+"*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -40,8 +52,10 @@ func WriteFrom(path string, r io.Reader, perm os.FileMode) (err error) {
 	if err = tmp.Chmod(perm); err != nil {
 		return err
 	}
-	if err = tmp.Sync(); err != nil {
-		return err
+	if sync {
+		if err = tmp.Sync(); err != nil {
+			return err
+		}
 	}
 	if err = tmp.Close(); err != nil {
 		return err

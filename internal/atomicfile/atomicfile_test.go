@@ -7,41 +7,52 @@ import (
 	"testing"
 )
 
+// writers are the two ways to replace a file whole, synced and not.
+var writers = map[string]func(string, []byte, os.FileMode) error{"WriteFile": WriteFile, "WriteFileUnsynced": WriteFileUnsynced}
+
 func TestWriteFileReplacesWhole(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "catalog.yaml")
-	if err := os.WriteFile(p, []byte("old content, longer than the new\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFile(p, []byte("new\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(p)
-	if err != nil || string(got) != "new\n" {
-		t.Fatalf("content = %q, %v", got, err)
-	}
-	if st, _ := os.Stat(p); st.Mode().Perm() != 0o644 {
-		t.Errorf("mode = %v, want 0644", st.Mode().Perm())
-	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 {
-		t.Errorf("left behind: %v", ents)
+	for name, write := range writers {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "catalog.yaml")
+			if err := os.WriteFile(p, []byte("old content, longer than the new\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := write(p, []byte("new\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(p)
+			if err != nil || string(got) != "new\n" {
+				t.Fatalf("content = %q, %v", got, err)
+			}
+			if st, _ := os.Stat(p); st.Mode().Perm() != 0o644 {
+				t.Errorf("mode = %v, want 0644", st.Mode().Perm())
+			}
+			ents, _ := os.ReadDir(dir)
+			if len(ents) != 1 {
+				t.Errorf("left behind: %v", ents)
+			}
+		})
 	}
 }
 
 func TestWriteFileLeavesNothingOnError(t *testing.T) {
-	dir := t.TempDir()
-	// A directory cannot be renamed over by a file: the write fails late.
-	p := filepath.Join(dir, "taken")
-	if err := os.MkdirAll(filepath.Join(p, "x"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFile(p, []byte("data"), 0o644); err == nil {
-		t.Fatal("want an error")
-	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 {
-		t.Errorf("left behind: %v", ents)
+	for name, write := range writers {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			// A directory cannot be renamed over by a file: the write fails late.
+			p := filepath.Join(dir, "taken")
+			if err := os.MkdirAll(filepath.Join(p, "x"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := write(p, []byte("data"), 0o644); err == nil {
+				t.Fatal("want an error")
+			}
+			ents, _ := os.ReadDir(dir)
+			if len(ents) != 1 {
+				t.Errorf("left behind: %v", ents)
+			}
+		})
 	}
 }
 

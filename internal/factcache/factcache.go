@@ -198,7 +198,7 @@ func (d Dir) Save(name string, v any) error {
 	sum := sha256.Sum256(body.Bytes())
 	out := make([]byte, 0, len(magic)+len(sum)+body.Len())
 	out = append(append(append(out, magic...), sum[:]...), body.Bytes()...)
-	return atomicfile.WriteFile(filepath.Join(d.path, name), out, 0o644)
+	return atomicfile.WriteFileUnsynced(filepath.Join(d.path, name), out, 0o644)
 }
 
 // Trim removes the oldest cache files whose names start with prefix until
