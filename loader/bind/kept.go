@@ -3,6 +3,8 @@ package bind
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -28,6 +30,9 @@ type Kept struct {
 	// settled: files changed after this may change again without
 	// changing their stamps; answers that depend on them are not kept.
 	settled int64
+	// program is this program as stat saw it: another build may bind
+	// otherwise, and keys of its answers differ.
+	program string
 }
 
 type keptKey [sha256.Size]byte
@@ -57,6 +62,9 @@ const keptFiles = 64
 // start is when the run began.
 func LoadKept(dir factcache.Dir, start time.Time, key ...string) *Kept {
 	k := &Kept{dir: dir, name: factcache.Key("bind", key...), old: map[keptKey][]KeptMiss{}, now: map[keptKey][]KeptMiss{}, settled: start.Add(-settleMargin).UnixNano()}
+	if exe, err := os.Executable(); err == nil {
+		k.program = fmt.Sprintf("%s %+v", exe, factcache.Take(exe))
+	}
 	var saved keptFile
 	if dir.Load(k.name, &saved) && saved.Version == keptVersion {
 		for _, a := range saved.Answers {
@@ -123,6 +131,8 @@ func (k *Kept) key(members []*file, stamps []ldso.Stamp, check []*ldso.Object) (
 		return true
 	}
 	h.Write([]byte(keptVersion))
+	h.Write([]byte{0})
+	h.Write([]byte(k.program))
 	h.Write([]byte{0})
 	for i, m := range members {
 		if !put(m.path, stamps[i]) {
