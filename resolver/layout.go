@@ -75,12 +75,22 @@ func newLayout(t *Target, cl *declared.Closure, site string) *Layout {
 		return nil
 	}
 	lay := &Layout{libs: map[string][]*OwnedLib{}, dirs: map[string]string{}}
-	for _, d := range append(slices.Clone(t.Requires), t.Dist) {
+	dists := append(slices.Clone(t.Requires), t.Dist)
+	// Every distribution's files asked about at once: the small ones'
+	// directories are listed beside torch's, not one distribution after
+	// the other.
+	var all []string
+	for _, d := range dists {
+		all = append(all, d.Files...)
+	}
+	allExist := presence(all)
+	for _, d := range dists {
 		st := &DistState{Name: d.Name, Version: d.Version, Missing: []string{}, Files: len(d.Files)}
 		if p, ok := t.Pins[pymeta.NormalizeName(d.Name)]; ok {
 			st.Pin, st.PinnedBy = p.Requirement, p.By
 		}
-		exists := presence(d.Files)
+		exists := allExist[:len(d.Files)]
+		allExist = allExist[len(d.Files):]
 		for i, f := range d.Files {
 			present := exists[i]
 			if !present {

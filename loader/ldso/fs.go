@@ -138,6 +138,12 @@ func (f *rootFS) brokenLink(guest string) string {
 	if f.root != "" && path.IsAbs(guest) {
 		host = filepath.Join(f.root, guest)
 	}
+	// A name its directory does not list is no link either: most names
+	// a search tries are in none of its directories, and the listing is
+	// at hand.
+	if !f.mayExist(host) {
+		return ""
+	}
 	if st, err := os.Lstat(host); err != nil || st.Mode()&fs.ModeSymlink == 0 {
 		return ""
 	}
