@@ -266,8 +266,21 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 	// a scan of files unchanged since reads no symbol table.
 	kept := bind.LoadKept(t.cache, time.Now(), append([]string{t.Dist.InfoDir, python, l.Root()}, t.Python.SiteDirs...)...)
 	binder := bind.NewWithPages(l.Pages()).Keeping(kept)
+	// The libraries of the distributions it requires are read beside its
+	// own objects: the imports load most of them, one after the other.
+	var required []string
+	for _, d := range t.Requires {
+		required = append(required, d.Files...)
+	}
+	prefetched := make(chan struct{})
+	go func() {
+		defer close(prefetched)
+		scan.LoadableFiles(l, required)
+	}()
+	files := scan.LoadableFiles(l, t.Dist.Files)
 	im := scan.NewImporter(l, t.Python, scan.ImportOptions{Python: python, RuntimeOpens: rt, Symbols: true, Binder: binder})
-	roots, errs, err := im.ImportAll(ctx, scan.LoadableFiles(l, t.Dist.Files), 0)
+	roots, errs, err := im.ImportAll(ctx, files, 0)
+	<-prefetched
 	if err != nil {
 		return nil, err
 	}

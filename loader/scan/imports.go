@@ -675,9 +675,13 @@ func loadable(l *ldso.Loader, file string) bool {
 // LoadableFiles are the loadable ELF objects among files (a distribution's
 // RECORD).
 func LoadableFiles(l *ldso.Loader, files []string) []string {
+	// Read side by side: torch's RECORD names a hundred objects, each
+	// opened and read, and the loads that follow find them read.
+	ok := make([]bool, len(files))
+	workers.Each(len(files), 0, func(i int) { ok[i] = loadable(l, files[i]) })
 	var out []string
-	for _, f := range files {
-		if loadable(l, f) {
+	for i, f := range files {
+		if ok[i] {
 			out = append(out, f)
 		}
 	}
