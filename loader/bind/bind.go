@@ -129,23 +129,25 @@ type checked struct {
 // dependency group), and returns the ones that no object of scope defines,
 // strong references only, in the order of check and of each object's
 // symbol table. Objects not found (Found() false) are skipped in both.
+// A Binder keeping answers (Keeping) gives a check of files unchanged
+// since the answer kept for them, reading none of them.
 func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Undefined, error) {
 	members, stamps, inScope := b.members(scope)
 	if b.kept == nil {
 		return b.check(ctx, members, inScope, check)
 	}
-	checked := slices.DeleteFunc(slices.Clone(check), func(o *ldso.Object) bool { return !o.Found() || o.HostPath == "" })
-	key, ok := b.kept.key(members, stamps, checked)
+	examined := slices.DeleteFunc(slices.Clone(check), func(o *ldso.Object) bool { return !o.Found() || o.HostPath == "" })
+	key, ok := b.kept.key(members, stamps, examined)
 	if !ok {
 		return b.check(ctx, members, inScope, check)
 	}
-	if kept, ok := b.kept.recall(key); ok {
-		out := make([]Undefined, 0, len(kept))
-		for _, m := range kept {
-			if int(m.Of) >= len(checked) {
+	if misses, ok := b.kept.recall(key); ok {
+		out := make([]Undefined, 0, len(misses))
+		for _, m := range misses {
+			if m.Of < 0 || int(m.Of) >= len(examined) {
 				return b.check(ctx, members, inScope, check) // not this check's answer
 			}
-			out = append(out, Undefined{Object: checked[m.Of], Symbol: m.Symbol, Version: m.Version, File: m.File})
+			out = append(out, Undefined{Object: examined[m.Of], Symbol: m.Symbol, Version: m.Version, File: m.File})
 		}
 		return out, nil
 	}
@@ -153,17 +155,17 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 	if err != nil {
 		return nil, err
 	}
-	at := make(map[*ldso.Object]int32, len(checked))
-	for i, o := range checked {
+	at := make(map[*ldso.Object]int32, len(examined))
+	for i, o := range examined {
 		if _, dup := at[o]; !dup {
 			at[o] = int32(i)
 		}
 	}
-	kept := make([]KeptMiss, len(out))
+	misses := make([]KeptMiss, len(out))
 	for i, u := range out {
-		kept[i] = KeptMiss{Of: at[u.Object], Symbol: u.Symbol, Version: u.Version, File: u.File}
+		misses[i] = KeptMiss{Of: at[u.Object], Symbol: u.Symbol, Version: u.Version, File: u.File}
 	}
-	b.kept.keep(key, kept)
+	b.kept.keep(key, misses)
 	return out, nil
 }
 

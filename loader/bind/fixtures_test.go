@@ -177,7 +177,7 @@ func manyReferences() fixture {
 
 // write puts the fixture in dir, every object built for machine with the
 // given hash table, and returns the root's path.
-func (f fixture) write(t *testing.T, dir string, machine elf.Machine, gnu bool) string {
+func (f fixture) write(t testing.TB, dir string, machine elf.Machine, gnu bool) string {
 	t.Helper()
 	for name, spec := range f.libs {
 		spec.Machine, spec.GNUHash = machine, gnu

@@ -134,8 +134,14 @@ func BuildLinked(spec Linked) ([]byte, error) {
 	versioned := len(defNames) > 0 || len(spec.VersionNeeds) > 0
 
 	// Symbols: references (not hashed) first, then definitions, sorted by
-	// bucket as DT_GNU_HASH requires.
-	const nbuckets = 3
+	// bucket as DT_GNU_HASH requires. Buckets and bloom words grow with
+	// the definitions, as a linker sizes them: a large table has short
+	// chains and a filter that rules most names out.
+	nbuckets := uint32(max(3, len(spec.Defs)/4))
+	bloomWords := uint32(1)
+	for bloomWords*32 < uint32(len(spec.Defs)) {
+		bloomWords *= 2
+	}
 	syms := []linkedSym{{}}
 	for _, r := range spec.Refs {
 		bind := elf.STB_GLOBAL
@@ -232,16 +238,16 @@ func BuildLinked(spec Linked) ([]byte, error) {
 		align(8)
 		hashOff = buf.Len()
 		symoffset := uint32(firstDef)
-		w(uint32(nbuckets))
+		w(nbuckets)
 		w(symoffset)
-		w(uint32(1)) // bloom words
+		w(bloomWords)
 		w(uint32(6)) // shift
-		var bloom uint64
+		bloom := make([]uint64, bloomWords)
 		for _, s := range syms[firstDef:] {
-			bloom |= 1<<(s.hashVal%64) | 1<<((s.hashVal>>6)%64)
+			bloom[(s.hashVal/64)&(bloomWords-1)] |= 1<<(s.hashVal%64) | 1<<((s.hashVal>>6)%64)
 		}
 		w(bloom)
-		buckets := [nbuckets]uint32{}
+		buckets := make([]uint32, nbuckets)
 		for i := len(syms) - 1; i >= firstDef; i-- {
 			buckets[syms[i].hashVal%nbuckets] = uint32(i)
 		}
