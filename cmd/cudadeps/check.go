@@ -38,9 +38,11 @@ loader read, every directory it searched (a library added to one changes
 it), the distributions' metadata, /etc/ld.so.cache, the environment
 variables the loader and the interpreter read, and this program. While all
 of them are unchanged the check answers from the cache with a few thousand
-stat calls; anything changed, and it looks again. A cache that cannot be
-read or written (read-only, full, a slow network home) makes it slower,
-never wrong. Directory and wheel targets are analyzed every time.
+stat calls; anything changed, and it looks again, reading no symbol table
+whose file is unchanged (what binding answered is kept by the stamps of
+the files it read). A cache that cannot be read or written (read-only,
+full, a slow network home) makes it slower, never wrong. Directory and
+wheel targets are analyzed every time.
 
 --timeout bounds the whole check, a hung file system included: past it,
 check exits with status 124 (as timeout(1) does), so a prologue never hangs.
