@@ -41,17 +41,8 @@ func keptTree(t *testing.T, dir string, provides bool) string {
 // keeping its answers in k, and says which files' references it read.
 func closureKept(t *testing.T, file string, k *Kept) (misses []string, read []string) {
 	t.Helper()
-	ctx := context.Background()
-	l, err := ldso.New(ctx, noEnv(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := l.Start(ctx, file, ldso.AsListed)
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := New().Keeping(k)
-	got, err := b.Closure(ctx, p.Result())
+	got, err := b.Closure(context.Background(), listed(t, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +56,22 @@ func closureKept(t *testing.T, file string, k *Kept) (misses []string, read []st
 	}
 	slices.Sort(read)
 	return misses, read
+}
+
+// listed is file loaded as `ld.so --list` loads it, by a loader of its
+// own (a run of its own).
+func listed(tb testing.TB, file string) *ldso.Result {
+	tb.Helper()
+	ctx := context.Background()
+	l, err := ldso.New(ctx, noEnv(""))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := l.Start(ctx, file, ldso.AsListed)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p.Result()
 }
 
 // A check answered once is answered again from what was kept, reading no
@@ -143,17 +150,8 @@ func TestKeptAnswers(t *testing.T) {
 // libraries: computed by a fresh Binder each time, and answered from kept
 // answers, as a run over unchanged files is.
 func BenchmarkClosureKept(b *testing.B) {
-	root := manyReferences().write(b, b.TempDir(), elf.EM_X86_64, true)
 	ctx := context.Background()
-	l, err := ldso.New(ctx, noEnv(""))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := l.Start(ctx, root, ldso.AsListed)
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := p.Result()
+	r := listed(b, manyReferences().write(b, b.TempDir(), elf.EM_X86_64, true))
 	k := LoadKept(factcache.At(b.TempDir()), time.Now().Add(5*time.Second), "bench")
 	want, err := New().Keeping(k).Closure(ctx, r)
 	if err != nil || k.Len() != 1 {

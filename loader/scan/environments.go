@@ -9,7 +9,6 @@ import (
 	"runtime/trace"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/dirent"
@@ -91,7 +90,7 @@ type environments struct {
 
 	// dirBufs are the buffers distInfoIn lists directories with: it is
 	// asked of hundreds of directories.
-	dirBufs sync.Pool
+	dirBufs listBuffers
 }
 
 // importer is the Importer of the environment whose distributions own
@@ -151,12 +150,8 @@ func (e *environments) distInfoIn(dir string) bool {
 			return false
 		}
 		defer syscall.Close(fd)
-		buf, _ := e.dirBufs.Get().(*[]byte)
-		if buf == nil {
-			b := make([]byte, 8<<10)
-			buf = &b
-		}
-		defer e.dirBufs.Put(buf)
+		buf := e.dirBufs.get(8 << 10)
+		defer e.dirBufs.put(buf)
 		found := dirent.Each(fd, *buf, func(name []byte, typ byte) error {
 			if !bytes.HasSuffix(name, []byte(".dist-info")) {
 				return nil

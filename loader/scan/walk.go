@@ -73,8 +73,23 @@ type walker struct {
 
 	// bufs are the buffers directories are listed with, one per worker
 	// at a time (thousands of directories, each listed once).
-	bufs sync.Pool
+	bufs listBuffers
 }
+
+// listBuffers keep the buffers directories are listed with (getdents),
+// from one listing to the next.
+type listBuffers struct{ pool sync.Pool }
+
+// get returns a buffer of at least size bytes; put gives it back.
+func (l *listBuffers) get(size int) *[]byte {
+	if b, _ := l.pool.Get().(*[]byte); b != nil && len(*b) >= size {
+		return b
+	}
+	b := make([]byte, size)
+	return &b
+}
+
+func (l *listBuffers) put(b *[]byte) { l.pool.Put(b) }
 
 // walkTask is a directory to list, or a batch of its files to examine.
 type walkTask struct {
@@ -193,12 +208,8 @@ func (w *walker) list(path string) {
 // walk does not follow them.
 func (w *walker) entries(fd int, path string) ([]dirFile, error) {
 	var files []dirFile
-	buf, _ := w.bufs.Get().(*[]byte)
-	if buf == nil {
-		b := make([]byte, 16<<10)
-		buf = &b
-	}
-	defer w.bufs.Put(buf)
+	buf := w.bufs.get(16 << 10)
+	defer w.bufs.put(buf)
 	err := dirent.Each(fd, *buf, func(name []byte, typ byte) error {
 		how := readFile
 		if !w.all {
