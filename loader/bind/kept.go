@@ -53,13 +53,13 @@ const keptVersion = "bind 1"
 const settleMargin = 2 * time.Second
 
 // keptFiles bounds the files of kept answers in a cache directory, one
-// per target and environment.
+// per machine, target and environment.
 const keptFiles = 64
 
 // LoadKept reads the answers kept in dir for what is named by the parts
-// of key (a target and its environment); a cache that is absent, damaged
-// or of another version gives an empty Kept, and so does the zero Dir.
-// start is when the run began.
+// of key (a machine, a target and its environment); a cache that is
+// absent, damaged or of another version gives an empty Kept, and so does
+// the zero Dir. start is when the run began.
 func LoadKept(dir factcache.Dir, start time.Time, key ...string) *Kept {
 	k := &Kept{dir: dir, name: factcache.Key("bind", key...), old: map[keptKey][]KeptMiss{}, now: map[keptKey][]KeptMiss{}, settled: start.Add(-settleMargin).UnixNano()}
 	if exe, err := os.Executable(); err == nil {
