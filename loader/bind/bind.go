@@ -314,7 +314,7 @@ func (b *Binder) bindIn(m *file, objs []checked, todo []pending) (int, error) {
 		return 0, err
 	}
 	bound := 0
-	bind := func(p *pending, f *file) {
+	take := func(p *pending, f *file) {
 		p.ok = true
 		f.bound(p.idx, m.id)
 		bound++
@@ -334,7 +334,7 @@ func (b *Binder) bindIn(m *file, objs []checked, todo []pending) (int, error) {
 		}
 		if def, known := m.knows(s); known {
 			if def {
-				bind(p, f)
+				take(p, f)
 			}
 			continue
 		}
@@ -364,7 +364,7 @@ func (b *Binder) bindIn(m *file, objs []checked, todo []pending) (int, error) {
 			m.learn(s, def)
 		}
 		if def {
-			bind(p, f)
+			take(p, f)
 		}
 	}
 	return bound, nil

@@ -112,10 +112,10 @@ func (k *Kept) Len() int {
 	return len(k.now)
 }
 
-// key is the key of a check of the objects of check in the scope whose
-// distinct files are members; false when a file has no stamp, or one that
-// is too recent to be trusted.
-func (k *Kept) key(members []*file, stamps []ldso.Stamp, check []*ldso.Object) (keptKey, bool) {
+// key is the key of a check of the objects examined (those found, with a
+// file) in the scope whose distinct files are members; false when a file
+// has no stamp, or one that is too recent to be trusted.
+func (k *Kept) key(members []*file, stamps []ldso.Stamp, examined []*ldso.Object) (keptKey, bool) {
 	h := sha256.New()
 	var buf [8]byte
 	put := func(path string, s ldso.Stamp) bool {
@@ -140,10 +140,7 @@ func (k *Kept) key(members []*file, stamps []ldso.Stamp, check []*ldso.Object) (
 		}
 	}
 	h.Write([]byte{1})
-	for _, o := range check {
-		if !o.Found() || o.HostPath == "" {
-			continue
-		}
+	for _, o := range examined {
 		if !put(o.HostPath, o.Stamp()) {
 			return keptKey{}, false
 		}
