@@ -18,7 +18,8 @@ import (
 // and mutex profiles (cpu.pprof, heap.pprof, block.pprof, mutex.pprof),
 // for `go tool pprof`, the heap as the collection that found the most live
 // memory left it (heap-peak.pprof: what the peak RSS is made of), what the runtime holds memory for at the end
-// (memory.txt: the peak RSS is the heap's high mark plus these), and its
+// (memory.txt: the peak RSS is the heap's high mark plus these, and the
+// program's own pages each mapping holds resident), and its
 // execution trace (trace.out, for `go tool
 // trace`: what each goroutine waited on, when; the wall-clock path that
 // profiles of processor time do not show): how the speed figures of
@@ -141,5 +142,33 @@ func writeMemoryClasses(path string) error {
 			}
 		}
 	}
+	b.WriteString(residentMappings())
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// residentMappings sums /proc/self/smaps by mapping: the program's own
+// text, read-only data and data apart from the anonymous memory, because
+// file pages the kernel maps around each fault count in the RSS too.
+func residentMappings() string {
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	var head string
+	for _, line := range strings.Split(string(smaps), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":"):
+			head = fields[1]
+			if len(fields) >= 6 {
+				head += " " + fields[5]
+			} else {
+				head += " [anon]"
+			}
+		case len(fields) == 3 && fields[0] == "Rss:" && fields[1] != "0":
+			fmt.Fprintf(&b, "mapping %-50s Rss %8s kB\n", head, fields[1])
+		}
+	}
+	return b.String()
 }

@@ -209,7 +209,7 @@ func (b *Binder) check(ctx context.Context, members []*file, inScope []bool, che
 			continue
 		}
 		s := c.f.refs[p.idx]
-		out = append(out, Undefined{Object: c.o, Symbol: s.name, Version: s.version, File: s.file})
+		out = append(out, Undefined{Object: c.o, Symbol: s.name, Version: s.version(), File: s.file()})
 	}
 	return out, nil
 }
@@ -457,11 +457,11 @@ func defines(t *elfscan.SymbolTable, s *symbol) (bool, error) {
 		if t.Versioned {
 			ndx := d.VersionIndex & 0x7fff
 			hidden := d.VersionIndex&0x8000 != 0
-			if s.version != "" {
+			if n := s.need; n != nil && n.version != "" {
 				// Another version is refused, and so is an unversioned
 				// definition when the reference must not fall back to one
 				// or the definition is hidden.
-				if (d.VersionHash != s.versionHash || d.Version != s.version) && (s.hidden || d.VersionHash != 0 || hidden) {
+				if (d.VersionHash != n.hash || d.Version != n.version) && (n.hidden || d.VersionHash != 0 || hidden) {
 					return true
 				}
 			} else if ndx >= 3 {

@@ -8,14 +8,50 @@ import (
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 )
 
-// symbol is a reference as the loader looks it up.
+// symbol is a reference as the loader looks it up. Tens of thousands are
+// kept for a whole scan, so what references share (their version need)
+// is kept once, apart.
 type symbol struct {
-	name, version string
-	file          string // the soname the version is needed from
-	versionHash   uint32
-	hidden        bool // the reference does not fall back to an unversioned definition
-	hash          elfscan.Hash
-	next          *symbol // another symbol of the same name
+	name string
+	need *need // nil: an unversioned reference
+	hash elfscan.Hash
+	next *symbol // another symbol of the same name
+}
+
+// need is the version a reference requires and whom from.
+type need struct {
+	version string
+	file    string // the soname the version is needed from
+	hash    uint32 // of version
+	hidden  bool   // the reference does not fall back to an unversioned definition
+}
+
+// needKey identifies a need among a shard's.
+type needKey struct {
+	version, file string
+	hidden        bool
+}
+
+func (s *symbol) version() string {
+	if s.need == nil {
+		return ""
+	}
+	return s.need.version
+}
+
+// is reports whether s is the symbol of reference r.
+func (s *symbol) is(r *elfscan.Reference) bool {
+	if s.need == nil {
+		return r.Version == "" && r.File == "" && !r.VersionHidden
+	}
+	return s.need.version == r.Version && s.need.file == r.File && s.need.hidden == r.VersionHidden
+}
+
+func (s *symbol) file() string {
+	if s.need == nil {
+		return ""
+	}
+	return s.need.file
 }
 
 // symbols keeps every referenced symbol once: the objects of an
@@ -31,12 +67,20 @@ type symbols struct {
 type symbolShard struct {
 	mu     sync.Mutex
 	byName map[string]*symbol
+	needs  map[needKey]*need
+	// slab is where new symbols are taken from: one allocation for many,
+	// none of them freed before the scan ends.
+	slab []symbol
 }
+
+// slabSize is how many symbols one allocation of a shard holds.
+const slabSize = 128
 
 func newSymbols() *symbols {
 	t := &symbols{seed: maphash.MakeSeed()}
 	for i := range t.shards {
 		t.shards[i].byName = map[string]*symbol{}
+		t.shards[i].needs = map[needKey]*need{}
 	}
 	return t
 }
@@ -73,11 +117,25 @@ func (t *symbols) one(r *elfscan.Reference) *symbol {
 	defer sh.mu.Unlock()
 	first := sh.byName[r.Name]
 	for s := first; s != nil; s = s.next {
-		if s.version == r.Version && s.file == r.File && s.hidden == r.VersionHidden {
+		if s.is(r) {
 			return s
 		}
 	}
-	s := &symbol{name: r.Name, version: r.Version, file: r.File, versionHash: r.VersionHash, hidden: r.VersionHidden, next: first}
+	if len(sh.slab) == 0 {
+		sh.slab = make([]symbol, slabSize)
+	}
+	s := &sh.slab[0]
+	sh.slab = sh.slab[1:]
+	*s = symbol{name: r.Name, next: first}
+	if r.Version != "" || r.File != "" || r.VersionHidden {
+		k := needKey{r.Version, r.File, r.VersionHidden}
+		n := sh.needs[k]
+		if n == nil {
+			n = &need{version: r.Version, file: r.File, hash: r.VersionHash, hidden: r.VersionHidden}
+			sh.needs[k] = n
+		}
+		s.need = n
+	}
 	if first != nil {
 		s.hash = first.hash
 	} else {

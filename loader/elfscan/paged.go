@@ -8,10 +8,12 @@ import (
 // pageSize is the unit of reads; the loader itself reads in pages too.
 const pageSize = 4096
 
-// maxCachedPages bounds the memory of one read (256 KiB): lookups in a
+// maxCachedPages bounds the memory of one read (128 KiB): lookups in a
 // large library touch thousands of pages, each few times, and a larger
-// cache is filled with fresh buffers at every reading of the table.
-const maxCachedPages = 64
+// cache is filled with fresh buffers at every reading of the table. Every
+// worker of a scan holds one read's pages: twice as many cost a scan of
+// /usr/lib 5% fewer reads, and megabytes of live heap on 16 processors.
+const maxCachedPages = 32
 
 // maxSparePages bounds the page buffers a Pages keeps between reads
 // (64 KiB): a walk of references touches tens of pages of strings, and a
