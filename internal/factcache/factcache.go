@@ -157,7 +157,7 @@ func (d Dir) Path() string { return d.path }
 
 // magic opens every cache file; the version changes when the encoding of
 // facts does.
-const magic = "cudadeps facts 1\n"
+const magic = "cudadeps facts 2\n"
 
 // maxFile bounds one cache file: a fact is a list of paths and stamps and a
 // short answer, and a cache file is read whole.

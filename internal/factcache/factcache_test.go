@@ -1,9 +1,13 @@
 package factcache
 
 import (
+	"bytes"
+	"encoding/binary"
+	"encoding/gob"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -242,4 +246,155 @@ func BenchmarkUnchanged(b *testing.B) {
 			b.Fatal("changed")
 		}
 	}
+}
+
+// torchLikePaths are n paths laid out as a Python environment's are: a few
+// thousand files under a few deep directories, and some that are missing.
+func torchLikePaths(t testing.TB, n int) []string {
+	root := t.TempDir()
+	site := filepath.Join(root, "lib", "python3.12", "site-packages")
+	var paths []string
+	for i := range n {
+		dir := filepath.Join(site, fmt.Sprintf("pkg%d", i%7), "sub", fmt.Sprintf("d%d", i%31))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, fmt.Sprintf("module_%d.cpython-312-x86_64-linux-gnu.so", i))
+		if i%10 != 3 { // every tenth is missing: a zero stamp between others
+			if err := os.WriteFile(p, make([]byte, i%5000), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		paths = append(paths, p, dir)
+	}
+	return paths
+}
+
+// plainInputs is Inputs as gob wrote it before its own encoding.
+type plainInputs struct {
+	Paths  []string
+	Stamps []Stamp
+}
+
+// TestInputsEncoding: inputs come back exactly as kept, in far fewer bytes
+// than gob's form, and every damaged or hostile encoding is an error, never
+// a panic or a huge allocation.
+func TestInputsEncoding(t *testing.T) {
+	in := Capture(torchLikePaths(t, 2000))
+	enc, err := in.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Inputs
+	if err := got.UnmarshalBinary(enc); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(in) {
+		t.Fatal("inputs changed through their encoding")
+	}
+	if !got.Unchanged() {
+		t.Error("decoded inputs are not unchanged")
+	}
+	var plain bytes.Buffer
+	if err := gob.NewEncoder(&plain).Encode(plainInputs(in)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d paths: %d bytes, gob's form %d", len(in.Paths), len(enc), plain.Len())
+	if len(enc)*2 > plain.Len() {
+		t.Errorf("encoded in %d bytes, not half of gob's %d", len(enc), plain.Len())
+	}
+	var empty Inputs
+	if e, err := (Inputs{}).MarshalBinary(); err != nil || empty.UnmarshalBinary(e) != nil || len(empty.Paths) != 0 {
+		t.Errorf("empty inputs: %v", err)
+	}
+	if _, err := (Inputs{Paths: []string{"/a"}}).MarshalBinary(); err == nil {
+		t.Error("paths without stamps encoded")
+	}
+	for n := 0; n < len(enc); n += 1 + n/64 { // every cut near the start, then sparser
+		var x Inputs
+		if x.UnmarshalBinary(enc[:n]) == nil {
+			t.Fatalf("cut at %d of %d bytes: decoded", n, len(enc))
+		}
+	}
+	if (&Inputs{}).UnmarshalBinary(append(slices.Clone(enc), 0)) == nil {
+		t.Error("a byte after the inputs: decoded")
+	}
+	hostile := map[string][]byte{
+		"another format":                   {2, 0},
+		"more paths than bytes":            binary.AppendUvarint([]byte{inputsFormat}, 1<<40),
+		"shares more than the path before": {inputsFormat, 1, 5, 1, 'a'},
+		"a path longer than PATH_MAX":      binary.AppendUvarint(binary.AppendUvarint([]byte{inputsFormat, 2}, 0), maxPath+1),
+	}
+	for name, b := range hostile {
+		var x Inputs
+		if err := x.UnmarshalBinary(append(b, make([]byte, 8)...)); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+// FuzzInputsDecode: no input makes decoding panic, and what decodes
+// encodes back to the same inputs.
+func FuzzInputsDecode(f *testing.F) {
+	in := Capture([]string{"/", "/etc", "/nonexistent-path", "/etc/hostname"})
+	enc, err := in.MarshalBinary()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(enc)
+	f.Add([]byte{inputsFormat, 1, 0, 1, 'x', 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var x Inputs
+		if x.UnmarshalBinary(b) != nil {
+			return
+		}
+		again, err := x.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var y Inputs
+		if err := y.UnmarshalBinary(again); err != nil || fmt.Sprint(x) != fmt.Sprint(y) {
+			t.Fatalf("re-encoded inputs differ: %v", err)
+		}
+	})
+}
+
+// BenchmarkInputsLoad reads back the inputs of a check of an environment
+// (five thousand paths) from a cache file, in this package's encoding and
+// in gob's plain form of the same inputs.
+func BenchmarkInputsLoad(b *testing.B) {
+	in := Capture(torchLikePaths(b, 2500))
+	d := At(b.TempDir())
+	b.Run("compact", func(b *testing.B) {
+		if err := d.Save("compact", fact{Inputs: in}); err != nil {
+			b.Fatal(err)
+		}
+		st, _ := os.Stat(filepath.Join(d.Path(), "compact"))
+		b.ReportAllocs()
+		for range b.N {
+			var f fact
+			if !d.Load("compact", &f) {
+				b.Fatal("not loaded")
+			}
+		}
+		b.ReportMetric(float64(st.Size()), "file-bytes")
+	})
+	b.Run("gob", func(b *testing.B) {
+		type plainFact struct {
+			Inputs plainInputs
+			Lines  []string
+		}
+		if err := d.Save("gob", plainFact{Inputs: plainInputs(in)}); err != nil {
+			b.Fatal(err)
+		}
+		st, _ := os.Stat(filepath.Join(d.Path(), "gob"))
+		b.ReportAllocs()
+		for range b.N {
+			var f plainFact
+			if !d.Load("gob", &f) {
+				b.Fatal("not loaded")
+			}
+		}
+		b.ReportMetric(float64(st.Size()), "file-bytes")
+	})
 }
