@@ -126,7 +126,7 @@ func writeFile(stderr io.Writer, path string, data []byte) {
 func writeMemoryClasses(path string) error {
 	var samples []metrics.Sample
 	for _, d := range metrics.All() {
-		if d.Kind == metrics.KindUint64 && (strings.HasPrefix(d.Name, "/memory/classes/") || strings.HasPrefix(d.Name, "/gc/heap/goal") || d.Name == "/gc/heap/allocs:bytes" || strings.HasPrefix(d.Name, "/gc/cycles/total")) {
+		if d.Kind == metrics.KindUint64 && (strings.HasPrefix(d.Name, "/memory/classes/") || strings.HasPrefix(d.Name, "/gc/heap/goal") || d.Name == "/gc/heap/allocs:bytes" || d.Name == "/gc/heap/allocs:objects" || strings.HasPrefix(d.Name, "/gc/cycles/total")) {
 			samples = append(samples, metrics.Sample{Name: d.Name})
 		}
 	}

@@ -36,8 +36,8 @@ type DlopenNote struct {
 // maxNoteBytes bounds what is read of note sections and segments.
 const maxNoteBytes = 1 << 20
 
-// maxNoteSections bounds the section headers looked at for notes.
-const maxNoteSections = 1 << 16
+// maxSections bounds the section headers looked at.
+const maxSections = 1 << 16
 
 // dlopenNotes reads the dlopen notes of the object (see File.DlopenNotes)
 // through the file's paged reader: its section header table is read in one
@@ -81,11 +81,31 @@ func (s *scanner) dlopenNotes() ([]DlopenNote, error) {
 // section header order; sections is false when the object has no section
 // headers.
 func (s *scanner) noteSections() (notes [][2]uint64, sections bool, err error) {
+	sections, err = s.eachSection(func(h sectionHeader) bool {
+		if h.typ == elf.SHT_NOTE {
+			notes = append(notes, [2]uint64{h.off, h.size})
+		}
+		return true
+	})
+	return notes, sections, err
+}
+
+// sectionHeader is what is read of a section header: nothing else is used.
+type sectionHeader struct {
+	typ                      elf.SectionType
+	addr, off, size, entsize uint64
+}
+
+// eachSection calls visit with each section header, in order, until it
+// returns false; it reads the table in one piece through the paged reader
+// (no names, no section contents). found is false when the object has no
+// section headers; a table that does not fit in the file is an error.
+func (s *scanner) eachSection(visit func(sectionHeader) bool) (found bool, err error) {
 	var shoff uint64
 	if s.is64 {
 		var b [8]byte
 		if _, err := s.r.ReadAt(b[:], 40); err != nil {
-			return nil, false, s.errorf("read e_shoff: %v", err)
+			return false, s.errorf("read e_shoff: %v", err)
 		}
 		shoff = s.order.Uint64(b[:])
 	} else {
@@ -93,14 +113,16 @@ func (s *scanner) noteSections() (notes [][2]uint64, sections bool, err error) {
 	}
 	entsize, count := uint64(s.uint16At(58, 46)), uint64(s.uint16At(60, 48))
 	if shoff == 0 {
-		return nil, false, nil
+		return false, nil
 	}
-	typeAt, offAt, sizeAt, wide := uint64(4), uint64(24), uint64(32), uint64(8)
+	// The offsets of sh_type, sh_addr, sh_offset, sh_size and sh_entsize,
+	// and the width of the last four.
+	typeAt, addrAt, offAt, sizeAt, entAt, wide := uint64(4), uint64(16), uint64(24), uint64(32), uint64(56), uint64(8)
 	if !s.is64 {
-		offAt, sizeAt, wide = 16, 20, 4
+		addrAt, offAt, sizeAt, entAt, wide = 12, 16, 20, 36, 4
 	}
 	if entsize < sizeAt+wide || shoff >= uint64(s.size) {
-		return nil, false, s.errorf("section headers of %d bytes at %#x", entsize, shoff)
+		return false, s.errorf("section headers of %d bytes at %#x", entsize, shoff)
 	}
 	field := func(b []byte) uint64 {
 		if wide == 8 {
@@ -113,28 +135,32 @@ func (s *scanner) noteSections() (notes [][2]uint64, sections bool, err error) {
 		// sh_size.
 		b := make([]byte, entsize)
 		if _, err := s.r.ReadAt(b, int64(shoff)); err != nil {
-			return nil, false, s.errorf("read section header 0: %v", err)
+			return false, s.errorf("read section header 0: %v", err)
 		}
 		count = field(b[sizeAt:])
 	}
 	if count == 0 {
-		return nil, false, nil
+		return false, nil
 	}
-	if count > maxNoteSections || count*entsize > uint64(s.size)-shoff {
-		return nil, false, s.errorf("%d section headers of %d bytes at %#x lie outside the file", count, entsize, shoff)
+	if count > maxSections || count*entsize > uint64(s.size)-shoff {
+		return false, s.errorf("%d section headers of %d bytes at %#x lie outside the file", count, entsize, shoff)
 	}
 	table := s.r.buffer(count * entsize)
 	defer s.r.giveBack(table)
 	if _, err := s.r.ReadAt(table, int64(shoff)); err != nil {
-		return nil, false, s.errorf("read section headers: %v", err)
+		return false, s.errorf("read section headers: %v", err)
 	}
 	for i := uint64(0); i < count; i++ {
 		h := table[i*entsize : (i+1)*entsize]
-		if elf.SectionType(s.order.Uint32(h[typeAt:])) == elf.SHT_NOTE {
-			notes = append(notes, [2]uint64{field(h[offAt:]), field(h[sizeAt:])})
+		sh := sectionHeader{typ: elf.SectionType(s.order.Uint32(h[typeAt:])), addr: field(h[addrAt:]), off: field(h[offAt:]), size: field(h[sizeAt:])}
+		if entsize >= entAt+wide {
+			sh.entsize = field(h[entAt:])
+		}
+		if !visit(sh) {
+			break
 		}
 	}
-	return notes, true, nil
+	return true, nil
 }
 
 // parseDlopenNotes walks the notes of one section or segment (4-byte

@@ -145,8 +145,11 @@ type scanner struct {
 	name  string
 	order byteOrder
 	is64  bool
-	f     *elf.File
+	f     *elf.File // its header and program headers; no sections
 	progs []*elf.Prog
+	// sections says whether the section header table may be read for the
+	// number of dynamic symbols (see symbolCount).
+	sections bool
 	// machine is f's; a kept table's scanner has no f (see kept).
 	machine elf.Machine
 
@@ -158,22 +161,15 @@ type scanner struct {
 }
 
 func newScanner(r *pagedReader, size int64, name string, skipSections bool) (*scanner, error) {
-	var ra io.ReaderAt = r
-	if skipSections {
-		ra = &noSections{r: r}
-	}
-	f, err := elf.NewFile(ra)
-	if err != nil && !skipSections {
-		// ld.so never looks at section headers; a file whose section table is
-		// damaged or absent must still read as the loader sees it.
-		if f2, err2 := elf.NewFile(&noSections{r: r}); err2 == nil {
-			f, err = f2, nil
-		}
-	}
+	// debug/elf never sees the section header table: it would make a
+	// structure of every section of every file (most of what reading an
+	// object allocated), and the loader never reads it. What is used of it
+	// (the .dynsym count, the notes) is read by eachSection.
+	f, err := elf.NewFile(&noSections{r: r})
 	if err != nil {
 		return nil, &FormatError{Path: name, Msg: trimELFError(err)}
 	}
-	s := &scanner{r: r, size: size, name: name, f: f, machine: f.Machine, order: byteOrder{big: f.ByteOrder == binary.BigEndian}, is64: f.Class == elf.ELFCLASS64}
+	s := &scanner{r: r, size: size, name: name, f: f, machine: f.Machine, order: byteOrder{big: f.ByteOrder == binary.BigEndian}, is64: f.Class == elf.ELFCLASS64, sections: !skipSections}
 	if f.Class != elf.ELFCLASS32 && f.Class != elf.ELFCLASS64 {
 		return nil, s.errorf("unknown class %v", f.Class)
 	}

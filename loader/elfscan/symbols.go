@@ -212,9 +212,19 @@ func (s *scanner) symbolCount(t *dynamicTags) (uint64, error) {
 		}
 		return uint64(s.order.Uint32(buf[4:])), nil
 	}
-	for _, sec := range s.f.Sections {
-		if sec.Type == elf.SHT_DYNSYM && sec.Addr == t.symtab && sec.Entsize > 0 && sec.Size/sec.Entsize <= maxSymbols {
-			return sec.Size / sec.Entsize, nil
+	if s.sections {
+		// A section table that cannot be read is passed over, as the
+		// loader never reads it.
+		var count uint64
+		_, _ = s.eachSection(func(h sectionHeader) bool {
+			if h.typ == elf.SHT_DYNSYM && h.addr == t.symtab && h.entsize > 0 && h.size/h.entsize <= maxSymbols {
+				count = h.size / h.entsize
+				return false
+			}
+			return true
+		})
+		if count > 0 {
+			return count, nil
 		}
 	}
 	if t.haveGnu {
