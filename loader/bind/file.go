@@ -80,28 +80,52 @@ func (f *file) bound(idx int32, provider int32) {
 	f.stale.Store(true)
 }
 
-// summarize rebuilds f's groups after a Check changed its providers.
+// summarize rebuilds f's groups after a Check changed its providers. Every
+// group is a piece of one array, so a rebuild costs a handful of
+// allocations, not one per group and growth.
 func (f *file) summarize() {
 	if f.groups.Load() != nil && !f.stale.Load() {
 		return
 	}
 	f.stale.Store(false)
+	// Providers are file ids, few and small: indexed by id, each is given
+	// its group's place in the order first met.
+	most := int32(0)
+	for i := range f.provider {
+		most = max(most, f.provider[i].Load())
+	}
+	at := make([]int32, most+1)
 	g := &groups{}
-	at := map[int32]int{}
+	var counts []int
 	for i := range f.provider {
 		p := f.provider[i].Load()
-		if p == 0 {
-			g.unbound = append(g.unbound, int32(i))
+		if p == 0 || p > most {
 			continue
 		}
-		k, ok := at[p]
-		if !ok {
-			k = len(g.providers)
-			at[p] = k
+		if at[p] == 0 {
 			g.providers = append(g.providers, p)
-			g.refs = append(g.refs, nil)
+			counts = append(counts, 0)
+			at[p] = int32(len(g.providers))
 		}
-		g.refs[k] = append(g.refs[k], int32(i))
+		counts[at[p]-1]++
+	}
+	all := make([]int32, len(f.provider))
+	g.refs = make([][]int32, len(g.providers))
+	rest := all
+	for k, n := range counts {
+		g.refs[k], rest = rest[:0:n], rest[n:]
+	}
+	g.unbound = rest[:0:len(rest)]
+	// Other checks may bind more references meanwhile: one whose provider
+	// is new here is left unbound, to be looked up again.
+	for i := range f.provider {
+		p := f.provider[i].Load()
+		if p == 0 || p > most || at[p] == 0 {
+			g.unbound = append(g.unbound, int32(i))
+		} else {
+			k := at[p] - 1
+			g.refs[k] = append(g.refs[k], int32(i))
+		}
 	}
 	f.groups.Store(g)
 }

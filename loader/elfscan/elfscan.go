@@ -146,7 +146,7 @@ type scanner struct {
 	order byteOrder
 	is64  bool
 	f     *elf.File // its header and program headers; no sections
-	progs []*elf.Prog
+	progs []elf.ProgHeader
 	// sections says whether the section header table may be read for the
 	// number of dynamic symbols (see symbolCount).
 	sections bool
@@ -173,7 +173,10 @@ func newScanner(r *pagedReader, size int64, name string, skipSections bool) (*sc
 	if f.Class != elf.ELFCLASS32 && f.Class != elf.ELFCLASS64 {
 		return nil, s.errorf("unknown class %v", f.Class)
 	}
-	s.progs = f.Progs
+	s.progs = make([]elf.ProgHeader, len(f.Progs))
+	for i, p := range f.Progs {
+		s.progs[i] = p.ProgHeader
+	}
 	return s, nil
 }
 
@@ -230,8 +233,9 @@ func (s *scanner) scan() (*Info, error) {
 	in.Phentsize = s.uint16At(54, 42)
 	in.Flags = s.uint32At(48, 36)
 
-	var dyn *elf.Prog
-	for _, p := range s.progs {
+	var dyn *elf.ProgHeader
+	for i := range s.progs {
+		p := &s.progs[i]
 		switch p.Type {
 		case elf.PT_INTERP:
 			if in.Interp != "" {
@@ -298,7 +302,7 @@ const maxDynEntries = 1 << 16
 
 // dynamicEntries reads the entries of the PT_DYNAMIC segment up to
 // DT_NULL, bounded for a hostile file.
-func (s *scanner) dynamicEntries(dyn *elf.Prog) ([]dynEntry, error) {
+func (s *scanner) dynamicEntries(dyn *elf.ProgHeader) ([]dynEntry, error) {
 	entSize := int64(16)
 	if !s.is64 {
 		entSize = 8
@@ -366,7 +370,7 @@ func (d *dynamicRefs) collect(in *Info, entries []dynEntry) {
 	}
 }
 
-func (s *scanner) readDynamic(in *Info, dyn *elf.Prog) error {
+func (s *scanner) readDynamic(in *Info, dyn *elf.ProgHeader) error {
 	entries, err := s.dynamicEntries(dyn)
 	if err != nil {
 		return err
@@ -452,7 +456,7 @@ func (s *scanner) kept() *scanner {
 	k.f, k.progs = nil, nil
 	for _, p := range s.progs {
 		if p.Type == elf.PT_LOAD {
-			k.progs = append(k.progs, &elf.Prog{ProgHeader: p.ProgHeader})
+			k.progs = append(k.progs, p)
 		}
 	}
 	k.symtab, k.symtabErr = nil, nil

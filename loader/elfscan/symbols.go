@@ -71,10 +71,10 @@ type dynamicTags struct {
 }
 
 func (s *scanner) dynamicTags() (*dynamicTags, bool, error) {
-	var dyn *elf.Prog
-	for _, p := range s.progs {
-		if p.Type == elf.PT_DYNAMIC {
-			dyn = p
+	var dyn *elf.ProgHeader
+	for i := range s.progs {
+		if s.progs[i].Type == elf.PT_DYNAMIC {
+			dyn = &s.progs[i]
 			break
 		}
 	}
