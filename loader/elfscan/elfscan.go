@@ -140,18 +140,16 @@ func notELF(name string) error {
 
 // scanner walks one file.
 type scanner struct {
-	r     *pagedReader
-	size  int64
-	name  string
-	order byteOrder
-	is64  bool
-	f     *elf.File // its header and program headers; no sections
-	progs []elf.ProgHeader
+	r      *pagedReader
+	size   int64
+	name   string
+	order  byteOrder
+	is64   bool
+	header elf.FileHeader
+	progs  []elf.ProgHeader
 	// sections says whether the section header table may be read for the
 	// number of dynamic symbols (see symbolCount).
 	sections bool
-	// machine is f's; a kept table's scanner has no f (see kept).
-	machine elf.Machine
 
 	// The dynamic symbol table, once opened: References and SymbolTable
 	// of one File open it once.
@@ -161,23 +159,12 @@ type scanner struct {
 }
 
 func newScanner(r *pagedReader, size int64, name string, skipSections bool) (*scanner, error) {
-	// debug/elf never sees the section header table: it would make a
-	// structure of every section of every file (most of what reading an
-	// object allocated), and the loader never reads it. What is used of it
-	// (the .dynsym count, the notes) is read by eachSection.
-	f, err := elf.NewFile(&noSections{r: r})
+	fh, progs, err := readHeaders(r, size)
 	if err != nil {
 		return nil, &FormatError{Path: name, Msg: trimELFError(err)}
 	}
-	s := &scanner{r: r, size: size, name: name, f: f, machine: f.Machine, order: byteOrder{big: f.ByteOrder == binary.BigEndian}, is64: f.Class == elf.ELFCLASS64, sections: !skipSections}
-	if f.Class != elf.ELFCLASS32 && f.Class != elf.ELFCLASS64 {
-		return nil, s.errorf("unknown class %v", f.Class)
-	}
-	s.progs = make([]elf.ProgHeader, len(f.Progs))
-	for i, p := range f.Progs {
-		s.progs[i] = p.ProgHeader
-	}
-	return s, nil
+	return &scanner{r: r, size: size, name: name, header: fh, progs: progs,
+		order: byteOrder{big: fh.Data == elf.ELFDATA2MSB}, is64: fh.Class == elf.ELFCLASS64, sections: !skipSections}, nil
 }
 
 // byteOrder decodes the object's integers. It is a concrete type, not
@@ -217,7 +204,7 @@ func (s *scanner) errorf(format string, a ...any) error {
 }
 
 func (s *scanner) scan() (*Info, error) {
-	fh := s.f.FileHeader
+	fh := s.header
 	in := &Info{
 		Class:      fh.Class,
 		Data:       fh.Data,
@@ -448,12 +435,12 @@ func (s *scanner) readVersions(in *Info, d *dynamicRefs, strs *stringTable) erro
 	return nil
 }
 
-// kept is a copy of s for a table kept between lookups: the segments that
-// map addresses to offsets, not the parsed file (its headers, notes and
-// section readers), which nine hundred kept tables would hold for nothing.
+// kept is a copy of s for a table kept between lookups: of the program
+// headers, only the segments that map addresses to offsets, which is all
+// nine hundred kept tables need of them.
 func (s *scanner) kept() *scanner {
 	k := *s
-	k.f, k.progs = nil, nil
+	k.progs = nil
 	for _, p := range s.progs {
 		if p.Type == elf.PT_LOAD {
 			k.progs = append(k.progs, p)
@@ -676,36 +663,4 @@ func (t *stringTable) bytes(idx uint64) ([]byte, error) {
 	}
 	t.buf = sb
 	return nil, fmt.Errorf("string at index %#x is not terminated", idx)
-}
-
-// noSections presents the file with its section header table removed
-// (e_shoff, e_shnum and e_shstrndx read as zero), which is how the loader
-// sees every file.
-type noSections struct{ r *pagedReader }
-
-// sectionFields are the offsets and lengths of e_shoff, e_shnum and
-// e_shstrndx in the 64- and 32-bit headers.
-var sectionFields = [2][3][2]int64{{{40, 8}, {60, 2}, {62, 2}}, {{32, 4}, {48, 2}, {50, 2}}}
-
-func (n *noSections) ReadAt(p []byte, off int64) (int, error) {
-	got, err := n.r.ReadAt(p, off)
-	if off >= 64 || got == 0 {
-		return got, err
-	}
-	var ident [elf.EI_NIDENT]byte
-	if c, _ := n.r.ReadAt(ident[:], 0); c < elf.EI_NIDENT {
-		return got, err
-	}
-	fields := &sectionFields[1]
-	if elf.Class(ident[elf.EI_CLASS]) == elf.ELFCLASS64 {
-		fields = &sectionFields[0]
-	}
-	for _, fl := range fields {
-		for i := fl[0]; i < fl[0]+fl[1]; i++ {
-			if i >= off && i < off+int64(got) {
-				p[i-off] = 0
-			}
-		}
-	}
-	return got, err
 }

@@ -200,7 +200,7 @@ func (s *scanner) symbolCount(t *dynamicTags) (uint64, error) {
 		}
 		// 64-bit s390 and Alpha use 8-byte hash table entries.
 		word := int64(4)
-		if s.is64 && (s.machine == elf.EM_S390 || s.machine == elf.EM_ALPHA) {
+		if s.is64 && (s.header.Machine == elf.EM_S390 || s.header.Machine == elf.EM_ALPHA) {
 			word = 8
 		}
 		buf := make([]byte, 2*word)
@@ -548,7 +548,7 @@ func (s *scanner) sysvChain(addr uint64, name string) ([]uint64, error) {
 		return nil, s.errorf("DT_HASH %#x: %v", addr, err)
 	}
 	word := int64(4)
-	if s.is64 && (s.machine == elf.EM_S390 || s.machine == elf.EM_ALPHA) {
+	if s.is64 && (s.header.Machine == elf.EM_S390 || s.header.Machine == elf.EM_ALPHA) {
 		word = 8
 	}
 	read := func(at int64) (uint64, error) {

@@ -1,0 +1,120 @@
+package elfscan
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"io"
+)
+
+// readHeaders reads the ELF header and the program headers of an object of
+// size bytes, with the checks debug/elf.NewFile makes and in its words, but
+// into one slice of values: debug/elf makes a structure and a section
+// reader of every program header, which was a fifth of what a scan
+// allocated. The section header table is not read (see eachSection), nor
+// checked: what debug/elf refuses in it, the loader never reads. A
+// program header table that runs past the end of the file is an EOF, as
+// debug/elf reads it, found without reading or allocating it.
+func readHeaders(r io.ReaderAt, size int64) (elf.FileHeader, []elf.ProgHeader, error) {
+	var fh elf.FileHeader
+	var ident [elf.EI_NIDENT]byte
+	if _, err := r.ReadAt(ident[:], 0); err != nil {
+		return fh, nil, err
+	}
+	if string(ident[:4]) != elf.ELFMAG {
+		return fh, nil, headerError("bad magic number", ident[:4], 0)
+	}
+	fh.Class = elf.Class(ident[elf.EI_CLASS])
+	if fh.Class != elf.ELFCLASS32 && fh.Class != elf.ELFCLASS64 {
+		return fh, nil, headerError("unknown ELF class", fh.Class, 0)
+	}
+	fh.Data = elf.Data(ident[elf.EI_DATA])
+	switch fh.Data {
+	case elf.ELFDATA2LSB:
+		fh.ByteOrder = binary.LittleEndian
+	case elf.ELFDATA2MSB:
+		fh.ByteOrder = binary.BigEndian
+	default:
+		return fh, nil, headerError("unknown ELF data encoding", fh.Data, 0)
+	}
+	bo := byteOrder{big: fh.Data == elf.ELFDATA2MSB}
+	fh.Version = elf.Version(ident[elf.EI_VERSION])
+	if fh.Version != elf.EV_CURRENT {
+		return fh, nil, headerError("unknown ELF version", fh.Version, 0)
+	}
+	fh.OSABI = elf.OSABI(ident[elf.EI_OSABI])
+	fh.ABIVersion = ident[elf.EI_ABIVERSION]
+
+	is64 := fh.Class == elf.ELFCLASS64
+	var hdr [64]byte // Header64; Header32 is its first 52 bytes
+	h := hdr[:52]
+	if is64 {
+		h = hdr[:]
+	}
+	if _, err := r.ReadAt(h, 0); err != nil {
+		return fh, nil, err
+	}
+	fh.Type = elf.Type(bo.Uint16(h[16:]))
+	fh.Machine = elf.Machine(bo.Uint16(h[18:]))
+	var version elf.Version
+	var phoff int64
+	var phentsize, phnum, want int
+	if is64 {
+		version = elf.Version(bo.Uint32(h[20:]))
+		fh.Entry = bo.Uint64(h[24:])
+		phoff = int64(bo.Uint64(h[32:]))
+		phentsize, phnum, want = int(bo.Uint16(h[54:])), int(bo.Uint16(h[56:])), 56
+	} else {
+		version = elf.Version(bo.Uint32(h[20:]))
+		fh.Entry = uint64(bo.Uint32(h[24:]))
+		phoff = int64(bo.Uint32(h[28:]))
+		phentsize, phnum, want = int(bo.Uint16(h[42:])), int(bo.Uint16(h[44:])), 32
+	}
+	if version != fh.Version {
+		return fh, nil, headerError("mismatched ELF version", version, 0)
+	}
+	if phoff < 0 {
+		return fh, nil, headerError("invalid phoff", phoff, 0)
+	}
+	if phnum > 0 && phentsize < want {
+		return fh, nil, headerError("invalid ELF phentsize", phentsize, 0)
+	}
+	if phnum == 0 {
+		return fh, nil, nil
+	}
+	if uint64(phoff) > uint64(size) || uint64(phnum)*uint64(phentsize) > uint64(size)-uint64(phoff) {
+		return fh, nil, io.EOF
+	}
+	progs := make([]elf.ProgHeader, phnum)
+	var ent [56]byte
+	for i := range progs {
+		off := phoff + int64(i*phentsize)
+		e := ent[:want]
+		if _, err := r.ReadAt(e, off); err != nil {
+			return fh, nil, err
+		}
+		p := &progs[i]
+		p.Type = elf.ProgType(bo.Uint32(e[0:]))
+		if is64 {
+			p.Flags = elf.ProgFlag(bo.Uint32(e[4:]))
+			p.Off, p.Vaddr, p.Paddr = bo.Uint64(e[8:]), bo.Uint64(e[16:]), bo.Uint64(e[24:])
+			p.Filesz, p.Memsz, p.Align = bo.Uint64(e[32:]), bo.Uint64(e[40:]), bo.Uint64(e[48:])
+		} else {
+			p.Off, p.Vaddr, p.Paddr = uint64(bo.Uint32(e[4:])), uint64(bo.Uint32(e[8:])), uint64(bo.Uint32(e[12:]))
+			p.Filesz, p.Memsz = uint64(bo.Uint32(e[16:])), uint64(bo.Uint32(e[20:]))
+			p.Flags, p.Align = elf.ProgFlag(bo.Uint32(e[24:])), uint64(bo.Uint32(e[28:]))
+		}
+		if int64(p.Off) < 0 {
+			return fh, nil, headerError("invalid program header offset", p.Off, off)
+		}
+		if int64(p.Filesz) < 0 {
+			return fh, nil, headerError("invalid program header file size", p.Filesz, off)
+		}
+	}
+	return fh, progs, nil
+}
+
+// headerError words a refusal as debug/elf's FormatError does.
+func headerError(msg string, val any, off int64) error {
+	return fmt.Errorf("%s '%v' in record at byte %#x", msg, val, off)
+}
