@@ -2,11 +2,11 @@
 //
 // It reads what glibc's dynamic loader reads: the ELF header, the program
 // headers and the PT_DYNAMIC segment, then only the strings and version
-// records that the dynamic entries point at. The standard library's
-// debug/elf validates the header and program headers; the dynamic segment is
-// walked through the program headers, as ld.so does, so files without (or
-// with damaged) section headers read the same. A 450 MB library costs a few
-// pages, not the file.
+// records that the dynamic entries point at. The header and program headers
+// are checked as the standard library's debug/elf checks them (readHeaders);
+// the dynamic segment is walked through the program headers, as ld.so does,
+// so files without (or with damaged) section headers read the same. A 450 MB
+// library costs a few pages, not the file.
 package elfscan
 
 import (
@@ -252,8 +252,8 @@ func (s *scanner) scan() (*Info, error) {
 	return in, nil
 }
 
-// uint16At and uint32At read ELF header fields that debug/elf does not
-// expose, at their offsets in the 64- and 32-bit header.
+// uint16At and uint32At read ELF header fields that elf.FileHeader does
+// not hold, at their offsets in the 64- and 32-bit header.
 func (s *scanner) uint16At(off64, off32 int64) uint16 {
 	var b [2]byte
 	if _, err := s.r.ReadAt(b[:], s.pick(off64, off32)); err != nil {
