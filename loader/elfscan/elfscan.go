@@ -611,7 +611,13 @@ type stringTable struct {
 
 func (t *stringTable) get(idx uint64) (string, error) {
 	b, err := t.bytes(idx)
-	return string(b), err
+	if err != nil {
+		return "", err
+	}
+	if sp := t.s.r.spare; sp != nil {
+		return sp.intern(b), nil
+	}
+	return string(b), nil
 }
 
 // getWith is get with the string made by name from its bytes (nil: a copy

@@ -30,6 +30,27 @@ type Pages struct {
 	free    [][]byte
 	index   map[int64][]byte
 	scratch [][]byte // buffers of table walks (symbols, relocations)
+	// names are strings read before: the objects of a tree need the same
+	// libraries and versions (libc.so.6, GLIBC_2.2.5) over and over.
+	names map[string]string
+}
+
+// Bounds on the names a Pages keeps: the common ones are met early.
+const maxNames, maxNameLen = 4096, 128
+
+// intern is b as a string, the one kept when it was read before.
+func (s *Pages) intern(b []byte) string {
+	if str, ok := s.names[string(b)]; ok {
+		return str
+	}
+	str := string(b)
+	if len(b) <= maxNameLen && len(s.names) < maxNames {
+		if s.names == nil {
+			s.names = make(map[string]string)
+		}
+		s.names[str] = str
+	}
+	return str
 }
 
 // PagesPool keeps a few Pages for the workers of a scan. Unlike a
