@@ -417,6 +417,9 @@ func (p *Process) loadDeps(start []*Object) {
 			continue
 		}
 		o.depsDone = true
+		if o.Deps == nil {
+			o.Deps = make([]*Object, 0, len(o.Info.Needed))
+		}
 		for _, name := range o.Info.Needed {
 			// Tokens in a NEEDED entry are expanded first; the expanded
 			// string is the name the object is known by.
