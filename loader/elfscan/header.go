@@ -15,14 +15,14 @@ import (
 // checked: what debug/elf refuses in it, the loader never reads. A
 // program header table that runs past the end of the file is an EOF, as
 // debug/elf reads it, found without reading or allocating it.
-func readHeaders(r io.ReaderAt, size int64) (elf.FileHeader, []elf.ProgHeader, error) {
+func readHeaders(r *pagedReader, size int64) (elf.FileHeader, []elf.ProgHeader, error) {
 	var fh elf.FileHeader
 	var ident [elf.EI_NIDENT]byte
 	if _, err := r.ReadAt(ident[:], 0); err != nil {
 		return fh, nil, err
 	}
 	if string(ident[:4]) != elf.ELFMAG {
-		return fh, nil, headerError("bad magic number", ident[:4], 0)
+		return fh, nil, headerError("bad magic number", [4]byte(ident[:4]), 0)
 	}
 	fh.Class = elf.Class(ident[elf.EI_CLASS])
 	if fh.Class != elf.ELFCLASS32 && fh.Class != elf.ELFCLASS64 {
