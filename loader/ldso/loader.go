@@ -36,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/eintr"
@@ -90,6 +91,8 @@ type Loader struct {
 	byID   map[fileID]*fileInfo // file → read result, for files read without error
 
 	infos  memo.Map[string, *fileInfo] // host path → read result, each read once however many ask at once
+	// notesToo makes each read of an object read its dlopen notes too.
+	notesToo atomic.Bool
 	memo   syncMap[string, *found]     // search memo
 	hwdirs syncMap[[2]string, bool]    // search directory, hwcaps subdirectory → exists
 
@@ -117,6 +120,10 @@ type fileInfo struct {
 	err   error
 	id    fileID
 	stamp Stamp
+	// notes are its dlopen notes, read with info when the loader was asked
+	// to (ReadDlopenNotes); notesRead says they were.
+	notes     []elfscan.DlopenNote
+	notesRead bool
 }
 
 type fileID struct{ dev, ino uint64 }
@@ -541,15 +548,36 @@ func (l *Loader) readFD(host string, fd int, st *syscall.Stat_t) *fileInfo {
 	prev, seen := l.byID[fi.id]
 	l.mu.Unlock()
 	if seen {
-		fi.info = prev.info
+		fi.info, fi.notes, fi.notesRead = prev.info, prev.notes, prev.notesRead
 		return fi
 	}
 	pages := l.pages.Get()
 	f := elfscan.NewFile(elfscan.FDReader(fd), st.Size, host)
 	f.UsePages(pages)
 	fi.info, fi.err = f.Info()
+	if fi.err == nil && l.notesToo.Load() {
+		var err error
+		fi.notes, err = f.DlopenNotes()
+		fi.notesRead = err == nil
+	}
 	l.pages.Put(pages)
 	return fi
+}
+
+// ReadDlopenNotes makes the loader read the dlopen notes of every object
+// it reads from now on, with its dynamic facts: whoever resolves run-time
+// opens needs them of nearly every object, and a second opening of each
+// file for them cost more than the notes.
+func (l *Loader) ReadDlopenNotes() { l.notesToo.Store(true) }
+
+// DlopenNotes gives the dlopen notes of the object at host when the loader
+// read them with the object (ReadDlopenNotes); false when it did not.
+func (l *Loader) DlopenNotes(host string) ([]elfscan.DlopenNote, bool) {
+	fi, ok := l.infos.Ready(host)
+	if !ok || fi == nil || !fi.notesRead {
+		return nil, false
+	}
+	return fi.notes, true
 }
 
 // absolute makes a command-line path absolute the way the loader does for

@@ -82,6 +82,9 @@ type Sites struct {
 
 // NewResolver prepares a resolver over a table for a loader's files.
 func NewResolver(t *Table, l *ldso.Loader) *Resolver {
+	if l != nil {
+		l.ReadDlopenNotes() // each object's, in the same reading as its facts
+	}
 	return &Resolver{table: t, l: l, cache: &resolverCache{}}
 }
 
@@ -455,6 +458,9 @@ func (r *Resolver) exists(guest string) bool {
 // be read has none (its loading is judged elsewhere).
 func (r *Resolver) readNotes(host string) []elfscan.DlopenNote {
 	return r.cache.notes.Get(host, func() []elfscan.DlopenNote {
+		if n, ok := r.l.DlopenNotes(host); ok {
+			return n
+		}
 		f, done, err := r.l.OpenObject(host)
 		if err != nil {
 			return nil
