@@ -90,11 +90,11 @@ type Loader struct {
 	arches map[archKey]*archEntry
 	byID   map[fileID]*fileInfo // file → read result, for files read without error
 
-	infos  memo.Map[string, *fileInfo] // host path → read result, each read once however many ask at once
+	infos memo.Map[string, *fileInfo] // host path → read result, each read once however many ask at once
 	// notesToo makes each read of an object read its dlopen notes too.
 	notesToo atomic.Bool
-	memo   syncMap[string, *found]     // search memo
-	hwdirs syncMap[[2]string, bool]    // search directory, hwcaps subdirectory → exists
+	memo     syncMap[string, *found]  // search memo
+	hwdirs   syncMap[[2]string, bool] // search directory, hwcaps subdirectory → exists
 
 	pages *elfscan.PagesPool // page buffers reused from file to file
 
