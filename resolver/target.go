@@ -278,7 +278,7 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 	prefetched := make(chan struct{})
 	go func() {
 		defer close(prefetched)
-		scan.LoadableFiles(l, required)
+		scan.ReadAhead(l, required)
 	}()
 	files := scan.LoadableFiles(l, t.Dist.Files)
 	im := scan.NewImporter(l, t.Python, scan.ImportOptions{Python: python, RuntimeOpens: rt, Symbols: true, Binder: binder})

@@ -688,6 +688,12 @@ func LoadableFiles(l *ldso.Loader, files []string) []string {
 	return out
 }
 
+// ReadAhead reads the dynamic facts of the ELF objects among files
+// side by side, so that the loads that follow find them read.
+func ReadAhead(l *ldso.Loader, files []string) {
+	workers.Each(len(files), 0, func(i int) { loadable(l, files[i]) })
+}
+
 // HasABITag reports the file name of an extension module built for an
 // interpreter: NAME.cpython-312-x86_64-linux-gnu.so, NAME.abi3.so,
 // NAME.pypy310-pp73-x86_64-linux-gnu.so.
