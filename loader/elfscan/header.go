@@ -16,17 +16,35 @@ import (
 // program header table that runs past the end of the file is an EOF, as
 // debug/elf reads it, found without reading or allocating it.
 func readHeaders(r *pagedReader, size int64) (elf.FileHeader, []elf.ProgHeader, error) {
-	var fh elf.FileHeader
-	var ident [elf.EI_NIDENT]byte
-	if _, err := r.ReadAt(ident[:], 0); err != nil {
+	fh, t, err := readFileHeader(r)
+	if err != nil || t.num == 0 {
 		return fh, nil, err
 	}
+	progs, err := readProgs(r, size, fh, t)
+	return fh, progs, err
+}
+
+// progTable is where the ELF header says the program headers are.
+type progTable struct {
+	off          int64
+	entsize, num int
+	want         int // the size of one entry of the object's class
+}
+
+// readFileHeader reads and checks the ELF header.
+func readFileHeader(r *pagedReader) (elf.FileHeader, progTable, error) {
+	var fh elf.FileHeader
+	var t progTable
+	var ident [elf.EI_NIDENT]byte
+	if _, err := r.ReadAt(ident[:], 0); err != nil {
+		return fh, t, err
+	}
 	if string(ident[:4]) != elf.ELFMAG {
-		return fh, nil, headerError("bad magic number", [4]byte(ident[:4]), 0)
+		return fh, t, headerError("bad magic number", [4]byte(ident[:4]), 0)
 	}
 	fh.Class = elf.Class(ident[elf.EI_CLASS])
 	if fh.Class != elf.ELFCLASS32 && fh.Class != elf.ELFCLASS64 {
-		return fh, nil, headerError("unknown ELF class", fh.Class, 0)
+		return fh, t, headerError("unknown ELF class", fh.Class, 0)
 	}
 	fh.Data = elf.Data(ident[elf.EI_DATA])
 	switch fh.Data {
@@ -35,12 +53,12 @@ func readHeaders(r *pagedReader, size int64) (elf.FileHeader, []elf.ProgHeader, 
 	case elf.ELFDATA2MSB:
 		fh.ByteOrder = binary.BigEndian
 	default:
-		return fh, nil, headerError("unknown ELF data encoding", fh.Data, 0)
+		return fh, t, headerError("unknown ELF data encoding", fh.Data, 0)
 	}
 	bo := byteOrder{big: fh.Data == elf.ELFDATA2MSB}
 	fh.Version = elf.Version(ident[elf.EI_VERSION])
 	if fh.Version != elf.EV_CURRENT {
-		return fh, nil, headerError("unknown ELF version", fh.Version, 0)
+		return fh, t, headerError("unknown ELF version", fh.Version, 0)
 	}
 	fh.OSABI = elf.OSABI(ident[elf.EI_OSABI])
 	fh.ABIVersion = ident[elf.EI_ABIVERSION]
@@ -52,50 +70,46 @@ func readHeaders(r *pagedReader, size int64) (elf.FileHeader, []elf.ProgHeader, 
 		h = hdr[:]
 	}
 	if _, err := r.ReadAt(h, 0); err != nil {
-		return fh, nil, err
+		return fh, t, err
 	}
 	fh.Type = elf.Type(bo.Uint16(h[16:]))
 	fh.Machine = elf.Machine(bo.Uint16(h[18:]))
-	var version elf.Version
-	var phoff int64
-	var phentsize, phnum, want int
+	version := elf.Version(bo.Uint32(h[20:]))
 	if is64 {
-		version = elf.Version(bo.Uint32(h[20:]))
 		fh.Entry = bo.Uint64(h[24:])
-		phoff = int64(bo.Uint64(h[32:]))
-		phentsize, phnum, want = int(bo.Uint16(h[54:])), int(bo.Uint16(h[56:])), 56
+		t = progTable{off: int64(bo.Uint64(h[32:])), entsize: int(bo.Uint16(h[54:])), num: int(bo.Uint16(h[56:])), want: 56}
 	} else {
-		version = elf.Version(bo.Uint32(h[20:]))
 		fh.Entry = uint64(bo.Uint32(h[24:]))
-		phoff = int64(bo.Uint32(h[28:]))
-		phentsize, phnum, want = int(bo.Uint16(h[42:])), int(bo.Uint16(h[44:])), 32
+		t = progTable{off: int64(bo.Uint32(h[28:])), entsize: int(bo.Uint16(h[42:])), num: int(bo.Uint16(h[44:])), want: 32}
 	}
-	if version != fh.Version {
-		return fh, nil, headerError("mismatched ELF version", version, 0)
+	switch {
+	case version != fh.Version:
+		return fh, t, headerError("mismatched ELF version", version, 0)
+	case t.off < 0:
+		return fh, t, headerError("invalid phoff", t.off, 0)
+	case t.num > 0 && t.entsize < t.want:
+		return fh, t, headerError("invalid ELF phentsize", t.entsize, 0)
 	}
-	if phoff < 0 {
-		return fh, nil, headerError("invalid phoff", phoff, 0)
+	return fh, t, nil
+}
+
+// readProgs reads and checks the program headers of table t.
+func readProgs(r *pagedReader, size int64, fh elf.FileHeader, t progTable) ([]elf.ProgHeader, error) {
+	if uint64(t.off) > uint64(size) || uint64(t.num)*uint64(t.entsize) > uint64(size)-uint64(t.off) {
+		return nil, io.EOF
 	}
-	if phnum > 0 && phentsize < want {
-		return fh, nil, headerError("invalid ELF phentsize", phentsize, 0)
-	}
-	if phnum == 0 {
-		return fh, nil, nil
-	}
-	if uint64(phoff) > uint64(size) || uint64(phnum)*uint64(phentsize) > uint64(size)-uint64(phoff) {
-		return fh, nil, io.EOF
-	}
-	progs := make([]elf.ProgHeader, phnum)
+	bo := byteOrder{big: fh.Data == elf.ELFDATA2MSB}
+	progs := make([]elf.ProgHeader, t.num)
 	var ent [56]byte
 	for i := range progs {
-		off := phoff + int64(i*phentsize)
-		e := ent[:want]
+		off := t.off + int64(i*t.entsize)
+		e := ent[:t.want]
 		if _, err := r.ReadAt(e, off); err != nil {
-			return fh, nil, err
+			return nil, err
 		}
 		p := &progs[i]
 		p.Type = elf.ProgType(bo.Uint32(e[0:]))
-		if is64 {
+		if fh.Class == elf.ELFCLASS64 {
 			p.Flags = elf.ProgFlag(bo.Uint32(e[4:]))
 			p.Off, p.Vaddr, p.Paddr = bo.Uint64(e[8:]), bo.Uint64(e[16:]), bo.Uint64(e[24:])
 			p.Filesz, p.Memsz, p.Align = bo.Uint64(e[32:]), bo.Uint64(e[40:]), bo.Uint64(e[48:])
@@ -105,13 +119,13 @@ func readHeaders(r *pagedReader, size int64) (elf.FileHeader, []elf.ProgHeader, 
 			p.Flags, p.Align = elf.ProgFlag(bo.Uint32(e[24:])), uint64(bo.Uint32(e[28:]))
 		}
 		if int64(p.Off) < 0 {
-			return fh, nil, headerError("invalid program header offset", p.Off, off)
+			return nil, headerError("invalid program header offset", p.Off, off)
 		}
 		if int64(p.Filesz) < 0 {
-			return fh, nil, headerError("invalid program header file size", p.Filesz, off)
+			return nil, headerError("invalid program header file size", p.Filesz, off)
 		}
 	}
-	return fh, progs, nil
+	return progs, nil
 }
 
 // headerError words a refusal as debug/elf's FormatError does.
