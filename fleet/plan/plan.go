@@ -138,10 +138,14 @@ func (s Step) ArchiveID() catalog.ArchiveID {
 }
 
 var (
-	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	// A name that may become one path segment.
-	segmentRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}$`)
+	sha256RE    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	segmentChar = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]*$`)
 )
+
+// isSegment reports a name that may become one path segment: at most 200
+// characters (a bound apart from the pattern: "{0,199}" in it compiled to
+// two hundred states at every start of the program).
+func isSegment(s string) bool { return len(s) <= 200 && segmentChar.MatchString(s) }
 
 // Read reads and checks a plan file ("-" for r).
 func Read(path string, stdin io.Reader) (*Plan, error) {
@@ -181,7 +185,7 @@ func Parse(data []byte, name string) (*Plan, error) {
 }
 
 func (p *Plan) check() error {
-	if p.Platform != "" && !segmentRE.MatchString(p.Platform) {
+	if p.Platform != "" && !isSegment(p.Platform) {
 		return fmt.Errorf("platform %q is not a platform name", p.Platform)
 	}
 	for _, r := range p.Rounds {
@@ -208,24 +212,24 @@ func (s Step) check() error {
 	if s.URL == "" {
 		return errors.New("no url")
 	}
-	if !segmentRE.MatchString(s.Version) {
+	if !isSegment(s.Version) {
 		return fmt.Errorf("version %q is not a version", s.Version)
 	}
 	switch s.Source {
 	case "", resolver.SourceNVIDIA:
 		for _, f := range []struct{ name, v string }{{"component", s.Component}, {"platform", s.Platform}} {
-			if !segmentRE.MatchString(f.v) {
+			if !isSegment(f.v) {
 				return fmt.Errorf("%s %q is not a name", f.name, f.v)
 			}
 		}
-		if s.CUDAVariant != "" && !segmentRE.MatchString(s.CUDAVariant) {
+		if s.CUDAVariant != "" && !isSegment(s.CUDAVariant) {
 			return fmt.Errorf("cuda_variant %q is not a variant", s.CUDAVariant)
 		}
 	case resolver.SourcePyPI:
-		if !segmentRE.MatchString(s.Project) {
+		if !isSegment(s.Project) {
 			return fmt.Errorf("project %q is not a project name", s.Project)
 		}
-		if !segmentRE.MatchString(s.Filename) || !strings.HasSuffix(s.Filename, ".whl") {
+		if !isSegment(s.Filename) || !strings.HasSuffix(s.Filename, ".whl") {
 			return fmt.Errorf("filename %q is not a wheel's file name", s.Filename)
 		}
 	default:

@@ -30,12 +30,13 @@ func TestParse(t *testing.T) {
 		t.Fatalf("host: %+v", p.Host)
 	}
 	bad := map[string]string{
-		strings.Replace(good, `"schema":"cudadeps.resolve/v1"`, `"schema":"cudadeps.scan/v1"`, 1): `plan.json: schema "cudadeps.scan/v1" is not a plan's`,
-		strings.Replace(good, `"`+sha+`","size":10}]}}`, `"abc","size":10}]}}`, 1):                `plan.json: round 1, step 1: sha256 "abc"`,
-		strings.Replace(good, `"component":"cudnn"`, `"component":"../cudnn"`, 1):                 `component "../cudnn" is not a name`,
-		strings.Replace(good, `"source":"pypi"`, `"source":"conda"`, 1):                           `round 2, step 2: source "conda" is neither`,
-		strings.Replace(good, `"filename":"nvidia_nccl`, `"filename":"../nvidia_nccl`, 1):         `filename "../nvidia_nccl`,
-		strings.Replace(good, `"size":5`, `"size":0`, 1):                                          `size 0`,
+		strings.Replace(good, `"schema":"cudadeps.resolve/v1"`, `"schema":"cudadeps.scan/v1"`, 1):     `plan.json: schema "cudadeps.scan/v1" is not a plan's`,
+		strings.Replace(good, `"`+sha+`","size":10}]}}`, `"abc","size":10}]}}`, 1):                    `plan.json: round 1, step 1: sha256 "abc"`,
+		strings.Replace(good, `"component":"cudnn"`, `"component":"../cudnn"`, 1):                     `component "../cudnn" is not a name`,
+		strings.Replace(good, `"source":"pypi"`, `"source":"conda"`, 1):                               `round 2, step 2: source "conda" is neither`,
+		strings.Replace(good, `"filename":"nvidia_nccl`, `"filename":"../nvidia_nccl`, 1):             `filename "../nvidia_nccl`,
+		strings.Replace(good, `"size":5`, `"size":0`, 1):                                              `size 0`,
+		strings.Replace(good, `"component":"cudnn"`, `"component":"`+strings.Repeat("c", 201)+`"`, 1): `is not a name`,
 		`[1,2]`: `plan.json: not a plan`,
 	}
 	for text, want := range bad {
