@@ -346,14 +346,18 @@ func (t *tracer) add(s Attempt) {
 // searchLists returns the lists the loader consults for a name needed by
 // loader, in order, with the rules of _dl_map_object.
 func (p *Process) searchLists(loader *Object, t *tracer) []*pathList {
-	var lists []*pathList
-	note := func(via Via, source, detail string) {
+	// At most an RPATH per object of the load chain, LD_LIBRARY_PATH and a
+	// RUNPATH; most chains are short.
+	lists := make([]*pathList, 0, 4)
+	// note records, for a trace, a list not searched; its words are made
+	// only then.
+	note := func(via Via, source string, detail func() string) {
 		if t != nil {
-			lists = append(lists, &pathList{via: via, source: source, note: detail})
+			lists = append(lists, &pathList{via: via, source: source, note: detail()})
 		}
 	}
 	if loader != nil && loader.Info != nil && loader.Info.HasRunPath {
-		note(ViaRPath, "DT_RPATH", "not searched: "+loader.displayName()+" has DT_RUNPATH")
+		note(ViaRPath, "DT_RPATH", func() string { return "not searched: " + loader.displayName() + " has DT_RUNPATH" })
 	} else {
 		didMain := false
 		for o := loader; o != nil; o = o.Loader {
@@ -368,19 +372,19 @@ func (p *Process) searchLists(loader *Object, t *tracer) []*pathList {
 			}
 		}
 		if len(lists) == 0 {
-			note(ViaRPath, "DT_RPATH", "no object in the load chain has DT_RPATH")
+			note(ViaRPath, "DT_RPATH", func() string { return "no object in the load chain has DT_RPATH" })
 		}
 	}
 	if p.llp != nil {
 		lists = append(lists, p.llp)
 	} else {
-		note(ViaLDLibraryPath, "LD_LIBRARY_PATH", "not set")
+		note(ViaLDLibraryPath, "LD_LIBRARY_PATH", func() string { return "not set" })
 	}
 	if loader != nil {
 		if rp := p.runpath(loader); rp != nil {
 			lists = append(lists, rp)
 		} else {
-			note(ViaRunPath, "DT_RUNPATH", loader.displayName()+" has no DT_RUNPATH")
+			note(ViaRunPath, "DT_RUNPATH", func() string { return loader.displayName() + " has no DT_RUNPATH" })
 		}
 	}
 	return lists
