@@ -369,19 +369,20 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 			}
 		}
 	}
-	// The object, what its forks share of it and its first name, in one
-	// allocation: a scan maps tens of thousands.
+	// The object, what its forks share of it, its first name and first
+	// opener, in one allocation: a scan maps tens of thousands.
 	n := &struct {
-		o     Object
-		m     mapped
-		names [1]string
+		o        Object
+		m        mapped
+		names    [1]string
+		neededBy [1]*Object
 	}{}
 	n.m = mapped{
 		Name: name, Path: f.guest, HostPath: f.host, Via: f.via, From: f.from, Entry: f.entry,
 		Info: f.fi.info, id: f.fi.id, stamp: f.fi.stamp, origin: originOf(f.guest), lname: f.guest,
 	}
 	n.names[0] = name
-	n.o = Object{mapped: &n.m, Names: n.names[:1:1], Source: f.owner, Loader: loader}
+	n.o = Object{mapped: &n.m, Names: n.names[:1:1], NeededBy: n.neededBy[:0:1], Source: f.owner, Loader: loader}
 	o := &n.o
 	if f.via == ViaPath && !path.IsAbs(f.guest) {
 		o.origin = originOf(absolute(f.guest))
