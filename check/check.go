@@ -93,7 +93,7 @@ var ErrTimeout = errors.New("check did not finish in time")
 
 // Run answers whether the target loads whole.
 func Run(ctx context.Context, opts Options) (*Result, error) {
-	return runWithin(ctx, opts, settleMargin)
+	return runWithin(ctx, opts, factcache.SettleMargin)
 }
 
 // runWithin is Run with the margin answers must be settled by.
@@ -139,11 +139,6 @@ type verdict[T any] struct {
 	Answer T
 }
 
-// settleMargin: inputs changed more recently than this before the check
-// began may change again without changing their stamps; an answer that
-// depends on them is not kept.
-const settleMargin = 2 * time.Second
-
 // keep bounds the answers kept, one per target and environment.
 const keep = 64
 
@@ -185,7 +180,7 @@ func Recall(opts Options, what string, v any) bool {
 // distribution or a file is kept (a tree's walk is not among the inputs),
 // and only when its inputs had settled when it began.
 func Remember(opts Options, what string, v any, t *resolver.Target, a *resolver.Analysis, start time.Time) {
-	remember(opts, what, v, t, a, start, settleMargin)
+	remember(opts, what, v, t, a, start, factcache.SettleMargin)
 }
 
 func remember(opts Options, what string, v any, t *resolver.Target, a *resolver.Analysis, start time.Time, margin time.Duration) {

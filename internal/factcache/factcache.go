@@ -104,6 +104,11 @@ func (in Inputs) Unchanged() bool {
 	return !changed.Load()
 }
 
+// SettleMargin is how long before a run its inputs must have been left
+// alone for what it derives from them to be kept: longer than any file
+// system's clock tick, within which a file written twice keeps its stamp.
+const SettleMargin = 2 * time.Second
+
 // Settled reports whether no input changed within margin before since, or
 // after it. A file written twice within one tick of the file system's
 // clock keeps its stamp; a fact derived from it while it may still change

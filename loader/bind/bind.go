@@ -33,6 +33,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/eintr"
+	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/loader/ldso"
@@ -238,9 +239,9 @@ func (b *Binder) bindAll(ctx context.Context, members []*file, objs []checked, t
 
 // members lists the distinct files of scope in order, with what stat said
 // of each when the loader read it, and marks them by id.
-func (b *Binder) members(scope []*ldso.Object) ([]*file, []ldso.Stamp, []bool) {
+func (b *Binder) members(scope []*ldso.Object) ([]*file, []factcache.Stamp, []bool) {
 	var members []*file
-	var stamps []ldso.Stamp
+	var stamps []factcache.Stamp
 	for _, o := range scope {
 		if o.Found() && o.HostPath != "" {
 			members = append(members, b.file(o.HostPath))

@@ -14,7 +14,7 @@ import (
 
 // Kept holds the answers of checks from one run to the next. An answer is
 // kept under a key made of the files it was computed from, each with what
-// stat said of it when the loader read it (ldso.Stamp): a file changed
+// stat said of it when the loader read it (factcache.Stamp): a file changed
 // since gives another key, so a kept answer is only ever taken for the
 // very files it was computed from. A check answered from it reads no
 // symbol table. Kept is safe for concurrent use.
@@ -48,10 +48,6 @@ type KeptMiss struct {
 // files: answers kept by an earlier version are not taken.
 const keptVersion = "bind 1"
 
-// settleMargin: files changed this shortly before a run began may change
-// again within the resolution of their time stamps.
-const settleMargin = 2 * time.Second
-
 // keptFiles bounds the files of kept answers in a cache directory, one
 // per machine, target and environment.
 const keptFiles = 64
@@ -61,7 +57,7 @@ const keptFiles = 64
 // absent, damaged or of another version gives an empty Kept, and so does
 // the zero Dir. start is when the run began.
 func LoadKept(dir factcache.Dir, start time.Time, key ...string) *Kept {
-	k := &Kept{dir: dir, name: factcache.Key("bind", key...), old: map[keptKey][]KeptMiss{}, now: map[keptKey][]KeptMiss{}, settled: start.Add(-settleMargin).UnixNano()}
+	k := &Kept{dir: dir, name: factcache.Key("bind", key...), old: map[keptKey][]KeptMiss{}, now: map[keptKey][]KeptMiss{}, settled: start.Add(-factcache.SettleMargin).UnixNano()}
 	if exe, err := os.Executable(); err == nil {
 		k.program = fmt.Sprintf("%s %+v", exe, factcache.Take(exe))
 	}
@@ -115,11 +111,11 @@ func (k *Kept) Len() int {
 // key is the key of a check of the objects examined (those found, with a
 // file) in the scope whose distinct files are members; false when a file
 // has no stamp, or one that is too recent to be trusted.
-func (k *Kept) key(members []*file, stamps []ldso.Stamp, examined []*ldso.Object) (keptKey, bool) {
+func (k *Kept) key(members []*file, stamps []factcache.Stamp, examined []*ldso.Object) (keptKey, bool) {
 	h := sha256.New()
 	var buf [8]byte
-	put := func(path string, s ldso.Stamp) bool {
-		if s == (ldso.Stamp{}) || s.Mtime >= k.settled || s.Ctime >= k.settled {
+	put := func(path string, s factcache.Stamp) bool {
+		if s.Missing() || s.Mtime >= k.settled || s.Ctime >= k.settled {
 			return false
 		}
 		h.Write([]byte(path))

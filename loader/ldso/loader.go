@@ -40,6 +40,7 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/eintr"
+	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/memo"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 )
@@ -119,7 +120,7 @@ type fileInfo struct {
 	info  *elfscan.Info
 	err   error
 	id    fileID
-	stamp Stamp
+	stamp factcache.Stamp
 	// notes are its dlopen notes, read with info when the loader was asked
 	// to (ReadDlopenNotes); notesRead says they were.
 	notes     []elfscan.DlopenNote
@@ -127,15 +128,6 @@ type fileInfo struct {
 }
 
 type fileID struct{ dev, ino uint64 }
-
-// Stamp is what stat said of a file when the loader read it: what is
-// derived from the file holds while stat says the same. The zero Stamp is
-// none (a member of a mounted wheel).
-type Stamp struct {
-	Dev, Ino     uint64
-	Size         int64
-	Mtime, Ctime int64 // nanoseconds since the epoch
-}
 
 // New prepares a loader model.
 func New(ctx context.Context, opts Options) (*Loader, error) {
@@ -540,7 +532,7 @@ func (l *Loader) readFD(host string, fd int, st *syscall.Stat_t) *fileInfo {
 		return &fileInfo{err: &elfscan.FormatError{Path: host, Msg: "not a regular file"}}
 	}
 	fi := &fileInfo{id: fileID{uint64(st.Dev), uint64(st.Ino)},
-		stamp: Stamp{Dev: uint64(st.Dev), Ino: uint64(st.Ino), Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}}
+		stamp: factcache.StampOf(st)}
 	// A file met under another name (/lib and /usr/lib on a merged-/usr
 	// system, torch/lib/../../nvidia/... and the root nvidia/...) was read
 	// already.

@@ -1,6 +1,7 @@
 package ldso
 
 import (
+	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 )
 
@@ -80,7 +81,7 @@ type mapped struct {
 	Searched []SearchDir
 
 	id     fileID
-	stamp  Stamp
+	stamp  factcache.Stamp
 	lname  string // the name ld.so matches requests against (l_name)
 	faked  bool
 	isMain bool // the main program: answers to its DT_SONAME alone
@@ -98,7 +99,7 @@ func (o *Object) Found() bool { return !o.faked }
 
 // Stamp is what stat said of the object's file when the loader read it;
 // zero when it has none (not found, or a member of a mounted wheel).
-func (o *Object) Stamp() Stamp { return o.stamp }
+func (o *Object) Stamp() factcache.Stamp { return o.stamp }
 
 // SearchDir is one directory of a search list, as the loader expands it.
 type SearchDir struct {

@@ -19,17 +19,13 @@ type cachedEnv struct {
 	Env    Env
 }
 
-// settleMargin is how long a file must have been left alone for a fact
-// derived from it to be kept: longer than any file system's clock tick.
-const settleMargin = 2 * time.Second
-
 // DiscoverCached is Discover, answered from cache when the interpreter, its
 // environment variables and every path its answer depends on are as they
 // were when it was last asked: starting an interpreter costs tens of
 // milliseconds, a check of a healthy environment should not. A cache that
 // cannot be read or written only makes it ask again.
 func DiscoverCached(ctx context.Context, python string, cache factcache.Dir) (*Env, error) {
-	return discoverCached(ctx, python, cache, settleMargin)
+	return discoverCached(ctx, python, cache, factcache.SettleMargin)
 }
 
 func discoverCached(ctx context.Context, python string, cache factcache.Dir, margin time.Duration) (*Env, error) {
