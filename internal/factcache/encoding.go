@@ -176,15 +176,12 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
+// varint undoes binary.AppendVarint's zig-zag encoding over a uvarint.
 func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
+	u := d.uvarint()
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
 	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errors.New("inputs cut short or damaged")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
+	return x
 }
