@@ -45,7 +45,7 @@ func (d *diag) runCoverage(ctx context.Context) {
 			if !o.Found() || o.HostPath == "" {
 				continue
 			}
-			names := append([]string{o.Name}, o.Names...)
+			names := append([]string{o.Name}, d.model.result.Names(o)...)
 			if o.Info != nil {
 				names = append(names, o.Info.Soname)
 			}

@@ -164,8 +164,8 @@ func (m *model) loadTarget(ctx context.Context, d *diag, main *targetObject) {
 func (m *model) findDriverLibraries() {
 	from := m.proc.Main()
 	for _, o := range m.result.Objects {
-		if o.Found() && isCudart(o) {
-			lb := &lib{soname: cudartName(o), obj: o, loaded: true}
+		if o.Found() && isCudart(m.result, o) {
+			lb := &lib{soname: cudartName(m.result, o), obj: o, loaded: true}
 			m.resolve(lb)
 			m.cudarts = append(m.cudarts, lb)
 			if from == m.proc.Main() {
@@ -280,8 +280,8 @@ func (l *lib) tried() string {
 
 var cudartRE = regexp.MustCompile(`^libcudart(?:-[0-9a-f]+)?\.so\.(\d+)`)
 
-func isCudart(o *ldso.Object) bool {
-	for _, n := range objectNames(o) {
+func isCudart(r *ldso.Result, o *ldso.Object) bool {
+	for _, n := range objectNames(r, o) {
 		if cudartRE.MatchString(n) {
 			return true
 		}
@@ -291,8 +291,8 @@ func isCudart(o *ldso.Object) bool {
 
 // cudartName is the libcudart soname an object was loaded under: the
 // name it was needed by, else its own soname.
-func cudartName(o *ldso.Object) string {
-	for _, n := range objectNames(o) {
+func cudartName(r *ldso.Result, o *ldso.Object) string {
+	for _, n := range objectNames(r, o) {
 		if cudartRE.MatchString(n) {
 			return n
 		}
@@ -300,8 +300,8 @@ func cudartName(o *ldso.Object) string {
 	return o.Name
 }
 
-func objectNames(o *ldso.Object) []string {
-	names := append([]string{path.Base(o.Name)}, o.Names...)
+func objectNames(r *ldso.Result, o *ldso.Object) []string {
+	names := append([]string{path.Base(o.Name)}, r.Names(o)...)
 	if o.Info != nil && o.Info.Soname != "" {
 		names = append(names, o.Info.Soname)
 	}
@@ -335,7 +335,7 @@ func (d *diag) targetCUDA() (major, minor int, why string) {
 	if r := d.model.result; r != nil {
 		var names []string
 		for _, o := range r.Objects {
-			names = append(names, objectNames(o)...)
+			names = append(names, objectNames(r, o)...)
 		}
 		if m, w := best(names, cudartRE); m > 0 {
 			major, why = m, w+" in its closure"

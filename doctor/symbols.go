@@ -243,7 +243,7 @@ func (d *diag) cudartRefs() map[string][]ref {
 		return d.refs
 	}
 	for _, o := range d.model.result.Objects {
-		if !o.Found() || o.Info == nil || isCudart(o) {
+		if !o.Found() || o.Info == nil || isCudart(d.model.result, o) {
 			continue
 		}
 		var sonames []string

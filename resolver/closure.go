@@ -58,7 +58,7 @@ func metSonames(rep *scan.Report) map[string]bool {
 		}
 		for _, o := range r.Result.Objects {
 			out[path.Base(o.Name)] = true
-			for _, n := range o.Names {
+			for _, n := range r.Result.Names(o) {
 				out[path.Base(n)] = true
 			}
 		}

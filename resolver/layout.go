@@ -332,12 +332,12 @@ func (l *Layout) Shadows(rep *scan.Report) []Shadow {
 			if !ok {
 				sh = &Shadow{Soname: path0(o), Found: o.HostPath, FoundVersion: fileVersion(o.HostPath, path0(o)), Conda: condaEnv(o.HostPath),
 					Via: o.Via, From: o.From, Owner: owner, NeededBy: []string{}}
-				sh.Fixable, sh.Remedy = fixable(o)
+				sh.Fixable, sh.Remedy = fixable(root.Result, o)
 				sh.Exact = sh.FoundVersion != "" && sameRelease(sh.FoundVersion, owner.Version)
 				byName[sh.Soname] = sh
 				out = append(out, sh)
 			}
-			for _, by := range o.NeededBy {
+			for _, by := range root.Result.NeededBy(o) {
 				sh.NeededBy = uniq.Append(sh.NeededBy, by.Path)
 			}
 		}
@@ -382,12 +382,12 @@ func fileVersion(p, soname string) string {
 // reach the owned directories through RPATH or RUNPATH; those come before
 // the cache and the default directories, and RPATH (not RUNPATH) before
 // LD_LIBRARY_PATH. The next round's scan checks the prediction.
-func fixable(o *ldso.Object) (bool, string) {
+func fixable(r *ldso.Result, o *ldso.Object) (bool, string) {
 	switch o.Via {
 	case ldso.ViaCache, ldso.ViaDefault:
 		return true, ""
 	case ldso.ViaLDLibraryPath:
-		for _, by := range o.NeededBy {
+		for _, by := range r.NeededBy(o) {
 			if by.Info != nil && by.Info.HasRPath && !by.Info.HasRunPath {
 				return true, ""
 			}

@@ -191,7 +191,7 @@ func needsFrom(rep *scan.Report) []*Need {
 				out = append(out, n)
 			}
 			for _, req := range m.Requests {
-				for _, by := range req.NeededBy {
+				for _, by := range root.Result.NeededBy(req) {
 					n.NeededBy = uniq.Append(n.NeededBy, by.Path)
 					n.Requests = append(n.Requests, Request{Object: by.Path, Searched: req.Searched})
 				}

@@ -75,7 +75,7 @@ func scanFacts(rep *scan.Report) (elf.Machine, int) {
 			machine = r.Result.Main.Info.Machine
 		}
 		for _, obj := range r.Result.Objects {
-			names := append([]string{path.Base(obj.Name)}, obj.Names...)
+			names := append([]string{path.Base(obj.Name)}, r.Result.Names(obj)...)
 			if obj.Info != nil && obj.Info.Soname != "" {
 				names = append(names, obj.Info.Soname)
 			}

@@ -102,7 +102,7 @@ func BenchmarkForkTorchCUDA(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		p, _ := base.Fork()
+		p := base.Fork()
 		o, err := p.Dlopen(ctx, file)
 		if err != nil {
 			b.Fatal(err)

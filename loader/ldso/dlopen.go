@@ -17,7 +17,7 @@ func (p *Process) DlopenFrom(name string, opener *Object) (o *Object, loaded boo
 	}
 	if o.faked {
 		// The opener asked for it: a request to satisfy, like a NEEDED entry.
-		o.addNeededBy(opener)
+		p.addNeededBy(o, opener)
 	} else {
 		p.loadDeps([]*Object{o})
 		p.checkVersions(p.objs[before:])

@@ -25,17 +25,25 @@ func forkTree(t *testing.T) (string, *Loader) {
 	return dir, l
 }
 
-// writeForkTree writes a program that needs liba.so, a module every process loads
-// first (m0.so, which brings in libx.so through its RPATH), and modules
-// loaded after it: one needing libx.so by its soname under another name
-// and liby.so, one needing a library nowhere to be found, one needing a
-// symbol version libx.so lacks, and one needing liby.so and libx.so.
+// writeForkTree writes a program that needs liba.so and libw.so (a link
+// to libw.so.1), a module every process loads first (m0.so, which brings
+// in libx.so through its RPATH), and modules loaded after it: one needing
+// libx.so by its soname under another name and liby.so, one needing a
+// library nowhere to be found, one needing a symbol version libx.so lacks,
+// one needing liby.so and libx.so, and two needing libw.so.1 by the
+// soname the program's libw.so answers to, with a version it defines and
+// one it lacks.
 func writeForkTree(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	tree{objs: map[string]elfwrite.Spec{
-		"app":               {Type: elf.ET_EXEC, Interp: "/lib64/ld-linux-x86-64.so.2", Needed: []string{"liba.so", "libc.so.6"}, RPath: str("$ORIGIN/lib")},
+		"app":               {Type: elf.ET_EXEC, Interp: "/lib64/ld-linux-x86-64.so.2", Needed: []string{"liba.so", "libw.so", "libc.so.6"}, RPath: str("$ORIGIN/lib")},
 		"lib/liba.so":       leaf("liba.so"),
+		"lib/libw.so.1":     {Soname: "libw.so.1", VersionDefs: []string{"W_1"}},
+		"pkg/m5.so": {Soname: "m5.so", Needed: []string{"libw.so.1"},
+			VersionNeeds: []elfwrite.VersionNeed{{File: "libw.so.1", Versions: []string{"W_1"}}}},
+		"pkg/m6.so": {Soname: "m6.so", Needed: []string{"libw.so.1"},
+			VersionNeeds: []elfwrite.VersionNeed{{File: "libw.so.1", Versions: []string{"W_2"}}}},
 		"pkg/m0.so":         {Soname: "m0.so", Needed: []string{"libx.so.1"}, RunPath: str("$ORIGIN/lib")},
 		"pkg/lib/libx.so.1": {Soname: "libx.so.1", Needed: []string{"libc.so.6"}, VersionDefs: []string{"X_1"}},
 		"pkg/lib/libx.so":   {Soname: "libx.so.1", Needed: []string{"libc.so.6"}, VersionDefs: []string{"X_1"}},
@@ -45,7 +53,7 @@ func writeForkTree(t *testing.T) string {
 		"pkg/m3.so": {Soname: "m3.so", Needed: []string{"libx.so.1"}, RunPath: str("$ORIGIN/lib"),
 			VersionNeeds: []elfwrite.VersionNeed{{File: "libx.so.1", Versions: []string{"X_2"}}}},
 		"pkg/m4.so": {Soname: "m4.so", Needed: []string{"liby.so", "libx.so.1"}, RunPath: str("$ORIGIN/lib")},
-	}}.write(t, dir, elf.EM_X86_64)
+	}, links: map[string]string{"lib/libw.so": "libw.so.1"}}.write(t, dir, elf.EM_X86_64)
 	return dir
 }
 
@@ -68,10 +76,10 @@ func describe(r *Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "main %s\n", name(r.Main))
 	for _, o := range r.Objects {
-		ns := slices.Clone(o.Names)
+		ns := slices.Clone(r.Names(o))
 		slices.Sort(ns)
 		fmt.Fprintf(&b, "%s via=%s from=%q names=%v loader=%s source=%s needed_by=[%s] deps=[%s] problem=%q\n",
-			name(o), o.Via, o.From, ns, name(o.Loader), name(o.Source), names(o.NeededBy), names(o.Deps), o.Problem)
+			name(o), o.Via, o.From, ns, name(o.Loader), name(o.Source), names(r.NeededBy(o)), names(o.Deps), o.Problem)
 	}
 	for _, m := range r.Missing {
 		fmt.Fprintf(&b, "missing %s needed_by=[%s] requests=[%s]\n", m.Name, names(m.NeededBy), names(m.Requests))
@@ -101,14 +109,14 @@ func TestForkLoadsAsAFreshProcess(t *testing.T) {
 	}
 	base := start()
 	before := describe(base.Result())
-	for _, m := range []string{"m1.so", "m2.so", "m3.so", "lib/libx.so", "m1.so"} {
+	for _, m := range []string{"m1.so", "m2.so", "m3.so", "lib/libx.so", "m5.so", "m1.so"} {
 		file := filepath.Join(dir, "pkg", m)
 		fresh := start()
 		fo, err := fresh.Dlopen(ctx, file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fork, _ := base.Fork()
+		fork := base.Fork()
 		ko, err := fork.Dlopen(ctx, file)
 		if err != nil {
 			t.Fatal(err)
@@ -124,7 +132,7 @@ func TestForkLoadsAsAFreshProcess(t *testing.T) {
 			own[x] = true
 		}
 		for _, x := range fork.Objects() {
-			for _, y := range append(append([]*Object{x.Loader, x.Source}, x.NeededBy...), x.Deps...) {
+			for _, y := range append(append([]*Object{x.Loader, x.Source}, fork.NeededBy(x)...), x.Deps...) {
 				if y != nil && !own[y] {
 					t.Errorf("%s: %s in the fork links to %s of another process", m, x.Name, y.Name)
 				}
@@ -133,23 +141,27 @@ func TestForkLoadsAsAFreshProcess(t *testing.T) {
 		if after := describe(base.Result()); after != before {
 			t.Fatalf("loading %s into a fork changed the process forked:\n%s\nwas:\n%s", m, after, before)
 		}
-		// A fork of the fork, loading on: its copies are found by their
-		// places in a list that grew after the first fork.
-		again, _ := fork.Fork()
-		m4 := filepath.Join(dir, "pkg/m4.so")
-		ao, err := again.Dlopen(ctx, m4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fo4, err := fresh.Dlopen(ctx, m4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want, got := describe(fresh.Reach(fo4)), describe(again.Reach(ao)); got != want {
-			t.Errorf("m4.so after %s in a fork of a fork:\n%s\nfrom scratch:\n%s", m, got, want)
-		}
-		if want, got := describe(fresh.Result()), describe(again.Result()); got != want {
-			t.Errorf("m4.so after %s: the fork of a fork:\n%s\nfrom scratch:\n%s", m, got, want)
+		// A fork of the fork, loading on: it shares what the first fork
+		// shares and what the first fork loaded, and reads the first
+		// fork's additions under its own (m6.so after m5.so: the name
+		// libw.so.1 the first fork gave the program's libw.so).
+		again := fork.Fork()
+		for _, next := range []string{"m4.so", "m6.so"} {
+			file := filepath.Join(dir, "pkg", next)
+			ao, err := again.Dlopen(ctx, file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fo, err := fresh.Dlopen(ctx, file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want, got := describe(fresh.Reach(fo)), describe(again.Reach(ao)); got != want {
+				t.Errorf("%s after %s in a fork of a fork:\n%s\nfrom scratch:\n%s", next, m, got, want)
+			}
+			if want, got := describe(fresh.Result()), describe(again.Result()); got != want {
+				t.Errorf("%s after %s: the fork of a fork:\n%s\nfrom scratch:\n%s", next, m, got, want)
+			}
 		}
 	}
 }
@@ -191,14 +203,14 @@ func TestDetachedResultKeepsItsAnswer(t *testing.T) {
 		if process[x] {
 			t.Errorf("%s: the detached result holds the process's own object", x.Name)
 		}
-		for _, y := range append(append([]*Object{x.Loader, x.Source}, x.NeededBy...), x.Deps...) {
+		for _, y := range append(append([]*Object{x.Loader, x.Source}, d.NeededBy(x)...), x.Deps...) {
 			if y == nil || in[y] {
 				continue
 			}
 			if process[y] {
 				t.Errorf("%s links to the process's own %s", x.Name, y.Name)
 			}
-			if y.Loader != nil || y.Source != nil || y.NeededBy != nil || y.Deps != nil {
+			if y.Loader != nil || y.Source != nil || y.neededBy != nil || y.Deps != nil {
 				t.Errorf("%s links to %s, a stand-in with links of its own", x.Name, y.Name)
 			}
 		}
@@ -217,5 +229,65 @@ func TestDetachedResultKeepsItsAnswer(t *testing.T) {
 	}
 	if got := describe(d); got != want {
 		t.Errorf("the process loading on changed the detached result:\n%s\nwas:\n%s", got, want)
+	}
+}
+
+// Forks of one process load side by side (each goroutine its own fork,
+// run with -race): each answers as a fresh process would, none sees what
+// another added to the objects they share, and the process forked
+// refuses to load anything more.
+func TestForksLoadSideBySide(t *testing.T) {
+	dir, l := forkTree(t)
+	ctx := context.Background()
+	start := func() *Process {
+		p, err := l.Start(ctx, filepath.Join(dir, "app"), AsExecuted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Dlopen(ctx, filepath.Join(dir, "pkg/m0.so")); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	files := []string{"m1.so", "m2.so", "m3.so", "m4.so", "m5.so", "m6.so", "lib/libx.so", "lib/liby.so"}
+	want := map[string]string{}
+	for _, m := range files {
+		p := start()
+		o, err := p.Dlopen(ctx, filepath.Join(dir, "pkg", m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[m] = describe(p.Reach(o)) + describe(p.Result())
+	}
+	base := start()
+	before := describe(base.Result())
+	const rounds = 8
+	got := make([]string, rounds*len(files))
+	done := make(chan struct{})
+	for i := range got {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			fork := base.Fork()
+			o, err := fork.Dlopen(ctx, filepath.Join(dir, "pkg", files[i%len(files)]))
+			if err != nil {
+				got[i] = err.Error()
+				return
+			}
+			got[i] = describe(fork.Reach(o)) + describe(fork.Result())
+		}()
+	}
+	for range got {
+		<-done
+	}
+	for i, g := range got {
+		if m := files[i%len(files)]; g != want[m] {
+			t.Errorf("%s in fork %d:\n%s\nfrom scratch:\n%s", m, i, g, want[m])
+		}
+	}
+	if after := describe(base.Result()); after != before {
+		t.Errorf("the forks changed the process forked:\n%s\nwas:\n%s", after, before)
+	}
+	if _, err := base.Dlopen(ctx, filepath.Join(dir, "pkg/m1.so")); err == nil {
+		t.Error("a process that was forked loaded more")
 	}
 }

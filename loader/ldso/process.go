@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/internal/uniq"
@@ -33,6 +34,14 @@ type Process struct {
 	rtld *Object
 	objs []*Object // the link map list in order, misses included
 	res  *Result
+
+	// shared is how many objects at the start of objs are those of the
+	// process this one was forked from, left unchanged; adds are what this
+	// process added to them (see Fork).
+	shared int
+	adds   *additions
+	// forked is set once p is forked: p must then load nothing more.
+	forked atomic.Bool
 }
 
 // MainMode says how the main object came to run.
@@ -264,7 +273,7 @@ func (p *Process) startInterpreter(main *elfscan.Info) {
 	if interp == "" {
 		return
 	}
-	rt := &Object{mapped: &mapped{Name: interp, Path: interp, Via: ViaInterpreter, From: "PT_INTERP", lname: interp}, Names: []string{interp}}
+	rt := &Object{mapped: &mapped{Name: interp, Path: interp, Via: ViaInterpreter, From: "PT_INTERP", lname: interp}, names: []string{interp}}
 	if host, ok := p.l.fs.resolve(interp); ok {
 		fi := p.l.open(host)
 		if fi.err == nil {
@@ -285,37 +294,42 @@ func (p *Process) startInterpreter(main *elfscan.Info) {
 // lookupLoaded is _dl_lookup_map: an object answers to the name it was
 // opened under, every name it was requested by, and its DT_SONAME.
 func (p *Process) lookupLoaded(name string) *Object {
+	added := p.adds.answering(name)
 	for _, o := range p.objs {
-		if o.answers(name) {
+		if p.answers(o, name, added) {
 			return o
 		}
 	}
 	// The loader answers even before it is listed (when it is listed, the
 	// loop above met it first).
-	if p.rtld != nil && p.rtld.answers(name) {
+	if p.rtld != nil && p.answers(p.rtld, name, added) {
 		return p.rtld
 	}
 	return nil
 }
 
-// answers reports whether a loaded object answers to name, recording the
-// name when it answers by its soname.
-func (o *Object) answers(name string) bool {
+// answers reports whether a loaded object answers to name (added is the
+// shared object a fork made answer to it), recording the name when it
+// answers by its soname.
+func (p *Process) answers(o *Object, name string, added *Object) bool {
 	if o.faked {
 		return false
 	}
-	if o.matches(name) {
+	if o.matches(name) || o == added {
 		return true
 	}
 	if o.Info != nil && o.Info.Soname == name {
-		o.Names = append(o.Names, name)
+		p.addName(o, name)
 		return true
 	}
 	return false
 }
 
+// matches reports whether o answers to name by the name it was opened
+// under or the names it was given where it was loaded; a fork's shared
+// objects also answer to the names the fork added (additions.answering).
 func (o *Object) matches(name string) bool {
-	return o.lname != "" && o.lname == name || slices.Contains(o.Names, name)
+	return o.lname != "" && o.lname == name || slices.Contains(o.names, name)
 }
 
 func (p *Process) contains(o *Object) bool {
@@ -350,7 +364,7 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 		if noFake {
 			return nil
 		}
-		o := &Object{mapped: &mapped{Name: name, Via: ViaNotFound, Problem: f.problem, Fatal: f.fatal, faked: true}, Names: []string{name}, Loader: loader}
+		o := &Object{mapped: &mapped{Name: name, Via: ViaNotFound, Problem: f.problem, Fatal: f.fatal, faked: true}, names: []string{name}, Loader: loader}
 		if !strings.Contains(name, "/") {
 			o.Searched = p.searchedDirs(loader)
 		}
@@ -364,7 +378,7 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 	if f.fi.id != (fileID{}) {
 		for _, o := range p.objs {
 			if !o.faked && !o.isMain && o != p.rtld && o.id == f.fi.id {
-				o.Names = append(o.Names, name)
+				p.addName(o, name)
 				return o
 			}
 		}
@@ -382,7 +396,7 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 		Info: f.fi.info, id: f.fi.id, stamp: f.fi.stamp, origin: originOf(f.guest), lname: f.guest,
 	}
 	n.names[0] = name
-	n.o = Object{mapped: &n.m, Names: n.names[:1:1], NeededBy: n.neededBy[:0:1], Source: f.owner, Loader: loader}
+	n.o = Object{mapped: &n.m, names: n.names[:1:1], neededBy: n.neededBy[:0:1], Source: f.owner, Loader: loader}
 	o := &n.o
 	if f.via == ViaPath && !path.IsAbs(f.guest) {
 		o.origin = originOf(absolute(f.guest))
@@ -400,7 +414,7 @@ func (p *Process) mapObject(name string, loader *Object, t *tracer, noFake bool)
 	}
 	if problem != "" {
 		// ld.so names the object as it was requested here.
-		miss := &Object{mapped: &mapped{Name: name, Via: ViaNotFound, Problem: name + ": " + problem + " (" + f.guest + ")", Fatal: true, faked: true}, Names: []string{name}, Loader: loader}
+		miss := &Object{mapped: &mapped{Name: name, Via: ViaNotFound, Problem: name + ": " + problem + " (" + f.guest + ")", Fatal: true, faked: true}, names: []string{name}, Loader: loader}
 		p.add(miss)
 		return miss
 	}
@@ -421,7 +435,8 @@ func (p *Process) loadDeps(start []*Object) {
 	}
 	for i := 0; i < len(queue); i++ {
 		o := queue[i]
-		if o.faked || o.Info == nil || o.depsDone {
+		// A shared object was done where it was loaded (see Fork).
+		if o.faked || o.Info == nil || o.depsDone || p.isShared(o) {
 			continue
 		}
 		o.depsDone = true
@@ -437,19 +452,13 @@ func (p *Process) loadDeps(start []*Object) {
 				}
 			}
 			dep := p.mapObject(name, o, nil, false)
-			dep.addNeededBy(o)
+			p.addNeededBy(dep, o)
 			o.Deps = append(o.Deps, dep)
 			if !queued[dep] {
 				queued[dep] = true
 				queue = append(queue, dep)
 			}
 		}
-	}
-}
-
-func (o *Object) addNeededBy(by *Object) {
-	if !slices.Contains(o.NeededBy, by) {
-		o.NeededBy = append(o.NeededBy, by)
 	}
 }
 
@@ -483,12 +492,13 @@ func (p *Process) checkVersions(objs []*Object) {
 // findNeeded matches a vn_file name against the loaded objects by the names
 // they were loaded under (not by soname, as in ld.so).
 func (p *Process) findNeeded(name string) *Object {
+	added := p.adds.answering(name)
 	for _, o := range p.objs {
-		if o.matches(name) {
+		if o.matches(name) || o == added {
 			return o
 		}
 	}
-	if p.rtld != nil && p.rtld.matches(name) {
+	if p.rtld != nil && (p.rtld.matches(name) || p.rtld == added) {
 		return p.rtld
 	}
 	return nil
@@ -500,6 +510,9 @@ func (p *Process) findNeeded(name string) *Object {
 func (p *Process) Dlopen(ctx context.Context, file string) (*Object, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if p.forked.Load() {
+		return nil, fmt.Errorf("%s: cannot be loaded into a process that was forked (load into a fork)", file)
 	}
 	guest, host := p.l.locate(file)
 	before := len(p.objs)
@@ -523,6 +536,7 @@ func (p *Process) Dlopen(ctx context.Context, file string) (*Object, error) {
 // grouped by name, the version errors.
 func (p *Process) Result() *Result {
 	r := p.res
+	r.adds = p.adds
 	if r.Searched == nil && p.main != nil {
 		r.Searched = p.searchedDirs(p.main)
 	}
@@ -539,7 +553,7 @@ func (p *Process) Result() *Result {
 			r.Missing = append(r.Missing, Miss{Name: o.Name, Problem: o.Problem, Fatal: o.Fatal})
 			i = len(r.Missing) - 1
 		}
-		for _, by := range o.NeededBy {
+		for _, by := range p.NeededBy(o) {
 			r.Missing[i].NeededBy = uniq.Append(r.Missing[i].NeededBy, by)
 		}
 		r.Missing[i].Requests = append(r.Missing[i].Requests, o)
@@ -587,13 +601,14 @@ func (l *Loader) Find(ctx context.Context, name, from string) (*Search, error) {
 // Find explains the search for name as needed by the loaded object from.
 func (p *Process) Find(name string, from *Object) *Search {
 	s := &Search{Name: name, From: from}
+	added := p.adds.answering(name)
 	for _, o := range p.objs {
-		if !o.faked && o != from && (o.matches(name) || o.Info != nil && o.Info.Soname == name) {
+		if !o.faked && o != from && (o.matches(name) || o == added || o.Info != nil && o.Info.Soname == name) {
 			s.Loaded = o
 			break
 		}
 	}
-	if s.Loaded == nil && p.rtld != nil && (p.rtld.matches(name) || p.rtld.Info != nil && p.rtld.Info.Soname == name) {
+	if s.Loaded == nil && p.rtld != nil && (p.rtld.matches(name) || p.rtld == added || p.rtld.Info != nil && p.rtld.Info.Soname == name) {
 		s.Loaded = p.rtld
 	}
 	t := &tracer{}
@@ -706,7 +721,7 @@ func (p *Process) Reach(o *Object) *Result {
 			}
 		}
 	}
-	r := &Result{Main: o, Arch: p.arch, Warnings: p.res.Warnings, Searched: p.searchedDirs(o)}
+	r := &Result{Main: o, Arch: p.arch, Warnings: p.res.Warnings, Searched: p.searchedDirs(o), adds: p.adds}
 	for _, x := range p.objs {
 		if in[x] {
 			r.Objects = append(r.Objects, x)
@@ -722,7 +737,7 @@ func (p *Process) Reach(o *Object) *Result {
 		for _, req := range m.Requests {
 			if in[req] {
 				reqs = append(reqs, req)
-				for _, by := range req.NeededBy {
+				for _, by := range p.NeededBy(req) {
 					keep = uniq.Append(keep, by)
 				}
 			}

@@ -29,14 +29,18 @@ type Object struct {
 	// What mapping the object found and fixed: shared by the copies a
 	// fork makes, which copy only what loading more objects changes.
 	*mapped
-	// Names are all the names it answered to (NEEDED strings, its soname).
-	Names []string
+	// names are the names it answered to (NEEDED strings, its soname) in
+	// the process that loaded it; read them through Result.Names or
+	// Process.Names, which add what a fork added.
+	names []string
 	// Source is the object whose DT_RPATH or DT_RUNPATH found it.
 	Source *Object
 	// Loader is the object whose NEEDED entry first brought it in.
 	Loader *Object
-	// NeededBy lists every object whose NEEDED entry it satisfied, in order.
-	NeededBy []*Object
+	// neededBy lists the objects whose NEEDED entries it satisfied, in
+	// order, in the process that loaded it; read them through
+	// Result.NeededBy or Process.NeededBy, which add what a fork added.
+	neededBy []*Object
 	// Deps are the objects that answered its NEEDED entries, in order.
 	Deps []*Object
 
@@ -91,7 +95,7 @@ type mapped struct {
 // NotFound is a request for name, made by opener, that found nothing: a
 // miss reported outside the loader's own list (a run-time open).
 func NotFound(name string, opener *Object) *Object {
-	return &Object{mapped: &mapped{Name: name, Via: ViaNotFound, faked: true}, Names: []string{name}, Loader: opener, NeededBy: []*Object{opener}}
+	return &Object{mapped: &mapped{Name: name, Via: ViaNotFound, faked: true}, names: []string{name}, Loader: opener, neededBy: []*Object{opener}}
 }
 
 // Found reports whether the loader found the object.
@@ -147,7 +151,17 @@ type Result struct {
 	// that Main itself requests would be searched in: where a library Main
 	// dlopen's by name could be placed.
 	Searched []SearchDir
+
+	// adds are what the process added to objects it shares with the one
+	// it was forked from (nil once detached).
+	adds *additions
 }
+
+// Names are all the names o answered to (NEEDED strings, its soname).
+func (r *Result) Names(o *Object) []string { return r.adds.namesOf(o) }
+
+// NeededBy lists every object whose NEEDED entry o satisfied, in order.
+func (r *Result) NeededBy(o *Object) []*Object { return r.adds.neededByOf(o) }
 
 // OK reports a closure the loader would load without error.
 func (r *Result) OK() bool {

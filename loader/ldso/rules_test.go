@@ -255,8 +255,8 @@ func rules(m elf.Machine, sysLib string) []rule {
 				if find(r, "libfoo.so.1") != nil || find(r, "libalias.so") != nil {
 					t.Errorf("libfoo loaded more than once")
 				}
-				if len(foo.NeededBy) != 2 {
-					t.Errorf("libfoo needed by %d objects, want main.so and libbar.so", len(foo.NeededBy))
+				if len(r.NeededBy(foo)) != 2 {
+					t.Errorf("libfoo needed by %d objects, want main.so and libbar.so", len(r.NeededBy(foo)))
 				}
 			},
 		},
@@ -365,7 +365,7 @@ func rules(m elf.Machine, sysLib string) []rule {
 			preload: "@/p/libP.so libnothere.so:@/p/libP2.so",
 			check: func(t *testing.T, dir string, r *Result) {
 				q := wantFound(t, r, dir+"/p/libP.so", ViaPreload, dir+"/p/libP.so")
-				if len(q.NeededBy) != 1 || q.NeededBy[0] != r.Main {
+				if len(r.NeededBy(q)) != 1 || r.NeededBy(q)[0] != r.Main {
 					t.Errorf("the preload should satisfy main.so's libQ.so")
 				}
 				if r.Objects[1] != q {

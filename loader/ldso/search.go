@@ -397,17 +397,29 @@ func (p *Process) rpath(o *Object) *pathList {
 		}
 		return o.lrpath
 	}
-	o.lrpath = &pathList{}
+	var pl *pathList
 	// With DT_RUNPATH present, ld.so drops DT_RPATH at load time.
-	if o.Info == nil || !o.Info.HasRPath || o.Info.HasRunPath {
-		return nil
+	if o.Info != nil && o.Info.HasRPath && !o.Info.HasRunPath {
+		pl = newPathList(ViaRPath, "RPATH of "+o.displayName(), decompose(o.Info.RPath, ":", o.origin, p.arch))
 	}
-	if pl := newPathList(ViaRPath, "RPATH of "+o.displayName(), decompose(o.Info.RPath, ":", o.origin, p.arch)); pl != nil {
+	return p.keepList(o, &o.lrpath, pl)
+}
+
+// keepList keeps o's search list pl (nil: none) in *at, where p may
+// change o (forks read the lists of the objects they share, and compute
+// those never kept), and returns it.
+func (p *Process) keepList(o *Object, at **pathList, pl *pathList) *pathList {
+	if pl != nil {
 		pl.owner = o
-		o.lrpath = pl
-		return pl
 	}
-	return nil
+	if p.mutable(o) {
+		if pl != nil {
+			*at = pl
+		} else {
+			*at = &pathList{}
+		}
+	}
+	return pl
 }
 
 func (p *Process) runpath(o *Object) *pathList {
@@ -417,16 +429,11 @@ func (p *Process) runpath(o *Object) *pathList {
 		}
 		return o.lrunpath
 	}
-	o.lrunpath = &pathList{}
-	if o.Info == nil || !o.Info.HasRunPath {
-		return nil
+	var pl *pathList
+	if o.Info != nil && o.Info.HasRunPath {
+		pl = newPathList(ViaRunPath, "RUNPATH of "+o.displayName(), decompose(o.Info.RunPath, ":", o.origin, p.arch))
 	}
-	if pl := newPathList(ViaRunPath, "RUNPATH of "+o.displayName(), decompose(o.Info.RunPath, ":", o.origin, p.arch)); pl != nil {
-		pl.owner = o
-		o.lrunpath = pl
-		return pl
-	}
-	return nil
+	return p.keepList(o, &o.lrunpath, pl)
 }
 
 func (o *Object) displayName() string {

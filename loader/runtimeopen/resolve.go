@@ -164,7 +164,7 @@ func (r *Resolver) Resolve(ctx context.Context, p *ldso.Process, objs []*ldso.Ob
 		if !o.Found() || o.Info == nil {
 			continue
 		}
-		names = append(append(names[:0], o.Info.Soname, path.Base(o.Path)), o.Names...)
+		names = append(append(names[:0], o.Info.Soname, path.Base(o.Path)), p.Names(o)...)
 		for _, e := range r.table.ForSoname(names...) {
 			for _, item := range e.Opens {
 				do(o, item, e, "")

@@ -106,8 +106,7 @@ func (is *interpreters) process(ctx context.Context, l *ldso.Loader, python stri
 	if got.err != nil {
 		return nil, got.err
 	}
-	p, _ := got.p.Fork()
-	return p, nil
+	return got.p.Fork(), nil
 }
 
 // BindImported records on root, computed from p.Reach(o) for an object o

@@ -32,7 +32,7 @@ func (r *Report) LoadedFiles() []gpuarch.File {
 				if o.Info != nil {
 					soname = o.Info.Soname
 				}
-				add(o.Path, o.HostPath, append([]string{o.Name, soname}, o.Names...)...)
+				add(o.Path, o.HostPath, append([]string{o.Name, soname}, root.Result.Names(o)...)...)
 			}
 		}
 		for _, ro := range root.RuntimeOpens {

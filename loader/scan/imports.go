@@ -250,7 +250,7 @@ func (im *Importer) importAttached(ctx context.Context, file string) (*Root, err
 	}
 	// The base is shared by every file of d loaded after the same
 	// imports: each loads into a fork of its own.
-	p, link := b.p.Fork()
+	p := b.p.Fork()
 	// After is the base's own list, complete and never appended to again:
 	// the hundreds of roots loaded after the same imports share it.
 	info := &Import{Distribution: b.dist, Python: b.python, After: slices.Clip(b.after)}
@@ -264,11 +264,8 @@ func (im *Importer) importAttached(ctx context.Context, file string) (*Root, err
 		AddRuntimeOpens(ctx, im.opts.RuntimeOpens, p, r)
 	}
 	if im.opts.Symbols {
-		globals := make([]*ldso.Object, len(b.globals))
-		for i, g := range b.globals {
-			globals[i] = link(g)
-		}
-		misses, err := im.opts.Binder.Dlopened(ctx, p, o, globals...)
+		// The base's objects are the fork's own (shared, see ldso.Fork).
+		misses, err := im.opts.Binder.Dlopened(ctx, p, o, b.globals...)
 		switch {
 		case errors.Is(err, bind.ErrUnreadable):
 		case err != nil:
@@ -626,8 +623,7 @@ func (im *Importer) process(ctx context.Context, file string) (*ldso.Process, st
 		return nil, "", err
 	}
 	if py != nil {
-		p, _ := py.Fork()
-		return p, im.opts.Python, nil
+		return py.Fork(), im.opts.Python, nil
 	}
 	in, err := im.l.Info(file)
 	if err != nil {

@@ -53,13 +53,13 @@ func runtimeOpens(ctx context.Context, r *runtimeopen.Resolver, p *ldso.Process,
 		})
 		root.OK = false
 	}
-	openedNeeds(opens, objs, root)
+	openedNeeds(p, opens, objs, root)
 }
 
 // openedNeeds records what a required run-time open that was found needs
 // and the loader does not find (libtorch_cuda_linalg, which torch opens,
 // needs cuSOLVER): the open fails on it as on the library itself.
-func openedNeeds(opens []runtimeopen.Open, objs []*ldso.Object, root *Root) {
+func openedNeeds(p *ldso.Process, opens []runtimeopen.Open, objs []*ldso.Object, root *Root) {
 	before := map[*ldso.Object]bool{}
 	for _, o := range objs {
 		before[o] = true
@@ -83,12 +83,12 @@ func openedNeeds(opens []runtimeopen.Open, objs []*ldso.Object, root *Root) {
 				continue
 			}
 			var by []string
-			for _, n := range x.NeededBy {
+			for _, n := range p.NeededBy(x) {
 				by = append(by, n.Path)
 			}
 			root.Missing = append(root.Missing, Missing{Soname: x.Name, NeededBy: by, RunTime: true,
 				Problem: "needed by " + o.Found.Path + ", which " + o.Opener.Path + " opens at run time (" + o.Evidence + ")"})
-			root.RuntimeMisses = append(root.RuntimeMisses, ldso.Miss{Name: x.Name, NeededBy: x.NeededBy, Requests: []*ldso.Object{x}})
+			root.RuntimeMisses = append(root.RuntimeMisses, ldso.Miss{Name: x.Name, NeededBy: p.NeededBy(x), Requests: []*ldso.Object{x}})
 			root.OK = false
 		}
 	}

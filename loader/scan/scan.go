@@ -523,19 +523,19 @@ func closureOf(r *ldso.Result) []Entry {
 		}
 		if !o.Found() {
 			if i, ok := faked[o.Name]; ok {
-				for _, by := range o.NeededBy {
+				for _, by := range r.NeededBy(o) {
 					closure[i].NeededBy = uniq.Append(closure[i].NeededBy, by.Path)
 				}
 				continue
 			}
 			faked[o.Name] = len(closure)
 		}
-		e := Entry{Soname: o.Name, Via: o.Via, From: o.From, Problem: o.Problem, NeededBy: make([]string, 0, len(o.NeededBy))}
+		e := Entry{Soname: o.Name, Via: o.Via, From: o.From, Problem: o.Problem, NeededBy: make([]string, 0, len(r.NeededBy(o)))}
 		if o.Found() {
 			paths = append(paths, o.Path)
 			e.Path = &paths[len(paths)-1]
 		}
-		for _, by := range o.NeededBy {
+		for _, by := range r.NeededBy(o) {
 			e.NeededBy = uniq.Append(e.NeededBy, by.Path)
 		}
 		closure = append(closure, e)
