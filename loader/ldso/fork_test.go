@@ -37,9 +37,9 @@ func writeForkTree(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	tree{objs: map[string]elfwrite.Spec{
-		"app":               {Type: elf.ET_EXEC, Interp: "/lib64/ld-linux-x86-64.so.2", Needed: []string{"liba.so", "libw.so", "libc.so.6"}, RPath: str("$ORIGIN/lib")},
-		"lib/liba.so":       leaf("liba.so"),
-		"lib/libw.so.1":     {Soname: "libw.so.1", VersionDefs: []string{"W_1"}},
+		"app":           {Type: elf.ET_EXEC, Interp: "/lib64/ld-linux-x86-64.so.2", Needed: []string{"liba.so", "libw.so", "libc.so.6"}, RPath: str("$ORIGIN/lib")},
+		"lib/liba.so":   leaf("liba.so"),
+		"lib/libw.so.1": {Soname: "libw.so.1", VersionDefs: []string{"W_1"}},
 		"pkg/m5.so": {Soname: "m5.so", Needed: []string{"libw.so.1"},
 			VersionNeeds: []elfwrite.VersionNeed{{File: "libw.so.1", Versions: []string{"W_1"}}}},
 		"pkg/m6.so": {Soname: "m6.so", Needed: []string{"libw.so.1"},
