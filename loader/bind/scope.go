@@ -25,7 +25,7 @@ func (b *Binder) Closure(ctx context.Context, r *ldso.Result) ([]Undefined, erro
 // NEEDED entries bring in.
 func GlobalScope(p *ldso.Process) []*ldso.Object {
 	start := []*ldso.Object{p.Main()}
-	for _, o := range p.Objects() {
+	for _, o := range p.ObjectsFrom(0) {
 		if o.Via == ldso.ViaPreload {
 			start = append(start, o)
 		}
@@ -80,15 +80,11 @@ func (b *Binder) Dlopened(ctx context.Context, p *ldso.Process, o *ldso.Object, 
 			}
 		}
 	}
-	objs := p.Objects()
-	index := make(map[*ldso.Object]int, len(objs))
-	for i, x := range objs {
-		index[x] = i
-	}
+	objs := p.ObjectsFrom(0)
 	// by is the object whose dlopen loaded o: o itself, or the last object
 	// opened by path before it.
 	by := o
-	if i, ok := index[o]; ok && o.Via != ldso.ViaDlopen {
+	if i, ok := p.Index(o); ok && o.Via != ldso.ViaDlopen {
 		for j := i - 1; j >= 0; j-- {
 			if objs[j].Via == ldso.ViaDlopen {
 				by = objs[j]
@@ -96,7 +92,7 @@ func (b *Binder) Dlopened(ctx context.Context, p *ldso.Process, o *ldso.Object, 
 			}
 		}
 	}
-	from, ok := index[by]
+	from, ok := p.Index(by)
 	if !ok {
 		from = 0
 	}
@@ -105,7 +101,7 @@ func (b *Binder) Dlopened(ctx context.Context, p *ldso.Process, o *ldso.Object, 
 		if isGlobal[x] || x.Via == ldso.ViaLoaded || x.Via == ldso.ViaInterpreter {
 			continue
 		}
-		if i, ok := index[x]; ok && i < from {
+		if i, ok := p.Index(x); ok && i < from {
 			continue // an earlier dlopen relocated it
 		}
 		check = append(check, x)

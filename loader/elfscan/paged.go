@@ -18,7 +18,7 @@ const maxCachedPages = 32
 // maxSparePages bounds the page buffers a Pages keeps between reads
 // (64 KiB): a walk of references touches tens of pages of strings, and a
 // Pages kept per worker must not hold a megabyte each.
-const maxSparePages = 16
+const maxSparePages = 32
 
 // maxScratch bounds the buffers of table walks a Pages keeps between reads
 // (a walk of references takes two: symbols and version indexes).

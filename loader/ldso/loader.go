@@ -94,7 +94,9 @@ type Loader struct {
 	infos memo.Map[string, *fileInfo] // host path → read result, each read once however many ask at once
 	// notesToo makes each read of an object read its dlopen notes too.
 	notesToo atomic.Bool
-	memo     syncMap[string, *found]  // search memo
+	memo     syncMap[string, *found] // search memo
+	lists    syncMap[string, uint32] // search list → its number (listID)
+	nextList atomic.Uint32
 	hwdirs   syncMap[[2]string, bool] // search directory, hwcaps subdirectory → exists
 
 	pages *elfscan.PagesPool // page buffers reused from file to file

@@ -106,7 +106,7 @@ func (l *Loader) Start(ctx context.Context, file string, mode MainMode) (*Proces
 	p.res.Objects = nil
 
 	if l.hasLLP {
-		p.llp = newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", main.origin, p.arch))
+		p.llp = l.newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", main.origin, p.arch))
 	}
 	p.startInterpreter(in)
 	if l.fs.root == "" && hostMachine() != elf.EM_NONE && in.Machine != hostMachine() {
@@ -196,7 +196,7 @@ func (l *Loader) newProcess(ctx context.Context, in *elfscan.Info) *Process {
 		for _, d := range arch.SystemDirs {
 			sys = append(sys, searchDir{entry: strings.TrimSuffix(d, "/"), dir: d})
 		}
-		b.sysdirs = &pathList{via: ViaDefault, source: "system search path", dirs: sys, key: listKey(ViaDefault, sys)}
+		b.sysdirs = &pathList{via: ViaDefault, source: "system search path", dirs: sys, id: l.listID(listKey(ViaDefault, sys))}
 		return b
 	})
 	return &Process{
@@ -244,7 +244,7 @@ func (l *Loader) StartEmpty(ctx context.Context, like *elfscan.Info) *Process {
 	p.add(main)
 	p.res.Main = main
 	if l.hasLLP {
-		p.llp = newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", "", p.arch))
+		p.llp = l.newPathList(ViaLDLibraryPath, "LD_LIBRARY_PATH", decompose(l.llp, ":;", "", p.arch))
 	}
 	p.startInterpreter(in)
 	var start = []*Object{main}
@@ -643,6 +643,15 @@ func (p *Process) ObjectsFrom(i int) []*Object {
 		return nil
 	}
 	return slices.Clip(p.objs[i:])
+}
+
+// Index is o's place among the process's objects (Objects), and whether it
+// is one of them.
+func (p *Process) Index(o *Object) (int, bool) {
+	if p.contains(o) {
+		return int(o.pos), true
+	}
+	return 0, false
 }
 
 // locate turns a path given by the caller into the loader's path and the

@@ -2,6 +2,7 @@ package ldso
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,7 +21,7 @@ type pathList struct {
 	source string  // "RPATH of /x/liba.so", "LD_LIBRARY_PATH", ...
 	owner  *Object // the object whose RPATH or RUNPATH this is
 	dirs   []searchDir
-	key    string // identifies the expanded list, for the search memo
+	id     uint32 // the expanded list's number in its loader (Loader.listID), for the search memo
 }
 
 type searchDir struct {
@@ -139,11 +140,22 @@ func listKey(via Via, dirs []searchDir) string {
 	return b.String()
 }
 
-func newPathList(via Via, source string, dirs []searchDir) *pathList {
+func (l *Loader) newPathList(via Via, source string, dirs []searchDir) *pathList {
 	if len(dirs) == 0 {
 		return nil
 	}
-	return &pathList{via: via, source: source, dirs: dirs, key: listKey(via, dirs)}
+	return &pathList{via: via, source: source, dirs: dirs, id: l.listID(listKey(via, dirs))}
+}
+
+// listID numbers the search lists a loader meets by what they search (the
+// words of listKey): lists alike, whoever they belong to, have one number,
+// which keys the search memo in four bytes instead of the words.
+func (l *Loader) listID(key string) uint32 {
+	if id, ok := l.lists.load(key); ok {
+		return id
+	}
+	id, _ := l.lists.loadOrStore(key, l.nextList.Add(1))
+	return id
 }
 
 // Verdict is the result of one candidate in a search.
@@ -400,7 +412,7 @@ func (p *Process) rpath(o *Object) *pathList {
 	var pl *pathList
 	// With DT_RUNPATH present, ld.so drops DT_RPATH at load time.
 	if o.Info != nil && o.Info.HasRPath && !o.Info.HasRunPath {
-		pl = newPathList(ViaRPath, "RPATH of "+o.displayName(), decompose(o.Info.RPath, ":", o.origin, p.arch))
+		pl = p.l.newPathList(ViaRPath, "RPATH of "+o.displayName(), decompose(o.Info.RPath, ":", o.origin, p.arch))
 	}
 	return p.keepList(o, &o.lrpath, pl)
 }
@@ -431,7 +443,7 @@ func (p *Process) runpath(o *Object) *pathList {
 	}
 	var pl *pathList
 	if o.Info != nil && o.Info.HasRunPath {
-		pl = newPathList(ViaRunPath, "RUNPATH of "+o.displayName(), decompose(o.Info.RunPath, ":", o.origin, p.arch))
+		pl = p.l.newPathList(ViaRunPath, "RUNPATH of "+o.displayName(), decompose(o.Info.RunPath, ":", o.origin, p.arch))
 	}
 	return p.keepList(o, &o.lrunpath, pl)
 }
@@ -460,22 +472,18 @@ func (p *Process) search(name string, loader *Object, t *tracer) found {
 	nodeflib := p.nodeflib(loader)
 	var key string
 	if t == nil {
-		var b strings.Builder
-		n := len(name) + len(p.archKey) + 16
-		for _, pl := range lists {
-			n += len(pl.key) + 1
-		}
-		b.Grow(n)
-		b.WriteString(name)
-		for _, pl := range lists {
-			b.WriteByte(1)
-			b.WriteString(pl.key)
-		}
+		// The kind of process, the name (no NUL in it), the lists by number.
+		var buf [128]byte
+		b := append(append(append(buf[:0], p.archKey...), 0), name...)
 		if nodeflib {
-			b.WriteString("\x02nodeflib")
+			b = append(b, 0, 1)
+		} else {
+			b = append(b, 0, 0)
 		}
-		b.WriteString("\x03" + p.archKey)
-		key = b.String()
+		for _, pl := range lists {
+			b = binary.LittleEndian.AppendUint32(b, pl.id)
+		}
+		key = string(b)
 		if f, ok := p.l.memo.load(key); ok {
 			// The memo is shared by every process of the loader: the
 			// answer found through an RPATH or RUNPATH names the list of

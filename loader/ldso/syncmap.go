@@ -17,3 +17,9 @@ func (s *syncMap[K, V]) load(k K) (V, bool) {
 }
 
 func (s *syncMap[K, V]) store(k K, v V) { s.m.Store(k, v) }
+
+// loadOrStore returns the value of k, storing v first when there is none.
+func (s *syncMap[K, V]) loadOrStore(k K, v V) (V, bool) {
+	got, loaded := s.m.LoadOrStore(k, v)
+	return got.(V), loaded
+}

@@ -74,16 +74,6 @@ func BenchmarkScanHostLibraries(b *testing.B) {
 	benchmarkScan(b, dir)
 }
 
-// BenchmarkScanHostLibrariesBound scans the host's multiarch library
-// directory and binds every symbol, as `cudadeps scan` does by default.
-func BenchmarkScanHostLibrariesBound(b *testing.B) {
-	const dir = "/usr/lib/x86_64-linux-gnu"
-	if _, err := os.Stat(dir); err != nil {
-		lddtest.Need(b, false, "%s is absent", dir)
-	}
-	benchmarkScan(b, dir)
-}
-
 // BenchmarkScanTorchImported scans the skeleton with the environment's
 // real dist-info folders: every object is loaded twice, on its own and as
 // its package's import loads it (docs/python-imports.md); compare with
