@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/cudadeps/cudadeps/internal/memo"
 	"github.com/cudadeps/cudadeps/loader/bind"
@@ -129,9 +130,38 @@ func BindImported(ctx context.Context, b *bind.Binder, p *ldso.Process, o *ldso.
 	return nil
 }
 
-// extensionName matches the file names CPython imports extension modules
-// from: NAME.cpython-312-x86_64-linux-gnu.so, NAME.abi3.so, NAME.so.
-var extensionName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)?\.so$`)
+// moduleName is the module a file name CPython imports extension modules
+// from names (NAME.cpython-312-x86_64-linux-gnu.so, NAME.abi3.so,
+// NAME.so), and whether it is such a name: NAME an identifier, the tag
+// letters, digits, '_' and '-'. Asked of every file of a scan: no
+// regular expression, which allocated its matcher's state each time.
+func moduleName(base string) (string, bool) {
+	stem, ok := strings.CutSuffix(base, ".so")
+	if !ok {
+		return "", false
+	}
+	name, tag, tagged := strings.Cut(stem, ".")
+	if name == "" || name[0] >= '0' && name[0] <= '9' || !allBytes(name, isIdentByte) {
+		return "", false
+	}
+	if tagged && (tag == "" || !allBytes(tag, func(c byte) bool { return isIdentByte(c) || c == '-' })) {
+		return "", false
+	}
+	return name, true
+}
+
+func isIdentByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+func allBytes(s string, ok func(byte) bool) bool {
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
+			return false
+		}
+	}
+	return true
+}
 
 // interpreterFor returns the interpreter that imports root when root is a
 // Python extension module, and "" when it is not one or no interpreter is

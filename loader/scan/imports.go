@@ -703,8 +703,8 @@ func HasABITag(base string) bool {
 // (torchvision/_C.so); libraries are named lib*.so*.
 func IsExtensionModule(l *ldso.Loader, file string) bool {
 	base := filepath.Base(file)
-	m := extensionName.FindStringSubmatch(base)
-	if m == nil {
+	name, ok := moduleName(base)
+	if !ok {
 		return false
 	}
 	if HasABITag(base) {
@@ -715,6 +715,6 @@ func IsExtensionModule(l *ldso.Loader, file string) bool {
 		return false
 	}
 	defer done()
-	defs, err := f.Lookup("PyInit_" + m[1])
+	defs, err := f.Lookup("PyInit_" + name)
 	return err == nil && len(defs) > 0
 }
