@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -575,8 +576,13 @@ func scanInterpreters(ctx context.Context, python, root string, opts *scan.Optio
 		return nil
 	}
 	if root == "" {
-		if real, err := pyenv.Interpreter(ctx, "python3"); err == nil {
-			opts.DefaultPython = real
+		// Asked once, when the scan meets a Python environment: a
+		// shim's program is known only by running the shim.
+		var once sync.Once
+		var real string
+		opts.DefaultPython = func(ctx context.Context) string {
+			once.Do(func() { real, _ = pyenv.Interpreter(ctx, "python3") })
+			return real
 		}
 	}
 	return nil

@@ -50,3 +50,52 @@ func TestScanPythonShim(t *testing.T) {
 		t.Errorf("scan through a broken shim: exit %d, %q", code, stderr)
 	}
 }
+
+// Without --python, python3 on PATH is the last resort for an extension
+// module outside any installation, and a shim there is run to find its
+// program only when the scan meets such a module, once: a scan of plain
+// libraries starts no process.
+func TestScanRunsDefaultShimOnlyWhenNeeded(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	lddtest.Need(t, err == nil, "python3 is not installed")
+	real, err := pyenv.Interpreter(t.Context(), py)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "python3"), []byte("#!/bin/sh\necho run >> "+runs+"\nexec "+real+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	ran := func() int {
+		data, err := os.ReadFile(runs)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		return strings.Count(string(data), "run")
+	}
+	lib := filepath.Join(dir, "lib", "libplain.so")
+	ext := filepath.Join(dir, "pkg", "_ext.cpython-311-x86_64-linux-gnu.so")
+	ext2 := filepath.Join(dir, "pkg", "_ext2.cpython-311-x86_64-linux-gnu.so")
+	if err := elfwrite.WriteLinked(lib, elfwrite.Linked{Machine: elf.EM_X86_64, Soname: "libplain.so", Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{ext, ext2} {
+		if err := elfwrite.WriteLinked(p, elfwrite.Linked{Machine: elf.EM_X86_64, Soname: filepath.Base(p), Needed: []string{"libc.so.6"},
+			Defs: []elfwrite.Def{{Name: "PyInit__ext", Type: elf.STT_FUNC}}, Refs: []elfwrite.Ref{{Name: "PyObject_Call"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, stderr, code := cli(t, "scan", filepath.Dir(lib)); code != 0 || ran() != 0 {
+		t.Fatalf("scan of a plain library: exit %d, the shim ran %d times\n%s\n%s", code, ran(), out, stderr)
+	}
+	out, stderr, code := cli(t, "scan", filepath.Dir(ext), "--json")
+	if code != 0 || !strings.Contains(out, real) || strings.Contains(out, "PyObject_Call") || ran() != 1 {
+		t.Fatalf("scan of two extension modules: exit %d, the shim ran %d times\n%s\n%s", code, ran(), out, stderr)
+	}
+}

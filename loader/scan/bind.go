@@ -42,7 +42,7 @@ func (u UndefinedSymbol) Message() string {
 func bindRoot(ctx context.Context, l *ldso.Loader, b *bind.Binder, is *interpreters, root *Root, opts Options) error {
 	var misses []bind.Undefined
 	var err error
-	if py := interpreterFor(l, root, opts); py != "" {
+	if py := interpreterFor(ctx, l, root, opts); py != "" {
 		misses, err = bindImported(ctx, l, b, is, py, root.Result.Main.Path)
 		if err == nil {
 			root.BoundIn = py
@@ -166,12 +166,12 @@ func allBytes(s string, ok func(byte) bool) bool {
 // interpreterFor returns the interpreter that imports root when root is a
 // Python extension module, and "" when it is not one or no interpreter is
 // found (pythonOf).
-func interpreterFor(l *ldso.Loader, root *Root, opts Options) string {
+func interpreterFor(ctx context.Context, l *ldso.Loader, root *Root, opts Options) string {
 	file := root.Result.Main.Path
 	if !IsExtensionModule(l, file) {
 		return ""
 	}
-	return pythonOf(l, filepath.Dir(file), opts)
+	return pythonOf(ctx, l, filepath.Dir(file), opts)
 }
 
 // pythonOf returns the interpreter whose process the files under dir are
@@ -179,7 +179,7 @@ func interpreterFor(l *ldso.Loader, root *Root, opts Options) string {
 // in (PREFIX/lib/pythonX.Y/... → PREFIX/bin/pythonX.Y), else python3 on
 // PATH (the host) or /usr/bin/python3 of the root, when it is a dynamic
 // ELF program; "" when there is none.
-func pythonOf(l *ldso.Loader, dir string, opts Options) string {
+func pythonOf(ctx context.Context, l *ldso.Loader, dir string, opts Options) string {
 	if opts.Python != "" {
 		return opts.Python
 	}
@@ -201,8 +201,8 @@ func pythonOf(l *ldso.Loader, dir string, opts Options) string {
 		}
 		return ""
 	}
-	if opts.DefaultPython != "" {
-		return opts.DefaultPython
+	if p := opts.defaultPython(ctx); p != "" {
+		return p
 	}
 	if p, err := exec.LookPath("python3"); err == nil && isProgram(l, p) {
 		return p

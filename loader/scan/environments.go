@@ -180,7 +180,8 @@ func (e *environments) load(ctx context.Context, site string) *Importer {
 	defer trace.StartRegion(ctx, "scan.environment").End()
 	iopts := ImportOptions{RuntimeOpens: e.opts.RuntimeOpens, Symbols: e.opts.Symbols, Binder: e.binder, LeaveOutClosures: e.opts.LeaveOutClosures}
 	if e.l.Root() == "" {
-		for _, py := range []string{e.opts.Python, e.opts.DefaultPython} {
+		for _, python := range []func() string{func() string { return e.opts.Python }, func() string { return e.opts.defaultPython(ctx) }} {
+			py := python()
 			if env := e.python(ctx, py); env != nil && holds(env.SiteDirs, site) {
 				env.ObjectsOnly = true
 				iopts.Python = env.Executable
@@ -197,7 +198,7 @@ func (e *environments) load(ctx context.Context, site string) *Importer {
 		return nil
 	}
 	env.ObjectsOnly = true // the scan asks whose each object is, never a digest
-	iopts.Python = pythonOf(e.l, e.l.GuestPath(site), e.opts)
+	iopts.Python = pythonOf(ctx, e.l, e.l.GuestPath(site), e.opts)
 	return NewImporter(e.l, env, iopts)
 }
 

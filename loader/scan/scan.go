@@ -49,10 +49,12 @@ type Options struct {
 	// Python is the interpreter extension modules are bound in (default:
 	// their environment's).
 	Python string
-	// DefaultPython is the interpreter that python3 on PATH runs (through
-	// a shim, maybe), taken last, when an extension module's own
-	// installation has none.
-	DefaultPython string
+	// DefaultPython names the interpreter that python3 on PATH runs
+	// (through a shim, maybe), taken last, when an extension module's own
+	// installation has none; nil: none. It is asked only when the scan
+	// meets a Python environment, and at most once: finding the program
+	// behind a shim runs the shim.
+	DefaultPython func(context.Context) string
 	// PythonCache keeps what Python and DefaultPython say of their site
 	// directories (the zero Dir: ask every time).
 	PythonCache factcache.Dir
@@ -65,6 +67,13 @@ type Options struct {
 	// from Root.Result (the scan command's text) reads no copy of each
 	// root's closure.
 	LeaveOutClosures bool
+}
+
+func (o Options) defaultPython(ctx context.Context) string {
+	if o.DefaultPython == nil {
+		return ""
+	}
+	return o.DefaultPython(ctx)
 }
 
 // Report is the outcome of a scan. Its JSON form is documented in
