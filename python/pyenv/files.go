@@ -34,11 +34,6 @@ func (f files) at(host string) (*rootfs.Root, string) {
 	return r, host
 }
 
-func (f files) readFile(host string, limit int64) ([]byte, error) {
-	r, g := f.at(host)
-	return r.ReadFile(g, limit)
-}
-
 func (f files) readFileString(host string, limit int64) (string, error) {
 	r, g := f.at(host)
 	return r.ReadFileString(g, limit)

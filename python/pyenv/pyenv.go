@@ -421,11 +421,14 @@ func (e *Env) Resolve(target string) (*Resolved, error) {
 func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 	d := &Dist{InfoDir: infoDir, SiteDir: site, files: e.files}
 	metaPath := filepath.Join(infoDir, "METADATA")
-	data, err := e.files.readFile(metaPath, maxMetadata)
+	// Read up to the headers' end: a description body (torch's runs to
+	// tens of kilobytes) is never needed.
+	mr, err := e.files.open(metaPath, maxMetadata)
 	if err != nil {
 		return nil, fmt.Errorf("read METADATA: %w", err)
 	}
-	meta, err := pymeta.ParseMetadata(bytes.NewReader(data))
+	meta, err := pymeta.ParseMetadata(mr)
+	mr.Close()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", metaPath, err)
 	}

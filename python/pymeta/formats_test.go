@@ -26,6 +26,15 @@ func TestParseMetadata(t *testing.T) {
 			t.Errorf("%q: no error", bad)
 		}
 	}
+	// Header names in any ASCII case, with CRLF line ends; a name that only
+	// Unicode folding would match is another header.
+	m, err = ParseMetadata(strings.NewReader("NAME: Demo\r\nversion: 2\r\nREQUIRES-DIST: b\r\nRequires-Di\u017ft: c\r\n\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "Demo" || m.Version != "2" || len(m.RequiresDist) != 1 || m.RequiresDist[0].Name != "b" {
+		t.Errorf("%+v", m)
+	}
 	huge := "Name: x\nSummary: " + strings.Repeat("y", MaxMetadataSize) + "\n"
 	if _, err := ParseMetadata(strings.NewReader(huge)); err == nil {
 		t.Error("oversized METADATA accepted")

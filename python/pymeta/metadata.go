@@ -2,6 +2,7 @@ package pymeta
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,32 @@ type Metadata struct {
 	// Problems are Requires-Dist lines that do not parse, kept out of
 	// RequiresDist.
 	Problems []string
+}
+
+// keptHeader is the lower-case name of a header Metadata keeps, "" for any
+// other. Header names are matched without regard to ASCII case (Unicode
+// folding would take "Requires-Diſt" for one).
+func keptHeader(k []byte) string {
+	for _, h := range [...]string{"name", "version", "requires-dist", "provides-extra"} {
+		if len(k) == len(h) && asciiLowerEqual(k, h) {
+			return h
+		}
+	}
+	return ""
+}
+
+// asciiLowerEqual reports whether b, ASCII letters lowered, is lower.
+func asciiLowerEqual(b []byte, lower string) bool {
+	for i := range b {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseMetadata reads METADATA's email-style headers (up to the body),
@@ -61,9 +88,12 @@ func ParseMetadata(r io.Reader) (*Metadata, error) {
 		key = ""
 		value.Reset()
 	}
+	// Lines are looked at in the scanner's buffer: only the values kept
+	// are copied (an environment's METADATA run to thousands of header
+	// lines, read at every scan).
 	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
-		if line == "" {
+		line := bytes.TrimRight(sc.Bytes(), "\r")
+		if len(line) == 0 {
 			break // the body
 		}
 		if line[0] == ' ' || line[0] == '\t' {
@@ -72,20 +102,18 @@ func ParseMetadata(r io.Reader) (*Metadata, error) {
 			}
 			if key != "" {
 				value.WriteByte(' ')
-				value.WriteString(strings.TrimSpace(line))
+				value.Write(bytes.TrimSpace(line))
 			}
 			continue
 		}
 		flush()
-		k, v, ok := strings.Cut(line, ":")
+		k, v, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
 			return nil, fmt.Errorf("METADATA: not a header: %.80q", line)
 		}
 		started = true
-		switch k = strings.ToLower(strings.TrimSpace(k)); k {
-		case "name", "version", "requires-dist", "provides-extra":
-			key = k
-			value.WriteString(strings.TrimSpace(v))
+		if key = keptHeader(bytes.TrimSpace(k)); key != "" {
+			value.Write(bytes.TrimSpace(v))
 		}
 	}
 	if err := sc.Err(); err != nil {
