@@ -77,19 +77,39 @@ type walker struct {
 }
 
 // listBuffers keep the buffers directories are listed with (getdents),
-// from one listing to the next.
-type listBuffers struct{ pool sync.Pool }
+// from one listing to the next. Unlike a sync.Pool they survive garbage
+// collections, which come every few milliseconds while a scan starts: a
+// pool emptied by each made every worker allocate its buffer again.
+type listBuffers struct {
+	mu   sync.Mutex
+	free []*[]byte
+}
+
+// maxListBuffers bounds the buffers kept: one per worker at a time.
+const maxListBuffers = 64
 
 // get returns a buffer of at least size bytes; put gives it back.
 func (l *listBuffers) get(size int) *[]byte {
-	if b, _ := l.pool.Get().(*[]byte); b != nil && len(*b) >= size {
+	l.mu.Lock()
+	var b *[]byte
+	if n := len(l.free); n > 0 {
+		b, l.free = l.free[n-1], l.free[:n-1]
+	}
+	l.mu.Unlock()
+	if b != nil && len(*b) >= size {
 		return b
 	}
-	b := make([]byte, size)
-	return &b
+	buf := make([]byte, size)
+	return &buf
 }
 
-func (l *listBuffers) put(b *[]byte) { l.pool.Put(b) }
+func (l *listBuffers) put(b *[]byte) {
+	l.mu.Lock()
+	if len(l.free) < maxListBuffers {
+		l.free = append(l.free, b)
+	}
+	l.mu.Unlock()
+}
 
 // walkTask is a directory to list, or a batch of its files to examine.
 type walkTask struct {
