@@ -180,8 +180,13 @@ func (e *environments) load(ctx context.Context, site string) *Importer {
 	defer trace.StartRegion(ctx, "scan.environment").End()
 	iopts := ImportOptions{RuntimeOpens: e.opts.RuntimeOpens, Symbols: e.opts.Symbols, Binder: e.binder, LeaveOutClosures: e.opts.LeaveOutClosures}
 	if e.l.Root() == "" {
-		for _, python := range []func() string{func() string { return e.opts.Python }, func() string { return e.opts.defaultPython(ctx) }} {
-			py := python()
+		// --python, then python3 on PATH, asked only if --python's
+		// environment is not site's.
+		for i := range 2 {
+			py := e.opts.Python
+			if i == 1 {
+				py = e.opts.defaultPython(ctx)
+			}
 			if env := e.python(ctx, py); env != nil && holds(env.SiteDirs, site) {
 				env.ObjectsOnly = true
 				iopts.Python = env.Executable
