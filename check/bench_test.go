@@ -23,7 +23,7 @@ func BenchmarkCheckCached(b *testing.B) {
 		b.Fatal(err)
 	}
 	var v verdict[json.RawMessage]
-	key := factcache.Key("check", joinKey(opts, ""))
+	key := factcache.Key("check", joinKey(context.Background(), opts, ""))
 	if !opts.Cache.Load(key, &v) {
 		b.Fatal("no answer kept")
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/loader/ldso"
+	"github.com/cudadeps/cudadeps/python/pyenv"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
@@ -144,7 +145,8 @@ const keep = 64
 
 func run(ctx context.Context, opts Options, margin time.Duration) (*Result, error) {
 	var r Result
-	if Recall(opts, "", &r) {
+	key := joinKey(ctx, opts, "")
+	if recall(opts, key, &r) {
 		r.Cached = true
 		return &r, nil
 	}
@@ -157,15 +159,18 @@ func run(ctx context.Context, opts Options, margin time.Duration) (*Result, erro
 		return nil, err
 	}
 	if r2.Import == nil || r2.Import.OK {
-		remember(opts, "", r2, t, a, start, margin)
+		remember(opts, key, r2, t, a, start, margin)
 	}
 	return r2, nil
 }
 
 // Recall loads into v the answer kept for what (a kind of answer: "" is
 // check's own) with opts, when nothing it depends on has changed.
-func Recall(opts Options, what string, v any) bool {
-	key := joinKey(opts, what)
+func Recall(ctx context.Context, opts Options, what string, v any) bool {
+	return recall(opts, joinKey(ctx, opts, what), v)
+}
+
+func recall(opts Options, key string, v any) bool {
 	var kept verdict[json.RawMessage]
 	if !opts.Cache.Load(factcache.Key("check", key), &kept) || kept.Key != key || !kept.Inputs.Unchanged() {
 		return false
@@ -179,11 +184,11 @@ func Recall(opts Options, what string, v any) bool {
 // interpreter and this program. Only an answer about a Python
 // distribution or a file is kept (a tree's walk is not among the inputs),
 // and only when its inputs had settled when it began.
-func Remember(opts Options, what string, v any, t *resolver.Target, a *resolver.Analysis, start time.Time) {
-	remember(opts, what, v, t, a, start, factcache.SettleMargin)
+func Remember(ctx context.Context, opts Options, what string, v any, t *resolver.Target, a *resolver.Analysis, start time.Time) {
+	remember(opts, joinKey(ctx, opts, what), v, t, a, start, factcache.SettleMargin)
 }
 
-func remember(opts Options, what string, v any, t *resolver.Target, a *resolver.Analysis, start time.Time, margin time.Duration) {
+func remember(opts Options, key string, v any, t *resolver.Target, a *resolver.Analysis, start time.Time, margin time.Duration) {
 	if opts.Cache.Path() == "" || t.Kind != resolver.KindPython && t.Kind != resolver.KindFile {
 		return
 	}
@@ -206,7 +211,6 @@ func remember(opts Options, what string, v any, t *resolver.Target, a *resolver.
 	if exe, err := os.Executable(); err == nil {
 		inputs = append(inputs, exe) // the catalog and the rules are in it
 	}
-	key := joinKey(opts, what)
 	kept := verdict[json.RawMessage]{Key: key, Inputs: factcache.Capture(inputs), Answer: answer}
 	if !kept.Inputs.Settled(start, margin) {
 		opts.Logger.Debug("answer not cached: its inputs changed moments ago", "newest", kept.Inputs.Newest())
@@ -287,14 +291,14 @@ func analyze(ctx context.Context, opts Options) (*resolver.Target, *resolver.Ana
 }
 
 // joinKey is the text of everything the answer depends on besides files.
-func joinKey(opts Options, what string) string {
-	return strings.Join(append(keyParts(opts), "answer="+what), "\x00")
+func joinKey(ctx context.Context, opts Options, what string) string {
+	return strings.Join(append(keyParts(ctx, opts), "answer="+what), "\x00")
 }
 
 // keyParts are what the answer depends on besides files: the machine, the
 // working directory (a relative target), the options and the environment
 // the loader and the interpreter read.
-func keyParts(opts Options) []string {
+func keyParts(ctx context.Context, opts Options) []string {
 	host, _ := os.Hostname()
 	wd, _ := os.Getwd()
 	parts := []string{"host=" + host, "wd=" + wd, "target=" + opts.Target, "python=" + opts.Python, "site=" + opts.SiteDir,
@@ -307,6 +311,11 @@ func keyParts(opts Options) []string {
 	}
 	if len(opts.Import) > 0 {
 		parts = append(parts, "import="+strings.Join(opts.Import, "\x00"))
+	}
+	if opts.Loader.Root == "" {
+		// The interpreter a wrapper (a pyenv shim) picks now: no key part
+		// above sees the version it picks by (a root's is never run).
+		parts = append(parts, "runs="+pyenv.Selected(ctx, opts.Python))
 	}
 	parts = append(parts, opts.Key...)
 	return append(parts, environ()...)

@@ -166,6 +166,50 @@ func TestCheckPython(t *testing.T) {
 	}
 }
 
+// A wrapper that runs one of two environments by a variable no key part
+// names (as a pyenv shim picks by PYENV_VERSION): each answer is the
+// environment the wrapper runs now, a healthy one and one missing a
+// library, and each is answered from cache when the wrapper picks it
+// again.
+func TestCheckFollowsWrapperChoice(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	lddtest.Need(t, err == nil, "python3 is not installed")
+	dir := t.TempDir()
+	for _, v := range []string{"whole", "broken"} {
+		venv := filepath.Join(dir, v)
+		if out, err := exec.Command(py, "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
+			lddtest.Need(t, false, "python3 -m venv: %v: %s", err, out)
+		}
+		site := sitePackages(t, venv)
+		writeDist(t, site, "gpupkg", "1.0", []string{"libdep==2.0"}, map[string]elfwrite.Spec{
+			"gpupkg/_core.cpython-3-x86_64-linux-gnu.so": {Needed: []string{"libdep.so.2", "libc.so.6"}, RPath: elfwrite.Str("$ORIGIN/../libdep/lib")},
+		})
+		files := map[string]elfwrite.Spec{"libdep/lib/libdep.so.2": {Soname: "libdep.so.2", Needed: []string{"libc.so.6"}}}
+		if v == "broken" {
+			files = map[string]elfwrite.Spec{"libdep/lib/other.so": {Soname: "other.so", Needed: []string{"libc.so.6"}}}
+		}
+		writeDist(t, site, "libdep", "2.0", nil, files)
+	}
+	wrapper := filepath.Join(dir, "python")
+	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\n"+`exec "$FAKEPY_HOME/bin/python3" "$@"`+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Target: "gpupkg", Python: wrapper, Loader: noEnv(), Catalog: embedded, Cache: factcache.At(filepath.Join(dir, "cache"))}
+	for i, step := range []struct {
+		env            string
+		ok, wantCached bool
+	}{{"whole", true, false}, {"broken", false, false}, {"whole", true, true}, {"broken", false, true}, {"whole", true, true}} {
+		t.Setenv("FAKEPY_HOME", filepath.Join(dir, step.env))
+		r, err := runWithin(context.Background(), opts, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OK != step.ok || r.Cached != step.wantCached {
+			t.Fatalf("step %d, the wrapper running %s: ok %v cached %v (want %v, %v), problems %v", i, step.env, r.OK, r.Cached, step.ok, step.wantCached, r.Problems)
+		}
+	}
+}
+
 // TestCheckImport runs the import beside the analysis: a passing import is
 // answered from cache while nothing it reads changed; a module of the
 // package edited in place (no directory changes) is seen, and a failing

@@ -329,7 +329,7 @@ func (a *app) finishResolve(ctx context.Context, target *resolver.Target, w *res
 		return err
 	}
 	if kept != nil && out.OK {
-		check.Remember(*kept, dryRunAnswer, printed.String(), target, w, start)
+		check.Remember(ctx, *kept, dryRunAnswer, printed.String(), target, w, start)
 	}
 	return nil
 }
@@ -342,7 +342,7 @@ func (a *app) recallDryRun(cmd *cobra.Command, arg string, f resolveFlags) (kept
 		return kept, false, err
 	}
 	var text string
-	if !check.Recall(*kept, dryRunAnswer, &text) {
+	if !check.Recall(cmd.Context(), *kept, dryRunAnswer, &text) {
 		return kept, false, nil
 	}
 	a.logger.Debug("dry run answered from cache: nothing it depends on changed since it was made")

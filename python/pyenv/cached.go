@@ -36,7 +36,13 @@ func discoverCached(ctx context.Context, python string, cache factcache.Dir, mar
 	if err != nil || cache.Path() == "" {
 		return Discover(ctx, python)
 	}
-	key := factcache.Key("python", append([]string{python, exe}, pythonEnviron()...)...)
+	// A wrapper's choice is part of the key (Selected): slower than an
+	// answer kept for the wrapper, never an answer for another Python.
+	runs := Selected(ctx, python)
+	if runs == "" {
+		return Discover(ctx, python)
+	}
+	key := factcache.Key("python", append([]string{python, exe, runs}, pythonEnviron()...)...)
 	var c cachedEnv
 	if cache.Load(key, &c) && c.Exe == exe && c.Inputs.Unchanged() {
 		return c.Env.remember(), nil

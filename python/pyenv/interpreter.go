@@ -45,6 +45,31 @@ func Interpreter(ctx context.Context, python string) (string, error) {
 	return real, nil
 }
 
+// Selected is the program python (default: DefaultPython) runs: python
+// itself, found on PATH, when it is a program; for a wrapper (a pyenv,
+// asdf or mise shim), the interpreter it picks now, from what nothing else
+// here sees (PYENV_VERSION, a .python-version file up the working
+// directory, the manager's global choice), learned by running it. It is
+// "" when python is not found or the wrapper runs no interpreter. Cached
+// answers about an interpreter are keyed by it.
+func Selected(ctx context.Context, python string) string {
+	if python == "" {
+		python = DefaultPython()
+	}
+	exe, err := exec.LookPath(python)
+	if err != nil {
+		return ""
+	}
+	if isProgram(exe) {
+		return exe
+	}
+	real, err := Interpreter(ctx, python)
+	if err != nil {
+		return ""
+	}
+	return real
+}
+
 // isProgram reports a dynamically linked ELF program or library.
 func isProgram(p string) bool {
 	in, err := elfscan.ReadInfo(p)
