@@ -312,9 +312,10 @@ func keyParts(ctx context.Context, opts Options) []string {
 	if len(opts.Import) > 0 {
 		parts = append(parts, "import="+strings.Join(opts.Import, "\x00"))
 	}
-	if opts.Loader.Root == "" {
+	if opts.Loader.Root == "" && opts.SiteDir == "" {
 		// The interpreter a wrapper (a pyenv shim) picks now: no key part
-		// above sees the version it picks by (a root's is never run).
+		// above sees the version it picks by. A root's is never run, and
+		// a site directory given is read without one.
 		parts = append(parts, "runs="+pyenv.Selected(ctx, opts.Python))
 	}
 	parts = append(parts, opts.Key...)
