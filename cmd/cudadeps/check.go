@@ -42,7 +42,9 @@ stat calls; anything changed, and it looks again, reading no symbol table
 whose file is unchanged (what binding answered is kept by the stamps of
 the files it read). A cache that cannot be read or written (read-only,
 full, a slow network home) makes it slower, never wrong. Directory and
-wheel targets are analyzed every time.
+wheel targets are analyzed every time. An interpreter that is a pyenv, asdf
+or mise shim is run each time to learn which Python it picks now (about
+60 ms): give --python the interpreter itself for the fastest prologue.
 
 --timeout bounds the whole check, a hung file system included: past it,
 check exits with status 124 (as timeout(1) does), so a prologue never hangs.
