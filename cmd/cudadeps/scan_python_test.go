@@ -13,17 +13,24 @@ import (
 	"github.com/cudadeps/cudadeps/python/pyenv"
 )
 
-// scan --python given a shim (a shell script that runs the interpreter, as
-// pyenv's, asdf's and conda's are) binds extension modules in the process
-// of the interpreter it runs: the module's C API references bind; a
-// wrapper that runs no interpreter is refused in one line with exit 2.
-func TestScanPythonShim(t *testing.T) {
+// realPython3 is the interpreter program python3 on PATH runs.
+func realPython3(t *testing.T) string {
+	t.Helper()
 	py, err := exec.LookPath("python3")
 	lddtest.Need(t, err == nil, "python3 is not installed")
 	real, err := pyenv.Interpreter(t.Context(), py)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return real
+}
+
+// scan --python given a shim (a shell script that runs the interpreter, as
+// pyenv's, asdf's and conda's are) binds extension modules in the process
+// of the interpreter it runs: the module's C API references bind; a
+// wrapper that runs no interpreter is refused in one line with exit 2.
+func TestScanPythonShim(t *testing.T) {
+	real := realPython3(t)
 	dir := t.TempDir()
 	ext := filepath.Join(dir, "pkg", "_ext.cpython-311-x86_64-linux-gnu.so")
 	if err := os.MkdirAll(filepath.Dir(ext), 0o755); err != nil {
@@ -56,12 +63,7 @@ func TestScanPythonShim(t *testing.T) {
 // program only when the scan meets such a module, once: a scan of plain
 // libraries starts no process.
 func TestScanRunsDefaultShimOnlyWhenNeeded(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	lddtest.Need(t, err == nil, "python3 is not installed")
-	real, err := pyenv.Interpreter(t.Context(), py)
-	if err != nil {
-		t.Fatal(err)
-	}
+	real := realPython3(t)
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
 	bin := filepath.Join(dir, "bin")

@@ -52,25 +52,24 @@ type additions struct {
 
 // namesOf is o's names with the additions of every layer, oldest first.
 func (a *additions) namesOf(o *Object) []string {
-	if a == nil {
-		return o.names
-	}
-	base := a.parent.namesOf(o)
-	if extra := a.names[o]; len(extra) > 0 {
-		return append(slices.Clip(base), extra...)
-	}
-	return base
+	return layered(a, o.names, func(l *additions) []string { return l.names[o] })
 }
 
 // neededByOf is o's needing objects with the additions of every layer,
 // oldest first.
 func (a *additions) neededByOf(o *Object) []*Object {
+	return layered(a, o.neededBy, func(l *additions) []*Object { return l.neededBy[o] })
+}
+
+// layered is own followed by what each layer from the oldest to a adds
+// (extra of the layer); own itself when no layer adds anything.
+func layered[T any](a *additions, own []T, extra func(*additions) []T) []T {
 	if a == nil {
-		return o.neededBy
+		return own
 	}
-	base := a.parent.neededByOf(o)
-	if extra := a.neededBy[o]; len(extra) > 0 {
-		return append(slices.Clip(base), extra...)
+	base := layered(a.parent, own, extra)
+	if e := extra(a); len(e) > 0 {
+		return append(slices.Clip(base), e...)
 	}
 	return base
 }

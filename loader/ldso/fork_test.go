@@ -57,6 +57,21 @@ func writeForkTree(t *testing.T) string {
 	return dir
 }
 
+// startApp is the process every fork of the tree starts from: the program
+// after the module every process loads first.
+func startApp(t *testing.T, l *Loader, dir string) *Process {
+	t.Helper()
+	ctx := context.Background()
+	p, err := l.Start(ctx, filepath.Join(dir, "app"), AsExecuted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Dlopen(ctx, filepath.Join(dir, "pkg/m0.so")); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // describe writes out everything a result says, links by path and name,
 // so two results can be compared whatever objects they are made of.
 func describe(r *Result) string {
@@ -97,16 +112,7 @@ func describe(r *Result) string {
 func TestForkLoadsAsAFreshProcess(t *testing.T) {
 	dir, l := forkTree(t)
 	ctx := context.Background()
-	start := func() *Process {
-		p, err := l.Start(ctx, filepath.Join(dir, "app"), AsExecuted)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Dlopen(ctx, filepath.Join(dir, "pkg/m0.so")); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	start := func() *Process { return startApp(t, l, dir) }
 	base := start()
 	before := describe(base.Result())
 	for _, m := range []string{"m1.so", "m2.so", "m3.so", "lib/libx.so", "m5.so", "m1.so"} {
@@ -239,16 +245,7 @@ func TestDetachedResultKeepsItsAnswer(t *testing.T) {
 func TestForksLoadSideBySide(t *testing.T) {
 	dir, l := forkTree(t)
 	ctx := context.Background()
-	start := func() *Process {
-		p, err := l.Start(ctx, filepath.Join(dir, "app"), AsExecuted)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Dlopen(ctx, filepath.Join(dir, "pkg/m0.so")); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	start := func() *Process { return startApp(t, l, dir) }
 	files := []string{"m1.so", "m2.so", "m3.so", "m4.so", "m5.so", "m6.so", "lib/libx.so", "lib/liby.so"}
 	want := map[string]string{}
 	for _, m := range files {
