@@ -56,13 +56,6 @@ func Selected(ctx context.Context, python string) string {
 	if python == "" {
 		python = DefaultPython()
 	}
-	exe, err := exec.LookPath(python)
-	if err != nil {
-		return ""
-	}
-	if isProgram(exe) {
-		return exe
-	}
 	real, err := Interpreter(ctx, python)
 	if err != nil {
 		return ""
