@@ -65,6 +65,41 @@ type Binder struct {
 	syms  *symbols
 	pages *elfscan.PagesPool
 	kept  *Kept // nil: every check computed
+	// refBuffers are the lists files' references are gathered in.
+	refBuffers refBuffers
+}
+
+// refBuffers keeps a few reference lists for reuse, none larger than
+// maxRefBuffer: what is kept is live heap for the whole scan, which the
+// collector's goal doubles, so the few files with tens of thousands of
+// references grow a list of their own.
+type refBuffers struct {
+	mu   sync.Mutex
+	free [][]*symbol
+}
+
+const maxRefBuffers, maxRefBuffer = 4, 8 << 10
+
+func (r *refBuffers) get() []*symbol {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.free); n > 0 {
+		b := r.free[n-1]
+		r.free = r.free[:n-1]
+		return b
+	}
+	return nil
+}
+
+func (r *refBuffers) put(b []*symbol) {
+	if cap(b) == 0 || cap(b) > maxRefBuffer {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.free) < maxRefBuffers {
+		r.free = append(r.free, b[:0])
+	}
 }
 
 // New returns an empty Binder.
@@ -133,7 +168,7 @@ type checked struct {
 // A Binder keeping answers (Keeping) gives a check of files unchanged
 // since the answer kept for them, reading none of them.
 func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Undefined, error) {
-	members, stamps, inScope := b.members(scope)
+	members, stamps, inScope := b.members(scope, b.kept != nil)
 	if b.kept == nil {
 		return b.check(ctx, members, inScope, check)
 	}
@@ -238,14 +273,20 @@ func (b *Binder) bindAll(ctx context.Context, members []*file, objs []checked, t
 }
 
 // members lists the distinct files of scope in order, with what stat said
-// of each when the loader read it, and marks them by id.
-func (b *Binder) members(scope []*ldso.Object) ([]*file, []factcache.Stamp, []bool) {
-	var members []*file
+// of each when the loader read it when withStamps (only kept answers need
+// them), and marks them by id.
+func (b *Binder) members(scope []*ldso.Object, withStamps bool) ([]*file, []factcache.Stamp, []bool) {
+	members := make([]*file, 0, len(scope))
 	var stamps []factcache.Stamp
+	if withStamps {
+		stamps = make([]factcache.Stamp, 0, len(scope))
+	}
 	for _, o := range scope {
 		if o.Found() && o.HostPath != "" {
 			members = append(members, b.file(o.HostPath))
-			stamps = append(stamps, o.Stamp())
+			if withStamps {
+				stamps = append(stamps, o.Stamp())
+			}
 		}
 	}
 	inScope := make([]bool, b.count()+1)
@@ -254,7 +295,9 @@ func (b *Binder) members(scope []*ldso.Object) ([]*file, []factcache.Stamp, []bo
 		if !inScope[f.id] {
 			inScope[f.id] = true
 			out = append(out, f)
-			outStamps = append(outStamps, stamps[i])
+			if withStamps {
+				outStamps = append(outStamps, stamps[i])
+			}
 		}
 	}
 	return out, outStamps, inScope
@@ -419,7 +462,10 @@ func (b *Binder) read(f *file) {
 			ef.Close()
 			b.pages.Put(pages)
 		}()
-		if refs, err := b.syms.references(ef); err != nil {
+		buf := b.refBuffers.get()
+		refs, buf, err := b.syms.references(ef, buf)
+		b.refBuffers.put(buf)
+		if err != nil {
 			f.err = err
 		} else {
 			f.refs = refs

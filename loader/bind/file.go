@@ -31,15 +31,79 @@ type file struct {
 }
 
 // knownSet is split in shards by symbol: the files every scope holds
-// (libc) are asked by every worker at once. Maps, not a sync.Map: tens of
-// thousands of answers are kept, at a fifth of the memory.
+// (libc) are asked by every worker at once. Each shard is a knownTable:
+// tens of thousands of answers are kept, and a map per shard cost 26
+// bytes an answer and two hundred per map (most files are asked a few
+// names), where a table of ids costs five.
 type knownSet [knownShards]struct {
 	mu sync.RWMutex
-	m  map[*symbol]bool
+	t  knownTable
 	_  [32]byte // one cache line each
 }
 
 const knownShards = 8
+
+// knownTable is a set of answers, each a symbol's id shifted left once
+// with whether the file defines it in the low bit, in open addressing;
+// 0 is an empty slot (ids start at 1).
+type knownTable struct {
+	slots []uint32
+	n     int
+}
+
+// maxKnownID bounds the ids a knownTable holds: an id must fit beside
+// its answer's bit.
+const maxKnownID = 1<<31 - 1
+
+func (t *knownTable) slot(id uint32) int {
+	return int((id * 0x9e3779b1) >> 8) // Fibonacci hashing spreads consecutive ids
+}
+
+// get reports the answer kept for id, if any.
+func (t *knownTable) get(id uint32) (def, ok bool) {
+	mask := len(t.slots) - 1
+	if mask < 0 {
+		return false, false
+	}
+	for i := t.slot(id) & mask; ; i = (i + 1) & mask {
+		switch e := t.slots[i]; {
+		case e == 0:
+			return false, false
+		case e>>1 == id:
+			return e&1 == 1, true
+		}
+	}
+}
+
+// put keeps the answer def for id, growing the table to stay at most
+// three quarters full.
+func (t *knownTable) put(id uint32, def bool) {
+	if (t.n+1)*4 > len(t.slots)*3 {
+		old := t.slots
+		t.slots, t.n = make([]uint32, max(8, 2*len(old))), 0
+		for _, e := range old {
+			if e != 0 {
+				t.put(e>>1, e&1 == 1)
+			}
+		}
+	}
+	e := id << 1
+	if def {
+		e |= 1
+	}
+	mask := len(t.slots) - 1
+	for i := t.slot(id) & mask; ; i = (i + 1) & mask {
+		if t.slots[i] == 0 {
+			t.slots[i] = e
+			t.n++
+			return
+		}
+		if t.slots[i]>>1 == id {
+			t.slots[i] = e
+			return
+		}
+	}
+}
 
 // groups are a file's references by the file known to define them: a
 // scope that holds a provider binds its whole group.
@@ -130,20 +194,25 @@ func (f *file) summarize() {
 	f.groups.Store(g)
 }
 
-// knows says whether f was found to define symbol id, if it was asked.
+// knows says whether f was found to define symbol s, if it was asked.
 func (f *file) knows(s *symbol) (def, known bool) {
 	k := f.known.Load()
-	if k == nil {
+	if k == nil || s.id > maxKnownID {
 		return false, false
 	}
 	sh := &k[s.hash.GNU%knownShards]
 	sh.mu.RLock()
-	def, known = sh.m[s]
+	def, known = sh.t.get(s.id)
 	sh.mu.RUnlock()
 	return def, known
 }
 
+// learn keeps whether f defines s; an id too large to keep is looked up
+// again when asked again.
 func (f *file) learn(s *symbol, def bool) {
+	if s.id > maxKnownID {
+		return
+	}
 	k := f.known.Load()
 	if k == nil {
 		f.known.CompareAndSwap(nil, new(knownSet))
@@ -151,10 +220,7 @@ func (f *file) learn(s *symbol, def bool) {
 	}
 	sh := &k[s.hash.GNU%knownShards]
 	sh.mu.Lock()
-	if sh.m == nil {
-		sh.m = map[*symbol]bool{}
-	}
-	sh.m[s] = def
+	sh.t.put(s.id, def)
 	sh.mu.Unlock()
 }
 

@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/cudadeps/cudadeps/loader/elfscan"
@@ -17,6 +18,9 @@ type symbol struct {
 	need *need // nil: an unversioned reference
 	hash elfscan.Hash
 	next *symbol // another symbol of the same name
+	// id numbers the symbols of a Binder from 1, in the order first met:
+	// what a file's known answers are kept by.
+	id uint32
 }
 
 // need is the version a reference requires and whom from.
@@ -63,6 +67,7 @@ func (s *symbol) file() string {
 type symbols struct {
 	seed   maphash.Seed
 	shards [64]symbolShard
+	last   atomic.Uint64 // the symbols made
 }
 
 type symbolShard struct {
@@ -88,18 +93,18 @@ func newSymbols() *symbols {
 }
 
 // references reads f's strong references, each symbol kept once and each
-// name read into a string once across the files.
-func (t *symbols) references(f *elfscan.File) ([]*symbol, error) {
-	var out []*symbol
-	err := f.EachReference(t.name, func(r *elfscan.Reference) {
+// name read into a string once across the files. The list is gathered in
+// buf (grown as needed, and returned for the next file) and kept as a copy
+// of its size: appending to a fresh list for each file allocated three
+// times what is kept.
+func (t *symbols) references(f *elfscan.File, buf []*symbol) (refs, grown []*symbol, err error) {
+	buf = buf[:0]
+	err = f.EachReference(t.name, func(r *elfscan.Reference) {
 		if !r.Weak { // a weak reference that stays unbound is no error
-			out = append(out, t.one(r))
+			buf = append(buf, t.one(r))
 		}
 	})
-	if cap(out)-len(out) > 64 {
-		out = slices.Clone(out) // kept for the whole scan: not the room appending left
-	}
-	return out, err
+	return slices.Clone(buf), buf, err
 }
 
 // name is the kept string of a name already interned, else a copy of b
@@ -150,7 +155,7 @@ func (t *symbols) one(r *elfscan.Reference) *symbol {
 	}
 	s := &sh.slab[0]
 	sh.slab = sh.slab[1:]
-	*s = symbol{name: r.Name, next: first}
+	*s = symbol{name: r.Name, next: first, id: uint32(min(t.last.Add(1), maxKnownID+1))}
 	if r.Version != "" || r.File != "" || r.VersionHidden {
 		k := needKey{r.Version, r.File, r.VersionHidden}
 		n := sh.needs[k]
