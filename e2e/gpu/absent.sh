@@ -45,7 +45,7 @@ port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0))
 nvsnap() { (cd "$SITE" && find . -maxdepth 1 -name 'nvidia*' -o -maxdepth 1 -name 'cuda_toolkit*' | sort; find nvidia -printf '%p %y %s %l\n' 2>/dev/null | sort) | sha256sum | cut -c1-16; }
 
 log "host: $MODE; $("$CUDADEPS" --version); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-if [ "$MODE" = --clean ]; then
+if [ "$MODE" = clean ]; then
   clean_host "$WORK" || { echo "could not make a clean host"; exit 1; }
 fi
 echo "site-packages: $SITE"

@@ -45,7 +45,7 @@ gpu_work() { # label
 
 
 log "host: $MODE; $("$CUDADEPS" --version); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-if [ "$MODE" = --clean ]; then
+if [ "$MODE" = clean ]; then
   clean_host "$WORK" || { echo "could not make a clean host"; exit 1; }
 fi
 echo "site-packages: $SITE"

@@ -2,15 +2,17 @@
 #
 # proof_setup CUDADEPS [--clean]: the proofs' common start. With --clean it
 # runs the calling script again in a private mount namespace (clean_host
-# then hides the system's CUDA there). Sets CUDADEPS, MODE, PYTHON, OUT,
-# WORK, PREFIX, SITE and HIDE (default: nvidia/cu13/lib nvidia/cudnn/lib
-# nvidia/cusparselt/lib), and a download cache under WORK.
+# then hides the system's CUDA there). Sets CUDADEPS, MODE (stock or
+# clean), PYTHON, OUT, WORK, PREFIX, SITE and HIDE (default:
+# nvidia/cu13/lib nvidia/cudnn/lib nvidia/cusparselt/lib), and a download
+# cache under WORK.
 proof_setup() {
   CUDADEPS=$(readlink -f "$1")
   MODE=${2:-stock}
   if [ "$MODE" = --clean ] && [ -z "${CUDADEPS_CLEAN_NS:-}" ]; then
     exec unshare -m env CUDADEPS_CLEAN_NS=1 bash "$0" "$CUDADEPS" --clean
   fi
+  MODE=${MODE#--} # "stock" or "clean": part of the names of the logs
   PYTHON=${PYTHON:-$(command -v python3)}
   OUT=${OUT:-$(mktemp -d)}
   mkdir -p "$OUT"

@@ -18,7 +18,7 @@ proof_setup "$@"
 export PIP_CONFIG_FILE=/dev/null
 
 log "host: $MODE; $("$CUDADEPS" --version)"
-if [ "$MODE" = --clean ]; then
+if [ "$MODE" = clean ]; then
   clean_host "$WORK" || { echo "could not make a clean host"; exit 1; }
 fi
 BEFORE=$(snapshot)
