@@ -75,12 +75,12 @@ type Binder struct {
 // references grow a list of their own.
 type refBuffers struct {
 	mu   sync.Mutex
-	free [][]*symbol
+	free [][]uint32
 }
 
 const maxRefBuffers, maxRefBuffer = 4, 8 << 10
 
-func (r *refBuffers) get() []*symbol {
+func (r *refBuffers) get() []uint32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n := len(r.free); n > 0 {
@@ -91,7 +91,7 @@ func (r *refBuffers) get() []*symbol {
 	return nil
 }
 
-func (r *refBuffers) put(b []*symbol) {
+func (r *refBuffers) put(b []uint32) {
 	if cap(b) == 0 || cap(b) > maxRefBuffer {
 		return
 	}
@@ -244,7 +244,7 @@ func (b *Binder) check(ctx context.Context, members []*file, inScope []bool, che
 		if p.ok {
 			continue
 		}
-		s := c.f.refs[p.idx]
+		s := b.syms.at(c.f.refs[p.idx])
 		out = append(out, Undefined{Object: c.o, Symbol: s.name, Version: s.version(), File: s.file()})
 	}
 	return out, nil
@@ -372,7 +372,7 @@ func (b *Binder) bindIn(m *file, objs []checked, todo []pending) (int, error) {
 			continue
 		}
 		f := objs[p.of].f
-		s := f.refs[p.idx]
+		s := b.syms.at(f.refs[p.idx])
 		if !t.MayDefine(s.hash) {
 			continue
 		}
@@ -399,7 +399,7 @@ func (b *Binder) bindIn(m *file, objs []checked, todo []pending) (int, error) {
 	for _, a := range ask {
 		p := &todo[uint32(a)]
 		f := objs[p.of].f
-		s := f.refs[p.idx]
+		s := b.syms.at(f.refs[p.idx])
 		def, known := m.knows(s) // a name asked twice in the list
 		if !known {
 			if def, err = defines(open, s); err != nil {

@@ -13,7 +13,7 @@ type file struct {
 	path string
 
 	once sync.Once
-	refs []*symbol // its strong references, in symbol table order
+	refs []uint32 // its strong references (symbol ids), in symbol table order
 	err  error
 	// provider holds, for each reference, the id of a file known to define
 	// it (0: none known yet).
@@ -45,15 +45,11 @@ const knownShards = 8
 
 // knownTable is a set of answers, each a symbol's id shifted left once
 // with whether the file defines it in the low bit, in open addressing;
-// 0 is an empty slot (ids start at 1).
+// 0 is an empty slot (ids start at 1, and are at most maxSymbolID).
 type knownTable struct {
 	slots []uint32
 	n     int
 }
-
-// maxKnownID bounds the ids a knownTable holds: an id must fit beside
-// its answer's bit.
-const maxKnownID = 1<<31 - 1
 
 func (t *knownTable) slot(id uint32) int {
 	return int((id * 0x9e3779b1) >> 8) // Fibonacci hashing spreads consecutive ids
@@ -197,7 +193,7 @@ func (f *file) summarize() {
 // knows says whether f was found to define symbol s, if it was asked.
 func (f *file) knows(s *symbol) (def, known bool) {
 	k := f.known.Load()
-	if k == nil || s.id > maxKnownID {
+	if k == nil {
 		return false, false
 	}
 	sh := &k[s.hash.GNU%knownShards]
@@ -207,12 +203,8 @@ func (f *file) knows(s *symbol) (def, known bool) {
 	return def, known
 }
 
-// learn keeps whether f defines s; an id too large to keep is looked up
-// again when asked again.
+// learn keeps whether f defines s.
 func (f *file) learn(s *symbol, def bool) {
-	if s.id > maxKnownID {
-		return
-	}
 	k := f.known.Load()
 	if k == nil {
 		f.known.CompareAndSwap(nil, new(knownSet))

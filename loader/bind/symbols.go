@@ -1,6 +1,7 @@
 package bind
 
 import (
+	"fmt"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -17,10 +18,10 @@ type symbol struct {
 	name string
 	need *need // nil: an unversioned reference
 	hash elfscan.Hash
-	next *symbol // another symbol of the same name
 	// id numbers the symbols of a Binder from 1, in the order first met:
-	// what a file's known answers are kept by.
-	id uint32
+	// what files' references and known answers hold.
+	id   uint32
+	next uint32 // the id of another symbol of the same name; 0: none
 }
 
 // need is the version a reference requires and whom from.
@@ -63,47 +64,90 @@ func (s *symbol) file() string {
 // environment reference the same few thousand names (malloc, the C++
 // runtime, the CUDA runtime) many times over. It is split in shards by
 // name, so that the workers of a scan interning their files' references
-// seldom wait for each other.
+// seldom wait for each other. Symbols are kept in chunks by id: a file's
+// references are ids, four bytes each and no pointer for the collector to
+// follow (the 860 files of the GPU environment hold 173,000 references).
 type symbols struct {
 	seed   maphash.Seed
 	shards [64]symbolShard
-	last   atomic.Uint64 // the symbols made
+	last   atomic.Uint64 // the ids given
+	grow   sync.Mutex    // held to add chunks
+	chunks atomic.Pointer[[]*symbolChunk]
 }
+
+// symbolChunk holds the symbols of consecutive ids: one allocation for
+// many, none of them freed before the scan ends.
+type symbolChunk [chunkSymbols]symbol
+
+const chunkSymbols = 1024
+
+// maxSymbolID bounds the ids: an id must fit beside a known answer's bit.
+const maxSymbolID = 1<<31 - 1
 
 type symbolShard struct {
 	mu     sync.Mutex
-	byName map[string]*symbol
+	byName map[string]uint32 // the id of the last symbol made of the name
 	needs  map[needKey]*need
-	// slab is where new symbols are taken from: one allocation for many,
-	// none of them freed before the scan ends.
-	slab []symbol
-	text []byte // the bytes of the names kept (keep)
+	text   []byte // the bytes of the names kept (keep)
 }
-
-// slabSize is how many symbols one allocation of a shard holds.
-const slabSize = 128
 
 func newSymbols() *symbols {
 	t := &symbols{seed: maphash.MakeSeed()}
+	t.chunks.Store(new([]*symbolChunk))
 	for i := range t.shards {
-		t.shards[i].byName = map[string]*symbol{}
+		t.shards[i].byName = map[string]uint32{}
 		t.shards[i].needs = map[needKey]*need{}
 	}
 	return t
 }
 
-// references reads f's strong references, each symbol kept once and each
-// name read into a string once across the files. The list is gathered in
-// buf (grown as needed, and returned for the next file) and kept as a copy
-// of its size: appending to a fresh list for each file allocated three
-// times what is kept.
-func (t *symbols) references(f *elfscan.File, buf []*symbol) (refs, grown []*symbol, err error) {
-	buf = buf[:0]
-	err = f.EachReference(t.name, func(r *elfscan.Reference) {
-		if !r.Weak { // a weak reference that stays unbound is no error
-			buf = append(buf, t.one(r))
+// at is the symbol of id. Whoever holds an id got it from one, whose
+// chunk was stored before the id was handed out.
+func (t *symbols) at(id uint32) *symbol {
+	return &(*t.chunks.Load())[id/chunkSymbols][id%chunkSymbols]
+}
+
+// place returns where the symbol of a new id goes, adding its chunk when
+// it is the first of one.
+func (t *symbols) place(id uint32) *symbol {
+	cs := *t.chunks.Load()
+	if int(id/chunkSymbols) >= len(cs) {
+		t.grow.Lock()
+		cs = *t.chunks.Load()
+		for int(id/chunkSymbols) >= len(cs) {
+			cs = append(slices.Clip(cs), new(symbolChunk))
 		}
+		t.chunks.Store(&cs)
+		t.grow.Unlock()
+	}
+	return &cs[id/chunkSymbols][id%chunkSymbols]
+}
+
+// errTooManySymbols: more distinct references than ids.
+var errTooManySymbols = fmt.Errorf("more than %d distinct symbol references", maxSymbolID)
+
+// references reads f's strong references as symbol ids, each symbol kept
+// once and each name read into a string once across the files. The list
+// is gathered in buf (grown as needed, and returned for the next file)
+// and kept as a copy of its size: appending to a fresh list for each file
+// allocated three times what is kept.
+func (t *symbols) references(f *elfscan.File, buf []uint32) (refs, grown []uint32, err error) {
+	buf = buf[:0]
+	full := false
+	err = f.EachReference(t.name, func(r *elfscan.Reference) {
+		if r.Weak || full { // a weak reference that stays unbound is no error
+			return
+		}
+		id, ok := t.one(r)
+		if !ok {
+			full = true
+			return
+		}
+		buf = append(buf, id)
 	})
+	if err == nil && full {
+		err = errTooManySymbols
+	}
 	return slices.Clone(buf), buf, err
 }
 
@@ -113,8 +157,8 @@ func (t *symbols) name(b []byte) string {
 	sh := &t.shards[maphash.Bytes(t.seed, b)%uint64(len(t.shards))]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s, ok := sh.byName[string(b)]; ok {
-		return s.name
+	if id, ok := sh.byName[string(b)]; ok {
+		return t.at(id).name
 	}
 	return sh.keep(b)
 }
@@ -140,22 +184,27 @@ func (sh *symbolShard) keep(b []byte) string {
 // are strings of their own.
 const textChunk, maxKeptName = 4 << 10, 256
 
-func (t *symbols) one(r *elfscan.Reference) *symbol {
+// one is the id of the symbol of r, made the first time it is met; false
+// when every id is taken.
+func (t *symbols) one(r *elfscan.Reference) (uint32, bool) {
 	sh := &t.shards[maphash.String(t.seed, r.Name)%uint64(len(t.shards))]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	first := sh.byName[r.Name]
-	for s := first; s != nil; s = s.next {
+	for id := first; id != 0; {
+		s := t.at(id)
 		if s.is(r) {
-			return s
+			return id, true
 		}
+		id = s.next
 	}
-	if len(sh.slab) == 0 {
-		sh.slab = make([]symbol, slabSize)
+	n := t.last.Add(1)
+	if n > maxSymbolID {
+		return 0, false
 	}
-	s := &sh.slab[0]
-	sh.slab = sh.slab[1:]
-	*s = symbol{name: r.Name, next: first, id: uint32(min(t.last.Add(1), maxKnownID+1))}
+	id := uint32(n)
+	s := t.place(id)
+	*s = symbol{name: r.Name, id: id, next: first}
 	if r.Version != "" || r.File != "" || r.VersionHidden {
 		k := needKey{r.Version, r.File, r.VersionHidden}
 		n := sh.needs[k]
@@ -165,11 +214,11 @@ func (t *symbols) one(r *elfscan.Reference) *symbol {
 		}
 		s.need = n
 	}
-	if first != nil {
-		s.hash = first.hash
+	if first != 0 {
+		s.hash = t.at(first).hash
 	} else {
 		s.hash = elfscan.HashOf(r.Name)
 	}
-	sh.byName[r.Name] = s
-	return s
+	sh.byName[r.Name] = id
+	return id, true
 }
