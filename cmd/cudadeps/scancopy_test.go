@@ -11,13 +11,13 @@ import (
 	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
-// bench/skeleton.py carries what a scan reads of a tree to another
-// machine: a scan of the tree it builds says what a scan of the original
+// bench/scancopy.py carries what a scan reads of a tree to another
+// machine: a scan of the copy it builds says what a scan of the original
 // said (host libraries with their symbols, links, a distribution's
 // metadata, a linker script, a program and a source), from a stream a
 // fraction of the tree's size; and a stream naming a path outside the
 // tree is refused.
-func TestSkeletonScansAsTheTree(t *testing.T) {
+func TestScanCopyScansAsTheTree(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	lddtest.Need(t, err == nil, "python3 is not installed")
 	src := filepath.Join(t.TempDir(), "site-packages")
@@ -78,10 +78,10 @@ func TestSkeletonScansAsTheTree(t *testing.T) {
 	}
 	work := t.TempDir()
 	stream, dst := filepath.Join(work, "tree.xz"), filepath.Join(work, "site-packages")
-	script := filepath.Join("..", "..", "bench", "skeleton.py")
+	script := filepath.Join("..", "..", "bench", "scancopy.py")
 	for _, args := range [][]string{{"extract", src, stream}, {"build", stream, dst}} {
 		if out, err := exec.Command(py, append([]string{script}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("skeleton.py %s: %v\n%s", args[0], err, out)
+			t.Fatalf("scancopy.py %s: %v\n%s", args[0], err, out)
 		}
 	}
 	scanOf := func(dir string) string {
@@ -96,7 +96,7 @@ func TestSkeletonScansAsTheTree(t *testing.T) {
 		t.Fatalf("the tree's scan names no undefined symbol:\n%s", want)
 	}
 	if got := scanOf(dst); got != want {
-		t.Errorf("the skeleton scans otherwise than the tree:\n--- tree\n%s\n--- skeleton\n%s", want, got)
+		t.Errorf("the copy scans otherwise than the tree:\n--- tree\n%s\n--- copy\n%s", want, got)
 	}
 	var treeBytes int64
 	filepath.Walk(src, func(_ string, fi os.FileInfo, err error) error {

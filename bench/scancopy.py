@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""skeleton.py: what a scan reads of a tree, carried to another machine.
+"""scancopy.py: what a scan reads of a tree, carried to another machine.
 
-  python3 bench/skeleton.py extract TREE OUT.xz
-  python3 bench/skeleton.py build OUT.xz DIR
+  python3 bench/scancopy.py extract TREE OUT.xz
+  python3 bench/scancopy.py build OUT.xz DIR
 
 `extract` writes, for every entry under TREE (symbolic links not followed),
 its path, mode and size; of an ELF file its headers and the dynamic
@@ -172,7 +172,7 @@ def extract(top, out_path):
                 try:
                     parts = kept_bytes(p, rel, name, st)
                 except OSError as e:
-                    print(f"skeleton: {p}: {e}", file=sys.stderr)
+                    print(f"scancopy: {p}: {e}", file=sys.stderr)
                     parts = []
                 kept += bool(parts)
                 entry = {"p": rel, "m": st.st_mode & 0o7777, "s": st.st_size, "r": [list(r) for r, _ in parts]}
@@ -189,7 +189,7 @@ def build(in_path, top):
             e = json.loads(line)
             p = os.path.join(top, e["p"])
             if os.path.isabs(e["p"]) or ".." in e["p"].split("/"):
-                sys.exit(f"skeleton: {in_path}: entry {e['p']!r} is outside the tree")
+                sys.exit(f"scancopy: {in_path}: entry {e['p']!r} is outside the tree")
             os.makedirs(os.path.dirname(p), exist_ok=True)
             if "l" in e:
                 if not os.path.lexists(p):
@@ -199,7 +199,7 @@ def build(in_path, top):
                 for off, size in e["r"]:
                     b = f.read(size)
                     if len(b) != size:
-                        sys.exit(f"skeleton: {in_path}: the bytes of {e['p']} end early")
+                        sys.exit(f"scancopy: {in_path}: the bytes of {e['p']} end early")
                     o.seek(off)
                     o.write(b)
                 o.truncate(e["s"])
