@@ -145,6 +145,7 @@ const keep = 64
 
 func run(ctx context.Context, opts Options, margin time.Duration) (*Result, error) {
 	var r Result
+	ctx = KnowInterpreter(ctx, opts)
 	key := joinKey(ctx, opts, "")
 	if recall(opts, key, &r) {
 		r.Cached = true
@@ -295,6 +296,20 @@ func joinKey(ctx context.Context, opts Options, what string) string {
 	return strings.Join(append(keyParts(ctx, opts), "answer="+what), "\x00")
 }
 
+// KnowInterpreter returns ctx carrying which program the interpreter of
+// opts runs, when the answers' key needs it: the key and the analysis it
+// was missed for then run a wrapper (a pyenv shim) once between them.
+func KnowInterpreter(ctx context.Context, opts Options) context.Context {
+	if !asksInterpreter(opts) {
+		return ctx
+	}
+	return pyenv.KnowSelected(ctx, opts.Python)
+}
+
+// asksInterpreter: a root's interpreter is never run, and a site
+// directory given is read without one.
+func asksInterpreter(opts Options) bool { return opts.Loader.Root == "" && opts.SiteDir == "" }
+
 // keyParts are what the answer depends on besides files: the machine, the
 // working directory (a relative target), the options and the environment
 // the loader and the interpreter read.
@@ -312,10 +327,9 @@ func keyParts(ctx context.Context, opts Options) []string {
 	if len(opts.Import) > 0 {
 		parts = append(parts, "import="+strings.Join(opts.Import, "\x00"))
 	}
-	if opts.Loader.Root == "" && opts.SiteDir == "" {
+	if asksInterpreter(opts) {
 		// The interpreter a wrapper (a pyenv shim) picks now: no key part
-		// above sees the version it picks by. A root's is never run, and
-		// a site directory given is read without one.
+		// above sees the version it picks by.
 		parts = append(parts, "runs="+pyenv.Selected(ctx, opts.Python))
 	}
 	parts = append(parts, opts.Key...)

@@ -21,6 +21,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 	"github.com/cudadeps/cudadeps/loader/ldso"
+	"github.com/cudadeps/cudadeps/python/pyenv"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
@@ -190,10 +191,23 @@ func TestCheckFollowsWrapperChoice(t *testing.T) {
 		}
 		writeDist(t, site, "libdep", "2.0", nil, files)
 	}
-	wrapper := filepath.Join(dir, "python")
-	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\n"+`exec "$FAKEPY_HOME/bin/python3" "$@"`+"\n"), 0o755); err != nil {
+	// The wrapper counts its runs: a shim takes tens of milliseconds.
+	wrapper, count := filepath.Join(dir, "python"), filepath.Join(dir, "runs")
+	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\necho >>\"$FAKEPY_COUNT\"\n"+`exec "$FAKEPY_HOME/bin/python3" "$@"`+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("FAKEPY_COUNT", count)
+	runs := func() int {
+		data, _ := os.ReadFile(count)
+		os.Remove(count)
+		return strings.Count(string(data), "\n")
+	}
+	// What the interpreter's own questions cost, asked without a check.
+	t.Setenv("FAKEPY_HOME", filepath.Join(dir, "whole"))
+	if _, err := pyenv.Discover(context.Background(), wrapper); err != nil {
+		t.Fatal(err)
+	}
+	asked := runs()
 	opts := Options{Target: "gpupkg", Python: wrapper, Loader: noEnv(), Catalog: embedded, Cache: factcache.At(filepath.Join(dir, "cache"))}
 	for i, step := range []struct {
 		env            string
@@ -206,6 +220,14 @@ func TestCheckFollowsWrapperChoice(t *testing.T) {
 		}
 		if r.OK != step.ok || r.Cached != step.wantCached {
 			t.Fatalf("step %d, the wrapper running %s: ok %v cached %v (want %v, %v), problems %v", i, step.env, r.OK, r.Cached, step.ok, step.wantCached, r.Problems)
+		}
+		// Once for the key, and for a miss what the interpreter is asked.
+		want := 1
+		if !step.wantCached {
+			want += asked
+		}
+		if n := runs(); n != want {
+			t.Errorf("step %d: the wrapper ran %d times, want %d", i, n, want)
 		}
 	}
 }

@@ -244,9 +244,17 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		return err
 	}
 	start := time.Now()
-	kept, answered, err := a.recallDryRun(cmd, arg, f)
-	if err != nil || answered {
+	kept, err := a.keptDryRun(cmd, arg, f)
+	if err != nil {
 		return err
+	}
+	if kept != nil {
+		// The kept answer's key, the dry run and the answer kept after it
+		// all ask which interpreter a wrapper runs: it is run once.
+		ctx = check.KnowInterpreter(ctx, *kept)
+		if answered, err := a.recallDryRun(ctx, *kept); err != nil || answered {
+			return err
+		}
 	}
 	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root, Cache: factcache.Open()})
 	if err != nil {
@@ -336,18 +344,15 @@ func (a *app) finishResolve(ctx context.Context, target *resolver.Target, w *res
 
 // recallDryRun prints the answer a dry run of a whole target gave while
 // nothing it depends on changed since (answered), after a stat of each of
-// its inputs; kept says under what a new answer is kept (nil: none is).
-func (a *app) recallDryRun(cmd *cobra.Command, arg string, f resolveFlags) (kept *check.Options, answered bool, err error) {
-	if kept, err = a.keptDryRun(cmd, arg, f); err != nil || kept == nil {
-		return kept, false, err
-	}
+// its inputs; kept says under what it was kept.
+func (a *app) recallDryRun(ctx context.Context, kept check.Options) (answered bool, err error) {
 	var text string
-	if !check.Recall(cmd.Context(), *kept, dryRunAnswer, &text) {
-		return kept, false, nil
+	if !check.Recall(ctx, kept, dryRunAnswer, &text) {
+		return false, nil
 	}
 	a.logger.Debug("dry run answered from cache: nothing it depends on changed since it was made")
 	_, err = io.WriteString(a.stdout, text)
-	return kept, true, err
+	return true, err
 }
 
 // dryRunAnswer names the answers kept for resolve --dry-run.

@@ -56,12 +56,31 @@ func Selected(ctx context.Context, python string) string {
 	if python == "" {
 		python = DefaultPython()
 	}
+	if k, ok := ctx.Value(selectedKey{}).(selected); ok && k.python == python {
+		return k.runs
+	}
 	real, err := Interpreter(ctx, python)
 	if err != nil {
 		return ""
 	}
 	return real
 }
+
+// KnowSelected returns ctx carrying what python (default: DefaultPython)
+// runs, learned now, for Selected to answer from within the run: a check
+// that misses its kept answer asks it for its own key and again for the
+// interpreter's, and a wrapper takes tens of milliseconds to run.
+func KnowSelected(ctx context.Context, python string) context.Context {
+	if python == "" {
+		python = DefaultPython()
+	}
+	return context.WithValue(ctx, selectedKey{}, selected{python: python, runs: Selected(ctx, python)})
+}
+
+type selectedKey struct{}
+
+// selected is what Selected answered for python.
+type selected struct{ python, runs string }
 
 // isProgram reports a dynamically linked ELF program or library.
 func isProgram(p string) bool {
