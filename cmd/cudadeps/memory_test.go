@@ -87,3 +87,15 @@ func highWater(status string) (int64, bool) {
 	}
 	return 0, false
 }
+
+// The heap floor grows with the processors, from 16 MiB to 32.
+func TestGCFloorGrowsWithProcessors(t *testing.T) {
+	for _, c := range []struct {
+		procs int
+		want  uint64
+	}{{1, 16 << 20}, {2, 16 << 20}, {10, 16 << 20}, {12, 18 << 20}, {16, 24 << 20}, {20, 30 << 20}, {22, 32 << 20}, {64, 32 << 20}} {
+		if got := gcFloor(c.procs); got != c.want {
+			t.Errorf("gcFloor(%d) = %d MiB, want %d", c.procs, got>>20, c.want>>20)
+		}
+	}
+}
