@@ -244,17 +244,9 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 		return err
 	}
 	start := time.Now()
-	kept, err := a.keptDryRun(cmd, arg, f)
-	if err != nil {
+	ctx, kept, answered, err := a.recallDryRun(ctx, cmd, arg, f)
+	if err != nil || answered {
 		return err
-	}
-	if kept != nil {
-		// The kept answer's key, the dry run and the answer kept after it
-		// all ask which interpreter a wrapper runs: it is run once.
-		ctx = check.KnowInterpreter(ctx, *kept)
-		if answered, err := a.recallDryRun(ctx, *kept); err != nil || answered {
-			return err
-		}
 	}
 	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root, Cache: factcache.Open()})
 	if err != nil {
@@ -344,15 +336,21 @@ func (a *app) finishResolve(ctx context.Context, target *resolver.Target, w *res
 
 // recallDryRun prints the answer a dry run of a whole target gave while
 // nothing it depends on changed since (answered), after a stat of each of
-// its inputs; kept says under what it was kept.
-func (a *app) recallDryRun(ctx context.Context, kept check.Options) (answered bool, err error) {
+// its inputs; kept says under what a new answer is kept (nil: none is).
+// The key, the dry run and the answer kept after it all ask which
+// interpreter a wrapper runs: the context returned carries it, run once.
+func (a *app) recallDryRun(ctx context.Context, cmd *cobra.Command, arg string, f resolveFlags) (_ context.Context, kept *check.Options, answered bool, err error) {
+	if kept, err = a.keptDryRun(cmd, arg, f); err != nil || kept == nil {
+		return ctx, kept, false, err
+	}
+	ctx = check.KnowInterpreter(ctx, *kept)
 	var text string
-	if !check.Recall(ctx, kept, dryRunAnswer, &text) {
-		return false, nil
+	if !check.Recall(ctx, *kept, dryRunAnswer, &text) {
+		return ctx, kept, false, nil
 	}
 	a.logger.Debug("dry run answered from cache: nothing it depends on changed since it was made")
 	_, err = io.WriteString(a.stdout, text)
-	return true, err
+	return ctx, kept, true, err
 }
 
 // dryRunAnswer names the answers kept for resolve --dry-run.
