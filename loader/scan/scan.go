@@ -208,7 +208,7 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 			envs.prefetch(ctx, t)
 		}()
 	}
-	q := newRootQueue(envs.importReady)
+	q := newRootQueue(envs.importReady, 4*examiners(opts))
 	w := startExamining(ctx, l, binder, envs, q, opts)
 	var roots []string
 	region := trace.StartRegion(ctx, "scan.collect")
@@ -269,14 +269,19 @@ func (w *examining) wait() map[string]closureResult {
 // import) as soon as the walk finds it: a long one (libtorch_cuda.so's
 // symbols) holds up no step of the others, and an import whose process is
 // not loaded yet waits while the worker takes other roots (rootQueue).
+// examiners is how many workers take roots: Parallel, or one per
+// processor.
+func examiners(opts Options) int {
+	if opts.Parallel > 0 {
+		return opts.Parallel
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
 func startExamining(ctx context.Context, l *ldso.Loader, binder *bind.Binder, envs *environments, q *rootQueue, opts Options) *examining {
 	w := &examining{results: map[string]closureResult{}}
 	var interps interpreters
-	nw := opts.Parallel
-	if nw <= 0 {
-		nw = runtime.GOMAXPROCS(0)
-	}
-	for range nw {
+	for range examiners(opts) {
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
