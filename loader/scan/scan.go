@@ -264,11 +264,6 @@ func (w *examining) wait() map[string]closureResult {
 	return w.results
 }
 
-// startExamining starts the workers that take the roots of q. Each root
-// goes through every step in one worker (its closure, its symbols, its
-// import) as soon as the walk finds it: a long one (libtorch_cuda.so's
-// symbols) holds up no step of the others, and an import whose process is
-// not loaded yet waits while the worker takes other roots (rootQueue).
 // examiners is how many workers take roots: Parallel, or one per
 // processor.
 func examiners(opts Options) int {
@@ -278,6 +273,11 @@ func examiners(opts Options) int {
 	return runtime.GOMAXPROCS(0)
 }
 
+// startExamining starts the workers that take the roots of q. Each root
+// goes through every step in one worker (its closure, its symbols, its
+// import) as soon as the walk finds it: a long one (libtorch_cuda.so's
+// symbols) holds up no step of the others, and an import whose process is
+// not loaded yet waits while the worker takes other roots (rootQueue).
 func startExamining(ctx context.Context, l *ldso.Loader, binder *bind.Binder, envs *environments, q *rootQueue, opts Options) *examining {
 	w := &examining{results: map[string]closureResult{}}
 	var interps interpreters
