@@ -34,6 +34,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/internal/freelist"
 	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/loader/ldso"
@@ -65,42 +66,15 @@ type Binder struct {
 	syms  *symbols
 	pages *elfscan.PagesPool
 	kept  *Kept // nil: every check computed
-	// refBuffers are the lists files' references are gathered in.
-	refBuffers refBuffers
-}
-
-// refBuffers keeps a few reference lists for reuse, none larger than
-// maxRefBuffer: what is kept is live heap for the whole scan, which the
-// collector's goal doubles, so the few files with tens of thousands of
-// references grow a list of their own.
-type refBuffers struct {
-	mu   sync.Mutex
-	free [][]uint32
+	// refBuffers are the lists files' references are gathered in: at most
+	// maxRefBuffers of up to maxRefBuffer ids are kept, since what is kept
+	// is live heap for the whole scan, which the collector's goal doubles;
+	// the few files with tens of thousands of references grow a list of
+	// their own.
+	refBuffers freelist.List[[]uint32]
 }
 
 const maxRefBuffers, maxRefBuffer = 4, 8 << 10
-
-func (r *refBuffers) get() []uint32 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if n := len(r.free); n > 0 {
-		b := r.free[n-1]
-		r.free = r.free[:n-1]
-		return b
-	}
-	return nil
-}
-
-func (r *refBuffers) put(b []uint32) {
-	if cap(b) == 0 || cap(b) > maxRefBuffer {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.free) < maxRefBuffers {
-		r.free = append(r.free, b[:0])
-	}
-}
 
 // New returns an empty Binder.
 func New() *Binder { return NewWithPages(elfscan.NewPagesPool(runtime.GOMAXPROCS(0))) }
@@ -109,7 +83,7 @@ func New() *Binder { return NewWithPages(elfscan.NewPagesPool(runtime.GOMAXPROCS
 // buffers of pages: a scan's loader and binder work in turn on each
 // worker, and one pool serves both.
 func NewWithPages(pages *elfscan.PagesPool) *Binder {
-	return &Binder{files: map[string]*file{}, syms: newSymbols(), pages: pages}
+	return &Binder{files: map[string]*file{}, syms: newSymbols(), pages: pages, refBuffers: freelist.List[[]uint32]{Max: maxRefBuffers}}
 }
 
 // Keeping makes b answer the checks kept answers hold from k, and keep
@@ -462,9 +436,11 @@ func (b *Binder) read(f *file) {
 			ef.Close()
 			b.pages.Put(pages)
 		}()
-		buf := b.refBuffers.get()
+		buf, _ := b.refBuffers.Get()
 		refs, buf, err := b.syms.references(ef, buf)
-		b.refBuffers.put(buf)
+		if cap(buf) <= maxRefBuffer {
+			b.refBuffers.Put(buf)
+		}
 		if err != nil {
 			f.err = err
 		} else {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/dirent"
 	"github.com/cudadeps/cudadeps/internal/eintr"
+	"github.com/cudadeps/cudadeps/internal/freelist"
 	"github.com/cudadeps/cudadeps/internal/memo"
 	"github.com/cudadeps/cudadeps/loader/bind"
 	"github.com/cudadeps/cudadeps/loader/ldso"
@@ -90,7 +91,7 @@ type environments struct {
 
 	// dirBufs are the buffers distInfoIn lists directories with: it is
 	// asked of hundreds of directories.
-	dirBufs listBuffers
+	dirBufs freelist.List[*[]byte]
 }
 
 // importer is the Importer of the environment whose distributions own
@@ -150,8 +151,8 @@ func (e *environments) distInfoIn(dir string) bool {
 			return false
 		}
 		defer syscall.Close(fd)
-		buf := e.dirBufs.get(8 << 10)
-		defer e.dirBufs.put(buf)
+		buf := listBuffer(&e.dirBufs, 8<<10)
+		defer e.dirBufs.Put(buf)
 		found := dirent.Each(fd, *buf, func(name []byte, typ byte) error {
 			if !bytes.HasSuffix(name, []byte(".dist-info")) {
 				return nil

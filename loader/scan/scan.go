@@ -19,6 +19,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/internal/freelist"
 	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/loader/bind"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
@@ -198,7 +199,7 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 	rep := &Report{}
 	l.PrepareHost(ctx)
 	binder := bind.NewWithPages(l.Pages()) // a file's symbols are read once for every step
-	envs := &environments{l: l, opts: opts, binder: binder}
+	envs := &environments{l: l, opts: opts, binder: binder, dirBufs: freelist.List[*[]byte]{Max: maxListBuffers}}
 	var prefetch sync.WaitGroup
 	defer prefetch.Wait()
 	for _, t := range targets {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/dirent"
 	"github.com/cudadeps/cudadeps/internal/eintr"
+	"github.com/cudadeps/cudadeps/internal/freelist"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 	"github.com/cudadeps/cudadeps/loader/ldso"
 	"golang.org/x/sys/unix"
@@ -33,7 +34,7 @@ func walkDir(ctx context.Context, l *ldso.Loader, dir, host string, parallel int
 	if parallel <= 0 {
 		parallel = runtime.GOMAXPROCS(0)
 	}
-	w := &walker{ctx: ctx, l: l, all: all, found: found, name: func(p string) string { return p }}
+	w := &walker{ctx: ctx, l: l, all: all, found: found, name: func(p string) string { return p }, bufs: freelist.List[*[]byte]{Max: maxListBuffers}}
 	if host != dir {
 		w.name = func(p string) string { return dir + strings.TrimPrefix(p, host) }
 	}
@@ -73,42 +74,21 @@ type walker struct {
 
 	// bufs are the buffers directories are listed with, one per worker
 	// at a time (thousands of directories, each listed once).
-	bufs listBuffers
+	bufs freelist.List[*[]byte]
 }
 
-// listBuffers keep the buffers directories are listed with (getdents),
-// from one listing to the next. Unlike a sync.Pool they survive garbage
-// collections, which come every few milliseconds while a scan starts: a
-// pool emptied by each made every worker allocate its buffer again.
-type listBuffers struct {
-	mu   sync.Mutex
-	free []*[]byte
-}
-
-// maxListBuffers bounds the buffers kept: one per worker at a time.
+// maxListBuffers bounds the buffers directories are listed with
+// (getdents) kept from one listing to the next: one per worker at a time.
 const maxListBuffers = 64
 
-// get returns a buffer of at least size bytes; put gives it back.
-func (l *listBuffers) get(size int) *[]byte {
-	l.mu.Lock()
-	var b *[]byte
-	if n := len(l.free); n > 0 {
-		b, l.free = l.free[n-1], l.free[:n-1]
-	}
-	l.mu.Unlock()
-	if b != nil && len(*b) >= size {
+// listBuffer is a buffer of at least size bytes to list a directory with,
+// one of bufs when it keeps one large enough; give it back with Put.
+func listBuffer(bufs *freelist.List[*[]byte], size int) *[]byte {
+	if b, ok := bufs.Get(); ok && len(*b) >= size {
 		return b
 	}
-	buf := make([]byte, size)
-	return &buf
-}
-
-func (l *listBuffers) put(b *[]byte) {
-	l.mu.Lock()
-	if len(l.free) < maxListBuffers {
-		l.free = append(l.free, b)
-	}
-	l.mu.Unlock()
+	b := make([]byte, size)
+	return &b
 }
 
 // walkTask is a directory to list, or a batch of its files to examine.
@@ -228,8 +208,8 @@ func (w *walker) list(path string) {
 // walk does not follow them.
 func (w *walker) entries(fd int, path string) ([]dirFile, error) {
 	var files []dirFile
-	buf := w.bufs.get(16 << 10)
-	defer w.bufs.put(buf)
+	buf := listBuffer(&w.bufs, 16<<10)
+	defer w.bufs.Put(buf)
 	err := dirent.Each(fd, *buf, func(name []byte, typ byte) error {
 		how := readFile
 		if !w.all {
