@@ -59,6 +59,17 @@ type cliResult struct {
 	stdout, stderr string
 }
 
+// writeTestFile writes body to path with mode, making its directory.
+func writeTestFile(t testing.TB, path, body string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(body), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // userEnv is a clean environment: its own store and cache, no colour
 // settings, no LD_ variables.
 func userEnv(t testing.TB) []string {

@@ -19,15 +19,7 @@ import (
 func gpuRoot(t *testing.T, uvm bool) string {
 	t.Helper()
 	root := t.TempDir()
-	write := func(p, body string) {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(p, body string) { writeTestFile(t, filepath.Join(root, p), body, 0o644) }
 	obj := func(p string, spec elfwrite.Spec) {
 		if err := elfwrite.Write(filepath.Join(root, p), spec); err != nil {
 			t.Fatal(err)
@@ -260,13 +252,7 @@ func TestDoctorDistribution(t *testing.T) {
 		"nvidia_cuda_runtime-13.0.96.dist-info/METADATA": "Name: nvidia-cuda-runtime\nVersion: 13.0.96\n",
 	}
 	for p, body := range files {
-		full := filepath.Join(site, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeTestFile(t, filepath.Join(site, p), body, 0o644)
 	}
 	python := filepath.Join(t.TempDir(), "python3")
 	report, _ := json.Marshal(map[string]any{"executable": python, "prefix": "/venv", "base_prefix": "/usr", "version": "3.12.3",

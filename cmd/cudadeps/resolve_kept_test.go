@@ -50,13 +50,7 @@ func TestResolveDryRunKept(t *testing.T) {
 		"libdep-2.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: libdep\nVersion: 2.0\n",
 		"libdep-2.0.dist-info/RECORD":   "libdep/lib/libdep.so.2,,\nlibdep-2.0.dist-info/RECORD,,\n",
 	} {
-		full := filepath.Join(site, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeTestFile(t, filepath.Join(site, p), body, 0o644)
 	}
 	// Answers derived from files changed moments before are not kept.
 	time.Sleep(2100 * time.Millisecond)

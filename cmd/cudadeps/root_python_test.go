@@ -18,15 +18,7 @@ import (
 func pythonRoot(t *testing.T) (root, chosen string) {
 	t.Helper()
 	root = gpuRoot(t, true)
-	write := func(p, body string, mode os.FileMode) {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(body), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(p, body string, mode os.FileMode) { writeTestFile(t, filepath.Join(root, p), body, mode) }
 	write("usr/bin/python3.12", "#!/bin/sh\ntouch "+filepath.Join(root, "RAN")+"\n", 0o755)
 	if err := os.Symlink("python3.12", filepath.Join(root, "usr/bin/python3")); err != nil {
 		t.Fatal(err)

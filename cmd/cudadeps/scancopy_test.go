@@ -68,13 +68,7 @@ func TestScanCopyScansAsTheTree(t *testing.T) {
 		"pkg/bin/tool":                "#!/bin/sh\necho tool\n",
 		"pkg-1.0.dist-info/INSTALLER": "pip\n",
 	} {
-		p := filepath.Join(src, path)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		writeTestFile(t, filepath.Join(src, path), body, 0o755)
 	}
 	work := t.TempDir()
 	stream, dst := filepath.Join(work, "tree.xz"), filepath.Join(work, "site-packages")
