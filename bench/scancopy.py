@@ -154,6 +154,8 @@ def kept_bytes(p, rel, name, st):
 
 
 def extract(top, out_path):
+    if not os.path.isdir(top):
+        raise NotADirectoryError("not a directory")
     files = kept = 0
     with lzma.open(out_path, "wb", preset=6) as out:
         for d, dirs, names in os.walk(top):
@@ -211,7 +213,11 @@ def build(in_path, top):
 def main():
     if len(sys.argv) != 4 or sys.argv[1] not in ("extract", "build"):
         sys.exit(__doc__.split("\n\n")[1])
-    (extract if sys.argv[1] == "extract" else build)(sys.argv[2], sys.argv[3])
+    try:
+        (extract if sys.argv[1] == "extract" else build)(sys.argv[2], sys.argv[3])
+    except (OSError, EOFError, lzma.LZMAError, ValueError, KeyError, TypeError) as e:
+        # A damaged stream or an unreadable tree: one line, naming it.
+        sys.exit(f"scancopy: {sys.argv[2]}: {e.__class__.__name__}: {e}")
 
 
 if __name__ == "__main__":

@@ -115,4 +115,15 @@ func TestScanCopyScansAsTheTree(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(work, "escaped")); err == nil {
 		t.Errorf("build wrote outside its directory")
 	}
+	// A damaged stream is refused in one line naming it.
+	damaged := filepath.Join(work, "damaged.xz")
+	data, err := os.ReadFile(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, damaged, string(data[:len(data)/2]), 0o644)
+	out, err = exec.Command(py, script, "build", damaged, filepath.Join(work, "half")).CombinedOutput()
+	if msg := strings.TrimSpace(string(out)); err == nil || strings.Count(msg, "\n") > 1 || !strings.HasPrefix(msg[strings.LastIndexByte(msg, '\n')+1:], "scancopy: "+damaged+": ") {
+		t.Errorf("a damaged stream: %v, %q", err, out)
+	}
 }
