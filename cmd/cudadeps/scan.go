@@ -67,6 +67,11 @@ bound as ld.so binds it with RTLD_NOW, and the ones nothing defines are
 reported as ld.so reports them ("undefined symbol: NAME, version VER"). A
 Python extension module is bound as an import binds it, in the process of
 its environment's interpreter (--python), which defines the C API.
+What binding answered is kept in the cache ($XDG_CACHE_HOME/cudadeps) by the
+identity of every file it read (device, inode, size, modification and change
+time): a later scan of files unchanged since reads no symbol table, and a
+file changed since is bound again. --no-cache computes every answer and
+keeps none.
 
 Exit status: 0 when every object would load, 3 when a library is missing, a
 required symbol version is absent or a symbol does not bind, 1 on errors and
@@ -74,7 +79,7 @@ when PATH holds no loadable ELF object (nothing was checked), 2 on usage
 errors.`
 
 func (a *app) scanCommand() *cobra.Command {
-	var all, allFiles, noRuntime, symbols bool
+	var all, allFiles, noRuntime, symbols, noCache bool
 	var mount, python string
 	var cov coverageFlags
 	cmd := &cobra.Command{
@@ -88,12 +93,15 @@ func (a *app) scanCommand() *cobra.Command {
   cudadeps scan ~/venv/lib/python3.12/site-packages/torch --sm thor`,
 		Args: argsAtLeast(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, PythonCache: factcache.Open(), AllFiles: allFiles,
+			opts := scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, AllFiles: allFiles,
 				// Without --all, only the trees of what does not load are
 				// printed; coverage reads every root's objects.
 				ResultsOfFailuresOnly: !all && !cov.wanted(),
 				// The text draws trees from each root's loader answer.
 				LeaveOutClosures: !a.opts.json}
+			if !noCache {
+				opts.Cache = factcache.Open()
+			}
 			if err := scanInterpreters(cmd.Context(), python, a.opts.root, &opts); err != nil {
 				return err
 			}
@@ -107,6 +115,7 @@ func (a *app) scanCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&noRuntime, "no-runtime-opens", false, "leave out the libraries objects open at run time (dlopen)")
 	cmd.Flags().StringVar(&mount, "site-packages", "", "mount wheels on this `DIR` (a real site-packages), so their dependencies resolve against what is installed there")
 	cmd.Flags().BoolVar(&symbols, "symbols", true, "bind every undefined symbol as ld.so does with RTLD_NOW and report those nothing defines")
+	cmd.Flags().BoolVar(&noCache, "no-cache", false, "compute every answer again: read and keep nothing in the cache (binding answers, the interpreters' paths)")
 	cmd.Flags().StringVar(&python, "python", "", "bind Python extension modules in the process of this interpreter `PATH` (default: their environment's, else python3 on PATH)")
 	cov.register(cmd, "every object loaded")
 	return cmd

@@ -33,6 +33,9 @@ type Kept struct {
 	// program is this program as stat saw it: another build may bind
 	// otherwise, and keys of its answers differ.
 	program string
+	// recalled and computed count the checks this run answered from what
+	// was kept and those it computed and kept.
+	recalled, computed int
 }
 
 type keptKey [sha256.Size]byte
@@ -83,9 +86,15 @@ type keptAnswer struct {
 
 // Save writes the answers this run used or computed where they were
 // loaded from, in place of those kept before; nothing when there were
-// none, or no cache directory.
+// none, when they are those kept before, or with no cache directory.
 func (k *Kept) Save() error {
 	k.mu.Lock()
+	if k.computed == 0 && len(k.now) == len(k.old) {
+		// Every answer used was loaded, and as many as were loaded:
+		// the file holds these already.
+		k.mu.Unlock()
+		return nil
+	}
 	f := keptFile{Version: keptVersion, Answers: make([]keptAnswer, 0, len(k.now))}
 	for key, m := range k.now {
 		f.Answers = append(f.Answers, keptAnswer{key, m})
@@ -106,6 +115,14 @@ func (k *Kept) Len() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.now)
+}
+
+// Counts are the checks this run answered from what was kept, and those
+// it computed and kept.
+func (k *Kept) Counts() (recalled, computed int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.recalled, k.computed
 }
 
 // key is the key of a check of the objects examined (those found, with a
@@ -156,6 +173,9 @@ func (k *Kept) recall(key keptKey) ([]KeptMiss, bool) {
 			k.now[key] = m
 		}
 	}
+	if ok {
+		k.recalled++
+	}
 	return m, ok
 }
 
@@ -164,4 +184,5 @@ func (k *Kept) keep(key keptKey, m []KeptMiss) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.now[key] = m
+	k.computed++
 }

@@ -1,12 +1,19 @@
 package scan
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
+	"time"
 
+	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 	"github.com/cudadeps/cudadeps/loader/ldso"
 )
@@ -59,6 +66,116 @@ func TestExtensionModulesBindInTheirInterpreter(t *testing.T) {
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("symbols=%v:\n got %v\nwant %v", symbols, got, want)
+		}
+	}
+}
+
+// bindingEnv writes an environment whose interpreter defines the C API,
+// an extension module that refers to it and to its helper library, and
+// the helper, which refers to the API and, when helperRefers, to
+// missing_in_helper. It returns the site directory.
+func bindingEnv(t *testing.T, prefix string, helperRefers bool) string {
+	t.Helper()
+	site := filepath.Join(prefix, "lib/python3.12/site-packages")
+	write := func(p string, spec elfwrite.Linked) {
+		t.Helper()
+		if err := elfwrite.WriteLinked(p, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(prefix, "bin/python3.12"), elfwrite.Linked{Defs: []elfwrite.Def{{Name: "PyObject_Call", Type: elf.STT_FUNC}}})
+	write(filepath.Join(site, "pkg/_ext.cpython-312-x86_64-linux-gnu.so"), elfwrite.Linked{Soname: "_ext.so", Needed: []string{"libhelper.so"}, RunPath: elfwrite.Str("$ORIGIN"),
+		Defs: []elfwrite.Def{{Name: "PyInit__ext", Type: elf.STT_FUNC}},
+		Refs: []elfwrite.Ref{{Name: "PyObject_Call"}, {Name: "helper"}, {Name: "missing_in_ext"}}})
+	refs := []elfwrite.Ref{{Name: "PyObject_Call"}}
+	if helperRefers {
+		refs = append(refs, elfwrite.Ref{Name: "missing_in_helper"})
+	}
+	write(filepath.Join(site, "pkg/libhelper.so"), elfwrite.Linked{Soname: "libhelper.so", Defs: []elfwrite.Def{{Name: "helper"}}, Refs: refs})
+	return site
+}
+
+// A scan with a cache keeps what binding answered: the next scan of the
+// same files answers every check from it, with the same report; a file
+// changed since is bound again and its new answer reported; a damaged
+// cache, or none, computes every answer.
+func TestScanKeepsBindingAnswers(t *testing.T) {
+	prefix := t.TempDir()
+	site := bindingEnv(t, prefix, true)
+	cache := factcache.At(t.TempDir())
+	ctx := context.Background()
+	scanned := func(opts Options) (report string, recalled, computed int) {
+		t.Helper()
+		var log bytes.Buffer
+		opts.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts.Symbols = true
+		// The files written now are settled for a scan that begins later.
+		opts.began = time.Now().Add(5 * time.Second)
+		l, err := ldso.New(ctx, ldso.Options{PreloadSet: true, LookupEnv: func(string) (string, bool) { return "", false }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Run(ctx, l, []string{site}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range rep.Roots {
+			b, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(b))
+		}
+		m := regexp.MustCompile(`msg="binding answers" kept=(\d+) computed=(\d+)`).FindStringSubmatch(log.String())
+		if m != nil {
+			fmt.Sscan(m[1], &recalled)
+			fmt.Sscan(m[2], &computed)
+		}
+		return fmt.Sprint(out), recalled, computed
+	}
+
+	want, _, _ := scanned(Options{})
+	for _, missing := range []string{"missing_in_ext", "missing_in_helper"} {
+		if !bytes.Contains([]byte(want), []byte(missing)) {
+			t.Fatalf("the computed report lacks %s: %s", missing, want)
+		}
+	}
+	if got, recalled, computed := scanned(Options{Cache: cache}); got != want || recalled != 0 || computed != 2 {
+		t.Fatalf("first scan: %d kept, %d computed; report\n%s\nwant\n%s", recalled, computed, got, want)
+	}
+	if got, recalled, computed := scanned(Options{Cache: cache}); got != want || recalled != 2 || computed != 0 {
+		t.Fatalf("second scan: %d kept, %d computed; report\n%s\nwant\n%s", recalled, computed, got, want)
+	}
+
+	// The helper changes: every check that reads it is computed again.
+	time.Sleep(10 * time.Millisecond) // a time stamp of its own on coarse clocks
+	bindingEnv(t, prefix, false)
+	changed, _, _ := scanned(Options{})
+	if changed == want || bytes.Contains([]byte(changed), []byte("missing_in_helper")) {
+		t.Fatalf("the helper's change is not in the computed report: %s", changed)
+	}
+	if got, recalled, computed := scanned(Options{Cache: cache}); got != changed || recalled != 0 || computed != 2 {
+		t.Fatalf("after the change: %d kept, %d computed; report\n%s\nwant\n%s", recalled, computed, got, changed)
+	}
+
+	// A damaged cache is no cache.
+	damage(t, cache.Path())
+	if got, recalled, computed := scanned(Options{Cache: cache}); got != changed || recalled != 0 || computed != 2 {
+		t.Fatalf("damaged cache: %d kept, %d computed", recalled, computed)
+	}
+}
+
+// damage overwrites every file of dir with bytes no cache file holds.
+func damage(t *testing.T, dir string) {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("nothing to damage in %s (%v)", dir, err)
+	}
+	for _, n := range names {
+		if err := os.WriteFile(n, []byte("not a cache"), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -215,7 +215,7 @@ func (e *environments) python(ctx context.Context, py string) *pyenv.Env {
 		return nil
 	}
 	return e.pythons.Get(py, func() *pyenv.Env {
-		env, err := pyenv.DiscoverCached(ctx, py, e.opts.PythonCache)
+		env, err := pyenv.DiscoverCached(ctx, py, e.opts.Cache)
 		if err != nil {
 			e.opts.Logger.Debug("interpreter not asked", "python", py, "error", err)
 			return nil

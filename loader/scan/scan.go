@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cudadeps/cudadeps/internal/eintr"
 	"github.com/cudadeps/cudadeps/internal/factcache"
@@ -56,14 +57,21 @@ type Options struct {
 	// meets a Python environment, and at most once: finding the program
 	// behind a shim runs the shim.
 	DefaultPython func(context.Context) string
-	// PythonCache keeps what Python and DefaultPython say of their site
-	// directories (the zero Dir: ask every time).
-	PythonCache factcache.Dir
+	// Cache keeps, from one scan to the next, what Python and
+	// DefaultPython say of their site directories and, with Symbols, what
+	// binding answered, by the stamps of the files it read (bind.Kept): a
+	// warm scan of files unchanged since reads no symbol table. The zero
+	// Dir keeps nothing: every answer is computed.
+	Cache factcache.Dir
 	// ResultsOfFailuresOnly keeps Root.Result, the loader's answer with its
 	// objects, only for the roots that do not load and for the first root
 	// done: what the scan command prints without --all, so that a scan of
 	// an environment does not hold the answers of the hundreds that load.
 	ResultsOfFailuresOnly bool
+	// began is when the scan is taken to have begun (zero: now): files
+	// changed within factcache.SettleMargin before it have no answers
+	// kept. Tests move it past the files they write.
+	began time.Time
 	// LeaveOutClosures leaves Root.Closure nil: a renderer that draws trees
 	// from Root.Result (the scan command's text) reads no copy of each
 	// root's closure.
@@ -199,6 +207,10 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 	rep := &Report{}
 	l.PrepareHost(ctx)
 	binder := bind.NewWithPages(l.Pages()) // a file's symbols are read once for every step
+	kept := keptAnswers(l, targets, opts)
+	if kept != nil {
+		binder.Keeping(kept)
+	}
 	envs := &environments{l: l, opts: opts, binder: binder, dirBufs: freelist.List[*[]byte]{Max: maxListBuffers}}
 	var prefetch sync.WaitGroup
 	defer prefetch.Wait()
@@ -248,7 +260,39 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 		}
 	}
 	rep.aggregate()
+	if kept != nil {
+		recalled, computed := kept.Counts()
+		opts.Logger.Debug("binding answers", "kept", recalled, "computed", computed)
+		if err := kept.Save(); err != nil {
+			// Only the next scan's time depends on it.
+			opts.Logger.Debug("binding answers not kept", "error", err)
+		}
+	}
 	return rep, nil
+}
+
+// keptAnswers is what earlier scans of targets kept of their binding
+// answers, nil when nothing is bound or kept. One file per machine, root,
+// interpreter and targets: the nodes of a cluster share a home and each
+// sees the files under stamps of its own, and a scan of one tree does not
+// push out another's answers (Kept.Save writes only one run's).
+func keptAnswers(l *ldso.Loader, targets []string, opts Options) *bind.Kept {
+	if !opts.Symbols || opts.Cache.Path() == "" {
+		return nil
+	}
+	host, _ := os.Hostname()
+	key := []string{"scan", host, l.Root(), opts.Python}
+	for _, t := range targets {
+		if abs, err := filepath.Abs(t); err == nil {
+			t = abs
+		}
+		key = append(key, t)
+	}
+	began := opts.began
+	if began.IsZero() {
+		began = time.Now()
+	}
+	return bind.LoadKept(opts.Cache, began, key...)
 }
 
 // examining is the workers of a scan that examine its roots.
