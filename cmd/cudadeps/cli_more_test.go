@@ -400,3 +400,20 @@ func envValue(env []string, key string) string {
 	}
 	return ""
 }
+
+// --verbose prints every tree, as --all does: a scan of a directory whose
+// objects all load prints each of them, and the summary.
+func TestCLIScanVerbosePrintsEveryTree(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"liba.so", "libb.so"} {
+		if err := elfwrite.Write(filepath.Join(dir, name), elfwrite.Spec{Soname: name, Needed: []string{"libc.so.6"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, flag := range []string{"--all", "-v"} {
+		r := runBinary(t, userEnv(t), "", "scan", dir, flag, "--ld-library-path", "")
+		if r.code != exitOK || !strings.Contains(r.stdout, "liba.so") || !strings.Contains(r.stdout, "libb.so") || strings.Contains(r.stderr, "panic") {
+			t.Errorf("scan %s: exit %d\nstdout:\n%s\nstderr:\n%s", flag, r.code, r.stdout, r.stderr)
+		}
+	}
+}

@@ -94,9 +94,10 @@ func (a *app) scanCommand() *cobra.Command {
 		Args: argsAtLeast(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts := scan.Options{WheelMount: mount, Logger: a.logger, Symbols: symbols, AllFiles: allFiles,
-				// Without --all, only the trees of what does not load are
-				// printed; coverage reads every root's objects.
-				ResultsOfFailuresOnly: !all && !cov.wanted(),
+				// Without --all or --verbose, only the trees of what does
+				// not load are printed; coverage reads every root's
+				// objects.
+				ResultsOfFailuresOnly: !all && !a.opts.verbose && !cov.wanted(),
 				// The text draws trees from each root's loader answer.
 				LeaveOutClosures: !a.opts.json}
 			if !noCache {
