@@ -83,10 +83,15 @@ libtree_loop() { xargs -d '\n' -n 1 libtree <"$1"; }
 # there are processors: the real loader binding every symbol.
 lddr_loop() { xargs -d '\n' -P "$(nproc)" -n 1 ldd -r <"$1"; }
 
+# unbound CMD...: CMD with the binding answers kept in $XDG_CACHE_HOME
+# removed first: every symbol table is read again (what the interpreters
+# said stays cached, as on any run but a machine's first).
+unbound() { rm -f "$XDG_CACHE_HOME"/cudadeps/facts/bind-*; "$@"; }
+
 # scan_table CUDADEPS TREE WORK RUNS SLOW_RUNS: times, in one run, the
 # loader-only scan (also on one processor), the default scan (warm: the
 # binding answers kept by the untimed runs before it), the default scan with
-# nothing kept (--no-cache: every symbol table read), and the peers over
+# no binding answer kept (unbound: every symbol table read), and the peers over
 # TREE; prints a table and sets the globals T_LOADER, T_LOADER1, T_DEFAULT,
 # T_DEFAULT1, T_COMPUTED, T_LDD, T_LIBTREE, T_LDDR, RSS_DEFAULT,
 # RSS_COMPUTED, RSS_LOADER (KiB).
@@ -101,13 +106,13 @@ scan_table() {
   T_LOADER1=$(GOMAXPROCS=1 median_wall "$runs" 1 "$cd" "${loader[@]}")
   T_DEFAULT=$(median_wall "$runs" 2 "$cd" scan --quiet "$tree")
   T_DEFAULT1=$(GOMAXPROCS=1 median_wall "$runs" 1 "$cd" scan --quiet "$tree")
-  T_COMPUTED=$(median_wall "$runs" 1 "$cd" scan --quiet --no-cache "$tree")
+  T_COMPUTED=$(median_wall "$runs" 1 unbound "$cd" scan --quiet "$tree")
   T_LDD=nan T_LIBTREE=nan T_LDDR=nan
   command -v ldd >/dev/null && T_LDD=$(median_wall "$slow" 0 ldd_loop "$list")
   command -v libtree >/dev/null && T_LIBTREE=$(median_wall "$slow" 1 libtree_loop "$list")
   command -v ldd >/dev/null && T_LDDR=$(median_wall "$slow" 0 lddr_loop "$roots")
   RSS_DEFAULT=$(GOMEMLIMIT=off peak_rss "$cd" scan --quiet "$tree")
-  RSS_COMPUTED=$(GOMEMLIMIT=off peak_rss "$cd" scan --quiet --no-cache "$tree")
+  RSS_COMPUTED=$(GOMEMLIMIT=off unbound peak_rss "$cd" scan --quiet "$tree")
   RSS_LOADER=$(GOMEMLIMIT=off peak_rss "$cd" "${loader[@]}")
   printf '  %-46s %9s s\n' "cudadeps scan, loader only" "$T_LOADER"
   printf '  %-46s %9s s   %s faster on %d processors than on one\n' "cudadeps scan, loader only, GOMAXPROCS=1" "$T_LOADER1" "$(ratio "$T_LOADER1" "$T_LOADER")" "$(nproc)"
@@ -115,9 +120,9 @@ scan_table() {
   printf '  %-46s %9s s   ldd/cudadeps %s\n' "ldd, a process per ELF file" "$T_LDD" "$(ratio "$T_LDD" "$T_LOADER")"
   printf '  %-46s %9s s\n' "cudadeps scan (symbols, run-time opens), warm" "$T_DEFAULT"
   printf '  %-46s %9s s   %s faster on %d processors than on one\n' "cudadeps scan, default, GOMAXPROCS=1" "$T_DEFAULT1" "$(ratio "$T_DEFAULT1" "$T_DEFAULT")" "$(nproc)"
-  printf '  %-46s %9s s\n' "cudadeps scan --no-cache (nothing kept)" "$T_COMPUTED"
-  printf '  %-46s %9s s   ldd -r/cudadeps %s warm, %s nothing kept\n' "ldd -r on every root, $(nproc) at a time" "$T_LDDR" "$(ratio "$T_LDDR" "$T_DEFAULT")" "$(ratio "$T_LDDR" "$T_COMPUTED")"
+  printf '  %-46s %9s s\n' "cudadeps scan, no binding answer kept" "$T_COMPUTED"
+  printf '  %-46s %9s s   ldd -r/cudadeps %s warm, %s none kept\n' "ldd -r on every root, $(nproc) at a time" "$T_LDDR" "$(ratio "$T_LDDR" "$T_DEFAULT")" "$(ratio "$T_LDDR" "$T_COMPUTED")"
   printf '  %-46s %9s MiB\n' "peak RSS, default scan, warm (GOMEMLIMIT=off)" "$(awk -v k="$RSS_DEFAULT" 'BEGIN { printf "%.1f", k / 1024 }')"
-  printf '  %-46s %9s MiB\n' "peak RSS, default scan, nothing kept" "$(awk -v k="$RSS_COMPUTED" 'BEGIN { printf "%.1f", k / 1024 }')"
+  printf '  %-46s %9s MiB\n' "peak RSS, default scan, no answer kept" "$(awk -v k="$RSS_COMPUTED" 'BEGIN { printf "%.1f", k / 1024 }')"
   printf '  %-46s %9s MiB\n' "peak RSS, loader only (GOMEMLIMIT=off)" "$(awk -v k="$RSS_LOADER" 'BEGIN { printf "%.1f", k / 1024 }')"
 }
