@@ -33,7 +33,6 @@ import (
 	"syscall"
 
 	"github.com/cudadeps/cudadeps/internal/eintr"
-	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/freelist"
 	"github.com/cudadeps/cudadeps/internal/workers"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
@@ -93,13 +92,16 @@ func (b *Binder) Keeping(k *Kept) *Binder {
 	return b
 }
 
-func (b *Binder) file(path string) *file {
+// fileOf is the file of o (found, with a host path), made at the first
+// object met for it, with what stat said of it then: the loader reads a
+// path once, so every object of one path carries the same stamp.
+func (b *Binder) fileOf(o *ldso.Object) *file {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	f, ok := b.files[path]
+	f, ok := b.files[o.HostPath]
 	if !ok {
-		f = &file{id: int32(len(b.all) + 1), path: path}
-		b.files[path] = f
+		f = &file{id: int32(len(b.all) + 1), path: o.HostPath, stamp: o.Stamp()}
+		b.files[o.HostPath] = f
 		b.all = append(b.all, f)
 	}
 	return f
@@ -142,12 +144,12 @@ type checked struct {
 // A Binder keeping answers (Keeping) gives a check of files unchanged
 // since the answer kept for them, reading none of them.
 func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Undefined, error) {
-	members, stamps, inScope := b.members(scope, b.kept != nil)
+	members, inScope := b.members(scope)
 	if b.kept == nil {
 		return b.check(ctx, members, inScope, check)
 	}
 	examined := slices.DeleteFunc(slices.Clone(check), func(o *ldso.Object) bool { return !o.Found() || o.HostPath == "" })
-	key, ok := b.kept.key(members, stamps, examined)
+	key, ok := b.kept.key(members, examined)
 	if !ok {
 		return b.check(ctx, members, inScope, check)
 	}
@@ -246,35 +248,24 @@ func (b *Binder) bindAll(ctx context.Context, members []*file, objs []checked, t
 	return nil
 }
 
-// members lists the distinct files of scope in order, with what stat said
-// of each when the loader read it when withStamps (only kept answers need
-// them), and marks them by id.
-func (b *Binder) members(scope []*ldso.Object, withStamps bool) ([]*file, []factcache.Stamp, []bool) {
+// members lists the distinct files of scope in order, and marks them by
+// id.
+func (b *Binder) members(scope []*ldso.Object) ([]*file, []bool) {
 	members := make([]*file, 0, len(scope))
-	var stamps []factcache.Stamp
-	if withStamps {
-		stamps = make([]factcache.Stamp, 0, len(scope))
-	}
 	for _, o := range scope {
 		if o.Found() && o.HostPath != "" {
-			members = append(members, b.file(o.HostPath))
-			if withStamps {
-				stamps = append(stamps, o.Stamp())
-			}
+			members = append(members, b.fileOf(o))
 		}
 	}
 	inScope := make([]bool, b.count()+1)
-	out, outStamps := members[:0], stamps[:0]
-	for i, f := range members {
+	out := members[:0]
+	for _, f := range members {
 		if !inScope[f.id] {
 			inScope[f.id] = true
 			out = append(out, f)
-			if withStamps {
-				outStamps = append(outStamps, stamps[i])
-			}
 		}
 	}
-	return out, outStamps, inScope
+	return out, inScope
 }
 
 // pendingOf lists the references of the objects of check not known to bind
@@ -295,7 +286,7 @@ func (b *Binder) pendingOf(ctx context.Context, check []*ldso.Object, inScope []
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		f := b.file(o.HostPath)
+		f := b.fileOf(o)
 		if err := b.readReferences(f); err != nil {
 			return nil, nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 		}

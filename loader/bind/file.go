@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/loader/elfscan"
 )
 
@@ -11,6 +12,9 @@ import (
 type file struct {
 	id   int32
 	path string
+	// stamp is what stat said of it when the loader read it: kept
+	// answers are keyed by it.
+	stamp factcache.Stamp
 
 	once sync.Once
 	refs []uint32 // its strong references (symbol ids), in symbol table order

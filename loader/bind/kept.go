@@ -128,40 +128,51 @@ func (k *Kept) Counts() (recalled, computed int) {
 // key is the key of a check of the objects examined (those found, with a
 // file) in the scope whose distinct files are members; false when a file
 // has no stamp, or one that is too recent to be trusted.
-func (k *Kept) key(members []*file, stamps []factcache.Stamp, examined []*ldso.Object) (keptKey, bool) {
+func (k *Kept) key(members []*file, examined []*ldso.Object) (keptKey, bool) {
 	h := sha256.New()
-	var buf [8]byte
+	// What is hashed is gathered in a buffer of a few paths: writing
+	// each piece to the hash would copy every path to the heap, for each
+	// member of each check.
+	buf := make([]byte, 0, keyBuffer)
 	put := func(path string, s factcache.Stamp) bool {
 		if s.Missing() || s.Mtime >= k.settled || s.Ctime >= k.settled {
 			return false
 		}
-		h.Write([]byte(path))
-		h.Write([]byte{0})
-		for _, v := range []uint64{s.Dev, s.Ino, uint64(s.Size), uint64(s.Mtime), uint64(s.Ctime)} {
-			binary.LittleEndian.PutUint64(buf[:], v)
-			h.Write(buf[:])
+		if len(buf)+len(path)+1+5*8 > cap(buf) {
+			h.Write(buf)
+			buf = buf[:0]
+		}
+		buf = append(buf, path...)
+		buf = append(buf, 0)
+		for _, v := range [...]uint64{s.Dev, s.Ino, uint64(s.Size), uint64(s.Mtime), uint64(s.Ctime)} {
+			buf = binary.LittleEndian.AppendUint64(buf, v)
 		}
 		return true
 	}
-	h.Write([]byte(keptVersion))
-	h.Write([]byte{0})
-	h.Write([]byte(k.program))
-	h.Write([]byte{0})
-	for i, m := range members {
-		if !put(m.path, stamps[i]) {
+	buf = append(buf, keptVersion...)
+	buf = append(buf, 0)
+	buf = append(buf, k.program...)
+	buf = append(buf, 0)
+	for _, m := range members {
+		if !put(m.path, m.stamp) {
 			return keptKey{}, false
 		}
 	}
-	h.Write([]byte{1})
+	buf = append(buf, 1)
 	for _, o := range examined {
 		if !put(o.HostPath, o.Stamp()) {
 			return keptKey{}, false
 		}
 	}
+	h.Write(buf)
 	var key keptKey
 	h.Sum(key[:0])
 	return key, true
 }
+
+// keyBuffer is the size of the buffer a key's input is hashed from, in
+// pieces.
+const keyBuffer = 1024
 
 // recall returns the kept answer of key.
 func (k *Kept) recall(key keptKey) ([]KeptMiss, bool) {
