@@ -167,18 +167,27 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 	if err != nil {
 		return nil, err
 	}
-	at := make(map[*ldso.Object]int32, len(examined))
-	for i, o := range examined {
-		if _, dup := at[o]; !dup {
-			at[o] = int32(i)
-		}
-	}
 	misses := make([]KeptMiss, len(out))
+	at := 0
 	for i, u := range out {
-		misses[i] = KeptMiss{Of: at[u.Object], Symbol: u.Symbol, Version: u.Version, File: u.File}
+		j := indexFrom(examined, u.Object, at)
+		at = max(j, 0)
+		misses[i] = KeptMiss{Of: int32(j), Symbol: u.Symbol, Version: u.Version, File: u.File}
 	}
 	b.kept.keep(key, misses)
 	return out, nil
+}
+
+// indexFrom is the index of o in objs, looked for from start on, then
+// from the beginning: misses come in the order of the objects checked, so
+// each is found at or after the one before. -1 when o is not there.
+func indexFrom(objs []*ldso.Object, o *ldso.Object, start int) int {
+	for i := start; i < len(objs); i++ {
+		if objs[i] == o {
+			return i
+		}
+	}
+	return slices.Index(objs[:min(start, len(objs))], o)
 }
 
 // check is Check computed, for the scope whose distinct files are

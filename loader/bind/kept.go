@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/cudadeps/cudadeps/internal/factcache"
+	"github.com/cudadeps/cudadeps/internal/freelist"
 	"github.com/cudadeps/cudadeps/loader/ldso"
 )
 
@@ -36,6 +38,8 @@ type Kept struct {
 	// recalled and computed count the checks this run answered from what
 	// was kept and those it computed and kept.
 	recalled, computed int
+	// buffers are the buffers keys are hashed from, one a worker.
+	buffers freelist.List[*[]byte]
 }
 
 type keptKey [sha256.Size]byte
@@ -60,7 +64,7 @@ const keptFiles = 64
 // absent, damaged or of another version gives an empty Kept, and so does
 // the zero Dir. start is when the run began.
 func LoadKept(dir factcache.Dir, start time.Time, key ...string) *Kept {
-	k := &Kept{dir: dir, name: factcache.Key("bind", key...), old: map[keptKey][]KeptMiss{}, now: map[keptKey][]KeptMiss{}, settled: start.Add(-factcache.SettleMargin).UnixNano()}
+	k := &Kept{dir: dir, name: factcache.Key("bind", key...), old: map[keptKey][]KeptMiss{}, now: map[keptKey][]KeptMiss{}, buffers: freelist.List[*[]byte]{Max: runtime.GOMAXPROCS(0)}, settled: start.Add(-factcache.SettleMargin).UnixNano()}
 	if exe, err := os.Executable(); err == nil {
 		k.program = fmt.Sprintf("%s %+v", exe, factcache.Take(exe))
 	}
@@ -129,18 +133,18 @@ func (k *Kept) Counts() (recalled, computed int) {
 // file) in the scope whose distinct files are members; false when a file
 // has no stamp, or one that is too recent to be trusted.
 func (k *Kept) key(members []*file, examined []*ldso.Object) (keptKey, bool) {
-	h := sha256.New()
-	// What is hashed is gathered in a buffer of a few paths: writing
-	// each piece to the hash would copy every path to the heap, for each
-	// member of each check.
-	buf := make([]byte, 0, keyBuffer)
+	// What is hashed is gathered in one buffer, reused from check to
+	// check: hashing it piece by piece copied every path to the heap, for
+	// each member of each check.
+	bp, ok := k.buffers.Get()
+	if !ok {
+		bp = new([]byte)
+	}
+	defer k.buffers.Put(bp)
+	buf := (*bp)[:0]
 	put := func(path string, s factcache.Stamp) bool {
 		if s.Missing() || s.Mtime >= k.settled || s.Ctime >= k.settled {
 			return false
-		}
-		if len(buf)+len(path)+1+5*8 > cap(buf) {
-			h.Write(buf)
-			buf = buf[:0]
 		}
 		buf = append(buf, path...)
 		buf = append(buf, 0)
@@ -153,6 +157,7 @@ func (k *Kept) key(members []*file, examined []*ldso.Object) (keptKey, bool) {
 	buf = append(buf, 0)
 	buf = append(buf, k.program...)
 	buf = append(buf, 0)
+	defer func() { *bp = buf }()
 	for _, m := range members {
 		if !put(m.path, m.stamp) {
 			return keptKey{}, false
@@ -164,15 +169,8 @@ func (k *Kept) key(members []*file, examined []*ldso.Object) (keptKey, bool) {
 			return keptKey{}, false
 		}
 	}
-	h.Write(buf)
-	var key keptKey
-	h.Sum(key[:0])
-	return key, true
+	return sha256.Sum256(buf), true
 }
-
-// keyBuffer is the size of the buffer a key's input is hashed from, in
-// pieces.
-const keyBuffer = 1024
 
 // recall returns the kept answer of key.
 func (k *Kept) recall(key keptKey) ([]KeptMiss, bool) {

@@ -172,3 +172,22 @@ func BenchmarkClosureKept(b *testing.B) {
 		})
 	}
 }
+
+// indexFrom finds an object at or after start, else before it, and says
+// -1 for one not there: a kept miss names its object by that index.
+func TestIndexFrom(t *testing.T) {
+	a, b, c, absent := &ldso.Object{}, &ldso.Object{}, &ldso.Object{}, &ldso.Object{}
+	name := map[*ldso.Object]string{a: "a", b: "b", c: "c", absent: "absent"}
+	objs := []*ldso.Object{a, b, a, c}
+	for _, tc := range []struct {
+		o     *ldso.Object
+		start int
+		want  int
+	}{
+		{a, 0, 0}, {a, 1, 2}, {b, 3, 1}, {c, 0, 3}, {a, 4, 0}, {absent, 0, -1}, {absent, 2, -1},
+	} {
+		if got := indexFrom(objs, tc.o, tc.start); got != tc.want {
+			t.Errorf("indexFrom(%s, %d) = %d, want %d", name[tc.o], tc.start, got, tc.want)
+		}
+	}
+}
