@@ -164,6 +164,18 @@ func TestScanKeepsBindingAnswers(t *testing.T) {
 	if got, recalled, computed := scanned(Options{Cache: cache}); got != changed || recalled != 0 || computed != 2 {
 		t.Fatalf("damaged cache: %d kept, %d computed", recalled, computed)
 	}
+
+	// A cache that cannot be written (its directory would be under a
+	// file) costs the next scan the binding, and fails nothing.
+	blocked := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocked, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got, recalled, computed := scanned(Options{Cache: factcache.At(filepath.Join(blocked, "facts"))}); got != changed || recalled != 0 || computed != 2 {
+			t.Fatalf("unwritable cache: %d kept, %d computed; report\n%s\nwant\n%s", recalled, computed, got, changed)
+		}
+	}
 }
 
 // damage overwrites every file of dir with bytes no cache file holds.
