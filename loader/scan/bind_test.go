@@ -15,6 +15,7 @@ import (
 
 	"github.com/cudadeps/cudadeps/internal/factcache"
 	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
+	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 	"github.com/cudadeps/cudadeps/loader/ldso"
 )
 
@@ -103,36 +104,9 @@ func TestScanKeepsBindingAnswers(t *testing.T) {
 	prefix := t.TempDir()
 	site := bindingEnv(t, prefix, true)
 	cache := factcache.At(t.TempDir())
-	ctx := context.Background()
 	scanned := func(opts Options) (report string, recalled, computed int) {
 		t.Helper()
-		var log bytes.Buffer
-		opts.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		opts.Symbols = true
-		// The files written now are settled for a scan that begins later.
-		opts.began = time.Now().Add(5 * time.Second)
-		l, err := ldso.New(ctx, ldso.Options{PreloadSet: true, LookupEnv: func(string) (string, bool) { return "", false }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := Run(ctx, l, []string{site}, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, r := range rep.Roots {
-			b, err := json.Marshal(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, string(b))
-		}
-		m := regexp.MustCompile(`msg="binding answers" kept=(\d+) computed=(\d+)`).FindStringSubmatch(log.String())
-		if m != nil {
-			fmt.Sscan(m[1], &recalled)
-			fmt.Sscan(m[2], &computed)
-		}
-		return fmt.Sprint(out), recalled, computed
+		return scanCounted(t, ldso.Options{PreloadSet: true, LookupEnv: func(string) (string, bool) { return "", false }}, site, opts)
 	}
 
 	want, _, _ := scanned(Options{})
@@ -176,6 +150,58 @@ func TestScanKeepsBindingAnswers(t *testing.T) {
 			t.Fatalf("unwritable cache: %d kept, %d computed; report\n%s\nwant\n%s", recalled, computed, got, changed)
 		}
 	}
+}
+
+// scanCounted scans target with symbols bound and says the report's roots
+// as JSON, and how many checks binding answered from what was kept and how
+// many it computed (from the scan's debug log).
+func scanCounted(t *testing.T, lopts ldso.Options, target string, opts Options) (report string, recalled, computed int) {
+	t.Helper()
+	ctx := context.Background()
+	var log bytes.Buffer
+	opts.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts.Symbols = true
+	// The files written now are settled for a scan that begins later.
+	opts.began = time.Now().Add(5 * time.Second)
+	l, err := ldso.New(ctx, lopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rep, err := Run(ctx, l, []string{target}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(rep.Roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`msg="binding answers" kept=(\d+) computed=(\d+)`).FindStringSubmatch(log.String())
+	if m != nil {
+		fmt.Sscan(m[1], &recalled)
+		fmt.Sscan(m[2], &computed)
+	}
+	return string(b), recalled, computed
+}
+
+// On the host's libraries, a scan answered from kept answers reports what
+// one that computes them does, root for root, and computes none.
+func TestKeptAnswersMatchComputedOnHostLibraries(t *testing.T) {
+	const dir = "/usr/lib/x86_64-linux-gnu"
+	if _, err := os.Stat(dir); err != nil {
+		lddtest.Need(t, false, "%s is absent", dir)
+	}
+	cache := factcache.At(t.TempDir())
+	want, _, _ := scanCounted(t, ldso.Options{}, dir, Options{})
+	first, _, computed := scanCounted(t, ldso.Options{}, dir, Options{Cache: cache})
+	kept, recalled, again := scanCounted(t, ldso.Options{}, dir, Options{Cache: cache})
+	if first != want || kept != want {
+		t.Fatalf("reports differ: computed %d bytes, first with a cache %d, from kept answers %d", len(want), len(first), len(kept))
+	}
+	if computed == 0 || again != 0 || recalled < computed {
+		t.Fatalf("first scan computed %d; the next computed %d and took %d from the cache", computed, again, recalled)
+	}
+	t.Logf("%d checks computed, then %d answered from the cache", computed, recalled)
 }
 
 // damage overwrites every file of dir with bytes no cache file holds.
