@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,10 +29,19 @@ var cliBuild struct {
 }
 
 func TestMain(m *testing.M) {
+	// Commands run in this process keep what they learn in a cache of
+	// this run's own, not in the user's.
+	cache, err := os.MkdirTemp("", "cudadeps-test-cache-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
 	code := m.Run()
 	if cliBuild.dir != "" {
 		os.RemoveAll(cliBuild.dir)
 	}
+	os.RemoveAll(cache)
 	os.Exit(code)
 }
 

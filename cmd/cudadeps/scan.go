@@ -209,6 +209,17 @@ func (a *app) loaderInfo(l *ldso.Loader) scan.LoaderInfo {
 }
 
 // renderScan prints trees and a summary.
+// countNotBound counts the roots whose references were not bound.
+func countNotBound(roots []*scan.Root) int {
+	n := 0
+	for _, r := range roots {
+		if r.SymbolsNotBound != "" {
+			n++
+		}
+	}
+	return n
+}
+
 func renderScan(w io.Writer, rep *scan.Report, all bool, paint painter) {
 	single := len(rep.Roots) == 1
 	okCount := 0
@@ -279,6 +290,9 @@ func renderScan(w io.Writer, rep *scan.Report, all bool, paint painter) {
 		fmt.Fprintf(w, "; %d file%s skipped: not ELF", notELF, plural.Of(notELF, "", "s"))
 	}
 	fmt.Fprintln(w, ".")
+	if n := countNotBound(rep.Roots); n > 0 {
+		fmt.Fprintf(w, "Symbols not bound in %d object(s): a wheel's members are bound once installed (--json: symbols_not_bound says why).\n", n)
+	}
 	if okCount > 0 && !single && !all {
 		fmt.Fprintf(w, "Objects that load are not shown; --all prints every tree.\n")
 	}

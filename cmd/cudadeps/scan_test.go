@@ -6,6 +6,7 @@ import (
 	"context"
 	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,6 +138,29 @@ func TestScanWheelWithoutUnpacking(t *testing.T) {
 	}
 	if !strings.Contains(stdout, `"soname": "libcudss.so.0"`) || !strings.Contains(stdout, "/site-packages/nvidia/cu13/lib/libcudart.so.13") {
 		t.Fatalf("wheel scan did not resolve inside the wheel or did not report cuDSS:\n%s", stdout)
+	}
+	// A wheel's members are not bound, and the report says so for each,
+	// the second time too: no answer kept for the host's files stands in
+	// for theirs.
+	var rep struct {
+		Roots []struct {
+			Path            string `json:"path"`
+			SymbolsNotBound string `json:"symbols_not_bound"`
+		} `json:"roots"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Roots) == 0 {
+		t.Fatalf("%v:\n%s", err, stdout)
+	}
+	for _, r := range rep.Roots {
+		if !strings.HasPrefix(r.SymbolsNotBound, "a wheel's member (") {
+			t.Errorf("%s: symbols_not_bound %q", r.Path, r.SymbolsNotBound)
+		}
+	}
+	if again, _, _ := runCmd(t, "scan", "--json", whl); again != stdout {
+		t.Fatalf("the second scan of the wheel differs:\n%s\nfirst:\n%s", again, stdout)
+	}
+	if text, _, _ := runCmd(t, "scan", whl); !strings.Contains(text, fmt.Sprintf("Symbols not bound in %d object(s)", len(rep.Roots))) {
+		t.Errorf("the text does not say the symbols were not bound:\n%s", text)
 	}
 	// The wheel checked against a real site-packages that has cuDSS: clean.
 	site := t.TempDir()

@@ -145,7 +145,9 @@ type checked struct {
 // since the answer kept for them, reading none of them.
 func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Undefined, error) {
 	members, inScope := b.members(scope)
-	if b.kept == nil {
+	if b.kept == nil || !allReadable(scope) || !allReadable(check) {
+		// An object with no file here (a wheel's member) is in no key:
+		// its check is computed, and says so (ErrUnreadable).
 		return b.check(ctx, members, inScope, check)
 	}
 	examined := slices.DeleteFunc(slices.Clone(check), func(o *ldso.Object) bool { return !o.Found() || o.HostPath == "" })
@@ -176,6 +178,16 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 	}
 	b.kept.keep(key, misses)
 	return out, nil
+}
+
+// allReadable reports whether every object found has a file here.
+func allReadable(objs []*ldso.Object) bool {
+	for _, o := range objs {
+		if o.Found() && o.HostPath == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // indexFrom is the index of o in objs, looked for from start on, then
@@ -250,7 +262,7 @@ func (b *Binder) bindAll(ctx context.Context, members []*file, objs []checked, t
 		}
 		n, err := b.bindIn(m, objs, todo)
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrUnreadable, err)
+			return fmt.Errorf("%w: %w", ErrUnreadable, err)
 		}
 		left -= n
 	}
@@ -297,7 +309,7 @@ func (b *Binder) pendingOf(ctx context.Context, check []*ldso.Object, inScope []
 		}
 		f := b.fileOf(o)
 		if err := b.readReferences(f); err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrUnreadable, err)
 		}
 		list, every := f.unboundIn(inScope)
 		if every {

@@ -3,6 +3,7 @@ package scan
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -54,6 +55,7 @@ func bindRoot(ctx context.Context, l *ldso.Loader, b *bind.Binder, is *interpret
 	if errors.Is(err, bind.ErrUnreadable) {
 		// A wheel's members, or a file gone since: nothing to say.
 		opts.Logger.Debug("symbols not bound", "root", root.Path, "error", err)
+		notBound(root, err)
 		return nil
 	}
 	if err != nil {
@@ -61,6 +63,18 @@ func bindRoot(ctx context.Context, l *ldso.Loader, b *bind.Binder, is *interpret
 	}
 	setUndefined(root, misses)
 	return nil
+}
+
+// notBound records on root that its references were not bound, and why
+// (err is bind.ErrUnreadable's).
+func notBound(root *Root, err error) {
+	root.UndefinedSymbols = nil
+	root.SymbolsNotBound = err.Error()
+	// A wheel's member is named ARCHIVE!/MEMBER; no file has that name.
+	var pe *fs.PathError
+	if errors.As(err, &pe) && strings.Contains(pe.Path, "!/") {
+		root.SymbolsNotBound = "a wheel's member (" + pe.Path + "): its symbols are bound once it is installed"
+	}
 }
 
 // setUndefined records the misses of a root; a strong reference that does
@@ -120,6 +134,7 @@ func BindImported(ctx context.Context, b *bind.Binder, p *ldso.Process, o *ldso.
 	}
 	misses, err := b.Dlopened(ctx, p, o)
 	if errors.Is(err, bind.ErrUnreadable) {
+		notBound(root, err)
 		return nil
 	}
 	if err != nil {

@@ -268,6 +268,7 @@ func (im *Importer) importAttached(ctx context.Context, file string) (*Root, err
 		misses, err := im.opts.Binder.Dlopened(ctx, p, o, b.globals...)
 		switch {
 		case errors.Is(err, bind.ErrUnreadable):
+			notBound(r, err)
 		case err != nil:
 			return nil, err
 		default:
@@ -483,6 +484,7 @@ func (im *Importer) run(ctx context.Context, file string) (*Root, error) {
 		misses, err := im.opts.Binder.Closure(ctx, r.Result)
 		switch {
 		case errors.Is(err, bind.ErrUnreadable):
+			notBound(r, err)
 		case err != nil:
 			return nil, err
 		default:

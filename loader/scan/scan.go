@@ -121,10 +121,14 @@ type Root struct {
 	// RuntimeOpens are the libraries its objects open at run time; absent
 	// when they were not resolved.
 	RuntimeOpens []RuntimeOpen `json:"runtime_opens,omitempty"`
-	// UndefinedSymbols are the references that would not bind; null when
-	// symbols were not bound (Options.Symbols off, or a wheel member).
+	// UndefinedSymbols are the references that would not bind; nil when
+	// symbols were not bound (Options.Symbols off, or SymbolsNotBound).
 	UndefinedSymbols []UndefinedSymbol `json:"undefined_symbols"`
-	BoundIn          string            `json:"bound_in,omitempty"` // the interpreter an extension module was bound in
+	// SymbolsNotBound says why the references of a scan that binds
+	// symbols were not bound for this root: an object of its scope has
+	// no file here to read (a wheel's member, a file removed since).
+	SymbolsNotBound string `json:"symbols_not_bound,omitempty"`
+	BoundIn         string `json:"bound_in,omitempty"` // the interpreter an extension module was bound in
 	// Import says how a file of an installed Python distribution was
 	// loaded: as importing its package loads it, and what loading it on
 	// its own gives. Absent for other files.
