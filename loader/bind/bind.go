@@ -145,9 +145,7 @@ type checked struct {
 // since the answer kept for them, reading none of them.
 func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Undefined, error) {
 	members, inScope := b.members(scope)
-	if b.kept == nil || !allReadable(scope) || !allReadable(check) {
-		// An object with no file here (a wheel's member) is in no key:
-		// its check is computed, and says so (ErrUnreadable).
+	if b.kept == nil {
 		return b.check(ctx, members, inScope, check)
 	}
 	examined := slices.DeleteFunc(slices.Clone(check), func(o *ldso.Object) bool { return !o.Found() || o.HostPath == "" })
@@ -178,16 +176,6 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 	}
 	b.kept.keep(key, misses)
 	return out, nil
-}
-
-// allReadable reports whether every object found has a file here.
-func allReadable(objs []*ldso.Object) bool {
-	for _, o := range objs {
-		if o.Found() && o.HostPath == "" {
-			return false
-		}
-	}
-	return true
 }
 
 // indexFrom is the index of o in objs, looked for from start on, then
