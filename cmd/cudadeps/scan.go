@@ -208,7 +208,6 @@ func (a *app) loaderInfo(l *ldso.Loader) scan.LoaderInfo {
 	return info
 }
 
-// renderScan prints trees and a summary.
 // countNotBound counts the roots whose references were not bound.
 func countNotBound(roots []*scan.Root) int {
 	n := 0
@@ -220,6 +219,7 @@ func countNotBound(roots []*scan.Root) int {
 	return n
 }
 
+// renderScan prints trees and a summary.
 func renderScan(w io.Writer, rep *scan.Report, all bool, paint painter) {
 	single := len(rep.Roots) == 1
 	okCount := 0
@@ -291,7 +291,7 @@ func renderScan(w io.Writer, rep *scan.Report, all bool, paint painter) {
 	}
 	fmt.Fprintln(w, ".")
 	if n := countNotBound(rep.Roots); n > 0 {
-		fmt.Fprintf(w, "Symbols not bound in %d object(s): a wheel's members are bound once installed (--json: symbols_not_bound says why).\n", n)
+		fmt.Fprintf(w, "Symbols not bound in %d object(s): a file of their closure cannot be read here (a wheel's members are bound once installed; --json: symbols_not_bound).\n", n)
 	}
 	if okCount > 0 && !single && !all {
 		fmt.Fprintf(w, "Objects that load are not shown; --all prints every tree.\n")

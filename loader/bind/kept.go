@@ -140,8 +140,11 @@ func (k *Kept) key(members []*file, examined []*ldso.Object) (keptKey, bool) {
 	if !ok {
 		bp = new([]byte)
 	}
-	defer k.buffers.Put(bp)
 	buf := (*bp)[:0]
+	defer func() {
+		*bp = buf // grown, maybe
+		k.buffers.Put(bp)
+	}()
 	put := func(path string, s factcache.Stamp) bool {
 		if s.Missing() || s.Mtime >= k.settled || s.Ctime >= k.settled {
 			return false
@@ -157,7 +160,6 @@ func (k *Kept) key(members []*file, examined []*ldso.Object) (keptKey, bool) {
 	buf = append(buf, 0)
 	buf = append(buf, k.program...)
 	buf = append(buf, 0)
-	defer func() { *bp = buf }()
 	for _, m := range members {
 		if !put(m.path, m.stamp) {
 			return keptKey{}, false
