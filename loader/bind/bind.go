@@ -151,6 +151,7 @@ func (b *Binder) Check(ctx context.Context, scope, check []*ldso.Object) ([]Unde
 	examined := slices.DeleteFunc(slices.Clone(check), func(o *ldso.Object) bool { return !o.Found() || o.HostPath == "" })
 	key, ok := b.kept.key(members, examined)
 	if !ok {
+		b.kept.notKeyed()
 		return b.check(ctx, members, inScope, check)
 	}
 	if misses, ok := b.kept.recall(key); ok {

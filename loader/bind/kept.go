@@ -35,9 +35,10 @@ type Kept struct {
 	// program is this program as stat saw it: another build may bind
 	// otherwise, and keys of its answers differ.
 	program string
-	// recalled and computed count the checks this run answered from what
-	// was kept and those it computed and kept.
-	recalled, computed int
+	// recalled, computed and unkept count the checks this run answered
+	// from what was kept, those it computed and kept, and those it
+	// computed and could not key (a file changed moments before the run).
+	recalled, computed, unkept int
 	// buffers are the buffers keys are hashed from, one a worker.
 	buffers freelist.List[*[]byte]
 }
@@ -121,12 +122,19 @@ func (k *Kept) Len() int {
 	return len(k.now)
 }
 
-// Counts are the checks this run answered from what was kept, and those
-// it computed and kept.
-func (k *Kept) Counts() (recalled, computed int) {
+// Counts are the checks this run answered from what was kept, those it
+// computed (kept or not), and of those the ones it could not keep.
+func (k *Kept) Counts() (recalled, computed, unkept int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.recalled, k.computed
+	return k.recalled, k.computed + k.unkept, k.unkept
+}
+
+// notKeyed counts a check computed without a key.
+func (k *Kept) notKeyed() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.unkept++
 }
 
 // key is the key of a check of the objects examined (those found, with a

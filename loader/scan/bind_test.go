@@ -139,6 +139,18 @@ func TestScanKeepsBindingAnswers(t *testing.T) {
 		t.Fatalf("damaged cache: %d kept, %d computed", recalled, computed)
 	}
 
+	// Files changed moments before the scan began are not trusted to
+	// keep their stamps: every check is computed, none kept.
+	fresh := Options{Cache: factcache.At(t.TempDir()), began: time.Now()}
+	for range 2 {
+		if got, recalled, computed := scanned(fresh); got != changed || recalled != 0 || computed != 2 {
+			t.Fatalf("files just written: %d kept, %d computed", recalled, computed)
+		}
+	}
+	if names, _ := filepath.Glob(filepath.Join(fresh.Cache.Path(), "bind-*")); len(names) != 0 {
+		t.Fatalf("answers of files just written were kept: %q", names)
+	}
+
 	// A cache that cannot be written (its directory would be under a
 	// file) costs the next scan the binding, and fails nothing.
 	blocked := filepath.Join(t.TempDir(), "file")
@@ -161,8 +173,10 @@ func scanCounted(t *testing.T, lopts ldso.Options, target string, opts Options) 
 	var log bytes.Buffer
 	opts.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts.Symbols = true
-	// The files written now are settled for a scan that begins later.
-	opts.began = time.Now().Add(5 * time.Second)
+	if opts.began.IsZero() {
+		// The files written now are settled for a scan that begins later.
+		opts.began = time.Now().Add(5 * time.Second)
+	}
 	l, err := ldso.New(ctx, lopts)
 	if err != nil {
 		t.Fatal(err)

@@ -265,8 +265,8 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 	}
 	rep.aggregate()
 	if kept != nil {
-		recalled, computed := kept.Counts()
-		opts.Logger.Debug("binding answers", "kept", recalled, "computed", computed)
+		recalled, computed, unkept := kept.Counts()
+		opts.Logger.Debug("binding answers", "kept", recalled, "computed", computed, "too_recent_to_keep", unkept)
 		if err := kept.Save(); err != nil {
 			// Only the next scan's time depends on it.
 			opts.Logger.Debug("binding answers not kept", "error", err)
