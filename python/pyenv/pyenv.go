@@ -70,6 +70,8 @@ type distMemo struct {
 	mu    sync.Mutex
 	dists map[string]*Dist
 	errs  map[string]error
+	// markers are the requirements' markers, each text parsed once.
+	markers pymeta.SharedMarkers
 }
 
 // cachedDist reads the distribution of a dist-info directory once.
@@ -427,7 +429,11 @@ func (e *Env) readDist(infoDir, site string) (*Dist, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read METADATA: %w", err)
 	}
-	meta, err := pymeta.ParseMetadata(mr)
+	var shared *pymeta.SharedMarkers
+	if e.read != nil {
+		shared = &e.read.markers
+	}
+	meta, err := pymeta.ParseMetadataSharing(mr, shared)
 	mr.Close()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", metaPath, err)

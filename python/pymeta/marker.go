@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/cudadeps/cudadeps/internal/memo"
 )
 
 // Environment holds the values of PEP 508 marker variables
@@ -63,6 +65,31 @@ var versionVariables = map[string]bool{
 	"platform_release":       true,
 	"python_full_version":    true,
 	"python_version":         true,
+}
+
+// SharedMarkers parses each marker text once for every requirement that
+// has it: a Marker is never changed once parsed, so requirements share
+// it. The zero value is ready to use; it is safe for concurrent use and
+// must not be copied after first use.
+type SharedMarkers struct {
+	parsed memo.Map[string, parsedMarker]
+}
+
+type parsedMarker struct {
+	m   *Marker
+	err error
+}
+
+// parse is ParseMarker(text), shared; a nil s parses text alone.
+func (s *SharedMarkers) parse(text string) (*Marker, error) {
+	if s == nil {
+		return ParseMarker(text)
+	}
+	p := s.parsed.Get(text, func() parsedMarker {
+		m, err := ParseMarker(text)
+		return parsedMarker{m, err}
+	})
+	return p.m, p.err
 }
 
 // ParseMarker parses the text after ';' of a requirement.

@@ -55,7 +55,14 @@ func asciiLowerEqual(b []byte, lower string) bool {
 // are kept: the others (a License header can carry a whole license as
 // thousands of continuation lines) are passed over, in time linear in
 // their size.
-func ParseMetadata(r io.Reader) (*Metadata, error) {
+func ParseMetadata(r io.Reader) (*Metadata, error) { return ParseMetadataSharing(r, nil) }
+
+// ParseMetadataSharing is ParseMetadata taking the markers of its
+// requirements from shared (nil: none shared), which parses each marker
+// text once for every METADATA read with it: an environment's hundreds of
+// distributions repeat a few hundred markers thousands of times
+// (`platform_system == "Linux"`, `extra == "dev"`).
+func ParseMetadataSharing(r io.Reader, shared *SharedMarkers) (*Metadata, error) {
 	lr := &io.LimitedReader{R: r, N: MaxMetadataSize + 1}
 	sc := bufio.NewScanner(lr)
 	sc.Buffer(make([]byte, 4<<10), MaxMetadataSize)
@@ -76,7 +83,7 @@ func ParseMetadata(r io.Reader) (*Metadata, error) {
 		case "version":
 			m.Version = v
 		case "requires-dist":
-			req, err := ParseRequirement(v)
+			req, err := parseRequirementSharing(v, shared)
 			if err != nil {
 				m.Problems = append(m.Problems, err.Error())
 				break

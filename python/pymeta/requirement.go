@@ -16,15 +16,19 @@ type Requirement struct {
 }
 
 // ParseRequirement parses one PEP 508 requirement.
-func ParseRequirement(s string) (Requirement, error) {
-	r, err := parseRequirement(s)
+func ParseRequirement(s string) (Requirement, error) { return parseRequirementSharing(s, nil) }
+
+// parseRequirementSharing is ParseRequirement with its marker from shared
+// (nil: parsed for it alone).
+func parseRequirementSharing(s string, shared *SharedMarkers) (Requirement, error) {
+	r, err := parseRequirement(s, shared)
 	if err != nil {
 		return Requirement{}, fmt.Errorf("requirement %s: %w", clipped(s), err)
 	}
 	return r, nil
 }
 
-func parseRequirement(s string) (Requirement, error) {
+func parseRequirement(s string, shared *SharedMarkers) (Requirement, error) {
 	var r Requirement
 	rest := strings.TrimLeft(s, " \t")
 	n := nameLen(rest)
@@ -94,7 +98,7 @@ func parseRequirement(s string) (Requirement, error) {
 		if m == "" {
 			return r, fmt.Errorf("empty marker after ;")
 		}
-		mk, err := ParseMarker(m)
+		mk, err := shared.parse(m)
 		if err != nil {
 			return r, err
 		}
