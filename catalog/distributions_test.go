@@ -1,11 +1,8 @@
 package catalog
 
 import (
-	"archive/tar"
 	"bufio"
-	"compress/gzip"
 	"encoding/csv"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/internal/dotted"
+	"github.com/cudadeps/cudadeps/internal/testkit/distinfo"
 	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
@@ -22,42 +20,9 @@ import (
 // temporary directory.
 func untarDistInfo(t *testing.T) string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(sharedDir(t, "corpus/torch"), "torch-2.11.0-cu130-x86_64-distinfo.tgz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return dir
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := path.Clean(h.Name)
-		if h.Typeflag != tar.TypeReg || strings.HasPrefix(name, "..") || path.IsAbs(name) {
-			continue
-		}
-		dst := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		out, err := os.Create(dst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(out, io.LimitReader(tr, 64<<20)); err != nil {
-			t.Fatal(err)
-		}
-		out.Close()
-	}
+	distinfo.Unpack(t, filepath.Join(sharedDir(t, "corpus/torch"), "torch-2.11.0-cu130-x86_64-distinfo.tgz"), dir)
+	return dir
 }
 
 type installedDist struct {

@@ -1,17 +1,14 @@
 package catalog
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"flag"
-	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/testkit/distinfo"
 	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
@@ -28,38 +25,9 @@ func corpusWheelRecords(t *testing.T) []*WheelRecord {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(sharedDir(t, "corpus/torch"), distinfoCorpus))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	folders := map[string]map[string][]byte{}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir, base := path.Split(strings.TrimPrefix(h.Name, "./"))
-		dir = strings.TrimSuffix(dir, "/")
-		if h.Typeflag != tar.TypeReg || !strings.HasSuffix(dir, ".dist-info") || strings.Contains(dir, "/") {
-			continue
-		}
-		data, err := io.ReadAll(io.LimitReader(tr, 64<<20))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if folders[dir] == nil {
-			folders[dir] = map[string][]byte{}
-		}
-		folders[dir][base] = data
+	for _, f := range distinfo.Read(t, filepath.Join(sharedDir(t, "corpus/torch"), distinfoCorpus)) {
+		folders[f.Dir] = f.Files
 	}
 	var out []*WheelRecord
 	for dir, files := range folders {

@@ -1,14 +1,10 @@
 package pyenv
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/testkit/distinfo"
 	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 	"github.com/cudadeps/cudadeps/python/pymeta"
 )
@@ -26,46 +23,8 @@ import (
 // environment into a fresh site directory.
 func untarCorpus(t testing.TB) string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(lddtest.SharedDir(t), "corpus", "torch", "torch-2.11.0-cu130-x86_64-distinfo.tgz"))
-	lddtest.Need(t, err == nil, "the dist-info corpus of ../shared: %v", err)
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	site := t.TempDir()
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := filepath.Clean(h.Name)
-		if strings.HasPrefix(name, "..") || filepath.IsAbs(name) {
-			t.Fatalf("corpus entry %q leaves the directory", h.Name)
-		}
-		p := filepath.Join(site, name)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			data, err := io.ReadAll(tr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	distinfo.Unpack(t, filepath.Join(lddtest.SharedDir(t), "corpus", "torch", "torch-2.11.0-cu130-x86_64-distinfo.tgz"), site)
 	return site
 }
 

@@ -1,16 +1,10 @@
 package pymeta
 
 import (
-	"archive/tar"
-	"compress/gzip"
-	"io"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
 // A RECORD without quotes is read line by line, split at commas: it must
@@ -23,33 +17,8 @@ func TestRecordPlainReadsAsCSV(t *testing.T) {
 		"fewer and more fields":               "a.py\nb.py,\nc.py,,,extra,fields\n",
 		"empty":                               "",
 	}
-	const tgz = "../../../shared/corpus/torch/torch-2.11.0-cu130-x86_64-distinfo.tgz"
-	f, err := os.Open(tgz)
-	if err != nil {
-		lddtest.Need(t, false, "%s: %v", tgz, err)
-	} else {
-		defer f.Close()
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := tar.NewReader(zr)
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if strings.HasSuffix(h.Name, "/RECORD") {
-				b, err := io.ReadAll(tr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				texts[h.Name] = string(b)
-			}
-		}
+	for name, b := range corpusDistInfo(t, "/RECORD") {
+		texts[name] = string(b)
 	}
 	read := 0
 	for name, text := range texts {
@@ -88,7 +57,7 @@ func TestRecordPlainReadsAsCSV(t *testing.T) {
 	if paths, err := recordPaths("x.py,,\n" + long + ",,\ny.py,,\n"); err != nil || !slices.Equal(paths, []string{"x.py", long, "y.py"}) {
 		t.Errorf("EachRecordPath with a line longer than a read = %d paths %v", len(paths), err)
 	}
-	if f != nil && read < 20000 {
+	if read < 20000 {
 		t.Errorf("only %d entries read from %d RECORDs", read, len(texts))
 	}
 }

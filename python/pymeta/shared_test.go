@@ -1,52 +1,30 @@
 package pymeta
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/testkit/distinfo"
 	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 )
 
-// corpusMetadata is every METADATA of the shared corpus' dist-info folders
-// of a real torch environment.
-func corpusMetadata(t *testing.T) [][]byte {
+// corpusDistInfo is every file whose path ends in suffix of the shared
+// corpus' dist-info folders of a real torch environment, by path.
+func corpusDistInfo(t *testing.T, suffix string) map[string][]byte {
 	t.Helper()
-	f, err := os.Open(filepath.Join(lddtest.SharedDir(t), "corpus/torch/torch-2.11.0-cu130-x86_64-distinfo.tgz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasSuffix(h.Name, ".dist-info/METADATA") {
-			b, err := io.ReadAll(tr)
-			if err != nil {
-				t.Fatal(err)
+	out := map[string][]byte{}
+	for _, f := range distinfo.Read(t, filepath.Join(lddtest.SharedDir(t), "corpus/torch/torch-2.11.0-cu130-x86_64-distinfo.tgz")) {
+		for name, data := range f.Files {
+			if p := f.Dir + "/" + name; strings.HasSuffix(p, suffix) {
+				out[p] = data
 			}
-			out = append(out, b)
 		}
 	}
 	if len(out) < 10 {
-		t.Fatalf("%d METADATA in the corpus", len(out))
+		t.Fatalf("%d %s files in the corpus", len(out), suffix)
 	}
 	return out
 }
@@ -54,7 +32,10 @@ func corpusMetadata(t *testing.T) [][]byte {
 // Markers shared across an environment's METADATA parse as they do alone,
 // read side by side, and one text gives one Marker.
 func TestSharedMarkersParseAsAlone(t *testing.T) {
-	metas := corpusMetadata(t)
+	var metas [][]byte
+	for _, b := range corpusDistInfo(t, ".dist-info/METADATA") {
+		metas = append(metas, b)
+	}
 	var shared SharedMarkers
 	got := make([]*Metadata, len(metas))
 	var wg sync.WaitGroup

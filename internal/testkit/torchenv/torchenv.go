@@ -9,14 +9,11 @@
 package torchenv
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -24,6 +21,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cudadeps/cudadeps/internal/testkit/distinfo"
 	"github.com/cudadeps/cudadeps/internal/testkit/elfwrite"
 	"github.com/cudadeps/cudadeps/internal/testkit/torchtree"
 	"github.com/cudadeps/cudadeps/python/pymeta"
@@ -159,48 +157,10 @@ type distInfo struct {
 
 func distInfos(t testing.TB, tgz string) []distInfo {
 	t.Helper()
-	f, err := os.Open(tgz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byDir := map[string]*distInfo{}
-	var order []string
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := strings.TrimPrefix(filepath.ToSlash(filepath.Clean(h.Name)), "./")
-		dir, rest, ok := strings.Cut(name, "/")
-		if !ok || h.Typeflag != tar.TypeReg || !strings.HasSuffix(dir, ".dist-info") || strings.Contains(rest, "..") {
-			continue
-		}
-		data, err := io.ReadAll(io.LimitReader(tr, 64<<20))
-		if err != nil {
-			t.Fatal(err)
-		}
-		di := byDir[dir]
-		if di == nil {
-			n, _, _ := strings.Cut(strings.TrimSuffix(dir, ".dist-info"), "-")
-			di = &distInfo{dir: dir, name: pymeta.NormalizeName(n), files: map[string][]byte{}}
-			byDir[dir] = di
-			order = append(order, dir)
-		}
-		di.files[rest] = data
-	}
-	slices.Sort(order)
-	out := make([]distInfo, 0, len(order))
-	for _, d := range order {
-		out = append(out, *byDir[d])
+	var out []distInfo
+	for _, f := range distinfo.Read(t, tgz) {
+		n, _, _ := strings.Cut(strings.TrimSuffix(f.Dir, ".dist-info"), "-")
+		out = append(out, distInfo{dir: f.Dir, name: pymeta.NormalizeName(n), files: f.Files})
 	}
 	return out
 }
