@@ -107,6 +107,10 @@ type Importer struct {
 	dists  map[string]*pyenv.Dist // env's, as NewImporter read them
 	owners *pyenv.Owners
 	opts   ImportOptions
+	// orders resolves each distribution's requirements once for every
+	// import order they are part of; ordersErr when it cannot be made.
+	orders    *pyenv.ImportOrders
+	ordersErr error
 
 	// Each is computed once, however many roots ask at the same time.
 	python  memo.Map[struct{}, started]
@@ -161,7 +165,8 @@ func NewImporter(l *ldso.Loader, env *pyenv.Env, opts ImportOptions) *Importer {
 		}
 		opts.RuntimeOpens = opts.RuntimeOpens.WithSites(runtimeopen.Sites{Dirs: dirs, User: user})
 	}
-	return &Importer{l: l, env: env, dists: dists, owners: pyenv.NewOwners(dists), opts: opts}
+	orders, err := env.ImportOrders(dists)
+	return &Importer{l: l, env: env, dists: dists, owners: pyenv.NewOwners(dists), opts: opts, orders: orders, ordersErr: err}
 }
 
 // Owner is the installed distribution whose RECORD lists file (a path as
@@ -611,7 +616,10 @@ func (im *Importer) loads(ctx context.Context, d *pyenv.Dist) *pkgLoads {
 // importOrder is (once) what d requires, in import order.
 func (im *Importer) importOrder(d *pyenv.Dist) ([]*pyenv.Dist, error) {
 	o := im.order.Get(d, func() importOrder {
-		dists, err := im.env.ImportOrderAmong(im.dists, d)
+		if im.ordersErr != nil {
+			return importOrder{nil, im.ordersErr}
+		}
+		dists, err := im.orders.Of(d)
 		return importOrder{dists, err}
 	})
 	return o.dists, o.err

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cudadeps/cudadeps/internal/testkit/distinfo"
@@ -447,5 +448,65 @@ func TestMayBeObject(t *testing.T) {
 		if got := MayBeObject(p); got != want {
 			t.Errorf("MayBeObject(%q) = %v, want %v", p, got, want)
 		}
+	}
+}
+
+// One ImportOrders asked for every distribution of the real torch
+// environment at once gives each the order a fresh one gives it alone:
+// what it resolves once and shares changes no order.
+func TestImportOrdersSharedAsAlone(t *testing.T) {
+	site := untarCorpus(t)
+	env := &Env{SiteDirs: []string{site}, Markers: linuxX86Py312}
+	dists, problems := env.Installed()
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	shared, err := env.ImportOrders(dists)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(order []*Dist) string {
+		var out []string
+		for _, d := range order {
+			out = append(out, d.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	got := map[string]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for n, d := range dists {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			order, err := shared.Of(d)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			got[n] = names(order)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	long := 0
+	for n, d := range dists {
+		alone, err := env.ImportOrders(dists)
+		if err != nil {
+			t.Fatal(err)
+		}
+		order, err := alone.Of(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := names(order); got[n] != want {
+			t.Errorf("%s: shared %s, alone %s", n, got[n], want)
+		}
+		if len(order) > 10 {
+			long++
+		}
+	}
+	if long == 0 || !strings.Contains(got["torchvision"], "torch") {
+		t.Fatalf("no order of the corpus names many distributions (torchvision's: %q)", got["torchvision"])
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cudadeps/cudadeps/internal/memo"
 	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
@@ -116,34 +117,89 @@ func (e *Env) ImportOrder(d *Dist) ([]*Dist, error) {
 
 // ImportOrderAmong is ImportOrder with the environment's distributions as
 // Installed gave them (by normalized name): a caller that asks for the
-// order of each of them reads the environment once.
+// order of each of them reads the environment once (and, through
+// ImportOrders, resolves each once).
 func (e *Env) ImportOrderAmong(dists map[string]*Dist, d *Dist) ([]*Dist, error) {
+	orders, err := e.ImportOrders(dists)
+	if err != nil {
+		return nil, err
+	}
+	return orders.Of(d)
+}
+
+// ImportOrders gives the import orders (ImportOrder) of the distributions
+// of one reading of an environment. Each distribution's requirements are
+// resolved once however many orders it is part of: the scan of an
+// environment asks for the order of every distribution with a shared
+// object, and torch's requirements are in most of them. It is safe for
+// concurrent use.
+type ImportOrders struct {
+	e          *Env
+	dists      map[string]*Dist
+	metas      map[string]*pymeta.Metadata
+	undeclared map[string][]string
+	resolved   memo.Map[*Dist, resolvedDeps]
+}
+
+// resolvedDeps are the names of what a distribution requires,
+// transitively, with the extras installed (pymeta.Resolve).
+type resolvedDeps struct {
+	names []string
+	err   error
+}
+
+// ImportOrders prepares the import orders among dists (by normalized
+// name, as Installed gives them).
+func (e *Env) ImportOrders(dists map[string]*Dist) (*ImportOrders, error) {
 	undeclared, err := undeclaredImports()
 	if err != nil {
 		return nil, err
 	}
-	self := pymeta.NormalizeName(d.Name)
 	metas := make(map[string]*pymeta.Metadata, len(dists))
 	for n, x := range dists {
 		metas[n] = x.Metadata
 	}
-	installed := func(name string) bool { return dists[pymeta.NormalizeName(name)] != nil }
+	return &ImportOrders{e: e, dists: dists, metas: metas, undeclared: undeclared}, nil
+}
+
+// requirements resolves (once) what x requires, through the extras of it
+// that name an installed distribution.
+func (o *ImportOrders) requirements(x *Dist) ([]string, error) {
+	r := o.resolved.Get(x, func() resolvedDeps {
+		installed := func(name string) bool { return o.dists[pymeta.NormalizeName(name)] != nil }
+		spec := x.Name
+		if extras := o.e.installedExtras(x, installed); len(extras) > 0 {
+			spec += "[" + strings.Join(extras, ",") + "]"
+		}
+		res, err := pymeta.Resolve(o.metas, spec, o.e.Markers)
+		if err != nil {
+			return resolvedDeps{err: fmt.Errorf("%w in %s", err, strings.Join(o.e.SiteDirs, ", "))}
+		}
+		names := make([]string, len(res.Dependencies))
+		for i, dep := range res.Dependencies {
+			names[i] = dep.Name
+		}
+		return resolvedDeps{names: names}
+	})
+	return r.names, r.err
+}
+
+// Of is ImportOrder(d).
+func (o *ImportOrders) Of(d *Dist) ([]*Dist, error) {
+	dists, undeclared := o.dists, o.undeclared
+	self := pymeta.NormalizeName(d.Name)
 	in := map[string]*Dist{}
 	var add func(x *Dist) error
 	add = func(x *Dist) error {
-		spec := x.Name
-		if extras := e.installedExtras(x, installed); len(extras) > 0 {
-			spec += "[" + strings.Join(extras, ",") + "]"
-		}
-		res, err := pymeta.Resolve(metas, spec, e.Markers)
+		deps, err := o.requirements(x)
 		if err != nil {
-			return fmt.Errorf("%w in %s", err, strings.Join(e.SiteDirs, ", "))
+			return err
 		}
 		more := slices.Clone(undeclared[pymeta.NormalizeName(x.Name)])
-		for _, dep := range res.Dependencies {
-			if y := dists[pymeta.NormalizeName(dep.Name)]; y != nil && dep.Name != self && in[dep.Name] == nil {
-				in[dep.Name] = y
-				more = append(more, undeclared[dep.Name]...)
+		for _, dep := range deps {
+			if y := dists[pymeta.NormalizeName(dep)]; y != nil && dep != self && in[dep] == nil {
+				in[dep] = y
+				more = append(more, undeclared[dep]...)
 			}
 		}
 		for _, n := range more {
