@@ -181,15 +181,32 @@ func recordLines(t *testing.T, infoDir string) map[string]int64 {
 	return out
 }
 
-// TestCorpusOwners checks that every shared library that an nvidia-*
-// distribution's RECORD lists is owned by that distribution.
-func TestCorpusOwners(t *testing.T) {
+// corpusInstalled is the corpus' environment (untarCorpus) as a Linux
+// x86_64 Python 3.12 sees it, and its distributions.
+func corpusInstalled(t *testing.T) (string, *Env, map[string]*Dist) {
+	t.Helper()
 	site := untarCorpus(t)
 	env := &Env{SiteDirs: []string{site}, Markers: linuxX86Py312}
 	dists, problems := env.Installed()
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
+	return site, env, dists
+}
+
+// distNames are the names of an order's distributions, joined by commas.
+func distNames(order []*Dist) string {
+	var out []string
+	for _, d := range order {
+		out = append(out, d.Name)
+	}
+	return strings.Join(out, ",")
+}
+
+// TestCorpusOwners checks that every shared library that an nvidia-*
+// distribution's RECORD lists is owned by that distribution.
+func TestCorpusOwners(t *testing.T) {
+	site, _, dists := corpusInstalled(t)
 	owners := NewOwners(dists)
 	infos, _ := filepath.Glob(filepath.Join(site, "nvidia_*.dist-info"))
 	libs := 0
@@ -455,22 +472,10 @@ func TestMayBeObject(t *testing.T) {
 // environment at once gives each the order a fresh one gives it alone:
 // what it resolves once and shares changes no order.
 func TestImportOrdersSharedAsAlone(t *testing.T) {
-	site := untarCorpus(t)
-	env := &Env{SiteDirs: []string{site}, Markers: linuxX86Py312}
-	dists, problems := env.Installed()
-	if len(problems) > 0 {
-		t.Fatal(problems)
-	}
+	_, env, dists := corpusInstalled(t)
 	shared, err := env.ImportOrders(dists)
 	if err != nil {
 		t.Fatal(err)
-	}
-	names := func(order []*Dist) string {
-		var out []string
-		for _, d := range order {
-			out = append(out, d.Name)
-		}
-		return strings.Join(out, ",")
 	}
 	got := map[string]string{}
 	var mu sync.Mutex
@@ -484,7 +489,7 @@ func TestImportOrdersSharedAsAlone(t *testing.T) {
 				t.Error(err)
 			}
 			mu.Lock()
-			got[n] = names(order)
+			got[n] = distNames(order)
 			mu.Unlock()
 		}()
 	}
@@ -499,7 +504,7 @@ func TestImportOrdersSharedAsAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := names(order); got[n] != want {
+		if want := distNames(order); got[n] != want {
 			t.Errorf("%s: shared %s, alone %s", n, got[n], want)
 		}
 		if len(order) > 10 {

@@ -179,11 +179,7 @@ func TestImportOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var names []string
-		for _, x := range order {
-			names = append(names, x.Name)
-		}
-		if got := strings.Join(names, ","); got != want {
+		if got := distNames(order); got != want {
 			t.Errorf("%s: import order %s, want %s", target, got, want)
 		}
 	}
