@@ -264,10 +264,7 @@ func (t *Target) scanPython(ctx context.Context, l *ldso.Loader, rt *runtimeopen
 	}
 	// What binding answered is kept by the stamps of the files it read:
 	// a scan of files unchanged since reads no symbol table.
-	// One file a machine: the nodes of a cluster share a home on a network
-	// file system, and each sees the files under stamps of its own.
-	host, _ := os.Hostname()
-	kept := bind.LoadKept(t.cache, time.Now(), append([]string{host, t.Dist.InfoDir, python, l.Root()}, t.Python.SiteDirs...)...)
+	kept := bind.LoadKept(t.cache, time.Now(), append([]string{t.Dist.InfoDir, python, l.Root()}, t.Python.SiteDirs...)...)
 	binder := bind.NewWithPages(l.Pages()).Keeping(kept)
 	// The libraries of the distributions it requires are read beside its
 	// own objects: the imports load most of them, one after the other.

@@ -39,11 +39,16 @@ type Kept struct {
 	// from what was kept, those it computed and kept, and those it
 	// computed and could not key (a file changed moments before the run).
 	recalled, computed, unkept int
-	// buffers are the buffers keys are hashed from, one a worker.
+	// buffers are the buffers keys are hashed from, one a worker, each
+	// of at most maxKeyBuffer bytes: they are live for the whole run.
 	buffers freelist.List[*[]byte]
 }
 
 type keptKey [sha256.Size]byte
+
+// maxKeyBuffer bounds a buffer kept to hash keys from: a scope of a few
+// hundred files (a path and its stamp each) fits.
+const maxKeyBuffer = 64 << 10
 
 // KeptMiss is a reference kept unbound: the index of its object in the
 // objects checked, and the reference (exported for the cache's encoding).
@@ -57,15 +62,18 @@ type KeptMiss struct {
 const keptVersion = "bind 1"
 
 // keptFiles bounds the files of kept answers in a cache directory, one
-// per machine, target and environment.
+// per machine and what key names.
 const keptFiles = 64
 
-// LoadKept reads the answers kept in dir for what is named by the parts
-// of key (a machine, a target and its environment); a cache that is
-// absent, damaged or of another version gives an empty Kept, and so does
-// the zero Dir. start is when the run began.
+// LoadKept reads the answers kept in dir on this machine for what is
+// named by the parts of key (a target and its environment, a scan's
+// paths); a cache that is absent, damaged or of another version gives an
+// empty Kept, and so does the zero Dir. start is when the run began.
+// One file a machine: the nodes of a cluster share a home on a network
+// file system, and each sees the files under stamps of its own.
 func LoadKept(dir factcache.Dir, start time.Time, key ...string) *Kept {
-	k := &Kept{dir: dir, name: factcache.Key("bind", key...), old: map[keptKey][]KeptMiss{}, now: map[keptKey][]KeptMiss{}, buffers: freelist.List[*[]byte]{Max: runtime.GOMAXPROCS(0)}, settled: start.Add(-factcache.SettleMargin).UnixNano()}
+	host, _ := os.Hostname()
+	k := &Kept{dir: dir, name: factcache.Key("bind", append([]string{host}, key...)...), old: map[keptKey][]KeptMiss{}, now: map[keptKey][]KeptMiss{}, buffers: freelist.List[*[]byte]{Max: runtime.GOMAXPROCS(0)}, settled: start.Add(-factcache.SettleMargin).UnixNano()}
 	if exe, err := os.Executable(); err == nil {
 		k.program = fmt.Sprintf("%s %+v", exe, factcache.Take(exe))
 	}
@@ -150,8 +158,10 @@ func (k *Kept) key(members []*file, examined []*ldso.Object) (keptKey, bool) {
 	}
 	buf := (*bp)[:0]
 	defer func() {
-		*bp = buf // grown, maybe
-		k.buffers.Put(bp)
+		if cap(buf) <= maxKeyBuffer {
+			*bp = buf // grown, maybe
+			k.buffers.Put(bp)
+		}
 	}()
 	put := func(path string, s factcache.Stamp) bool {
 		if s.Missing() || s.Mtime >= k.settled || s.Ctime >= k.settled {

@@ -276,16 +276,14 @@ func Run(ctx context.Context, l *ldso.Loader, targets []string, opts Options) (*
 }
 
 // keptAnswers is what earlier scans of targets kept of their binding
-// answers, nil when nothing is bound or kept. One file per machine, root,
-// interpreter and targets: the nodes of a cluster share a home and each
-// sees the files under stamps of its own, and a scan of one tree does not
+// answers, nil when nothing is bound or kept. One file per machine
+// (LoadKept), root, interpreter and targets: a scan of one tree does not
 // push out another's answers (Kept.Save writes only one run's).
 func keptAnswers(l *ldso.Loader, targets []string, opts Options) *bind.Kept {
 	if !opts.Symbols || opts.Cache.Path() == "" {
 		return nil
 	}
-	host, _ := os.Hostname()
-	key := []string{"scan", host, l.Root(), opts.Python}
+	key := []string{"scan", l.Root(), opts.Python}
 	for _, t := range targets {
 		if abs, err := filepath.Abs(t); err == nil {
 			t = abs
