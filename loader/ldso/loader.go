@@ -224,7 +224,7 @@ func (l *Loader) OpenObject(host string) (f *elfscan.File, done func(), err erro
 func (l *Loader) Inputs() []string {
 	out := l.fs.consulted()
 	l.infos.Keys(func(host string) bool {
-		if wheel, _, ok := strings.Cut(host, "!/"); ok {
+		if wheel, _, ok := WheelMember(host); ok {
 			host = wheel
 		}
 		out = append(out, host)

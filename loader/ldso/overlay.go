@@ -101,7 +101,15 @@ func (f *rootFS) mounted() []*zipOverlay {
 
 // overlayHandle is the host-side name of a wheel member: the archive path,
 // "!/", the member path, as Java and Python tools write it.
-func (o *zipOverlay) handle(rel string) string { return o.wheel + "!/" + rel }
+func (o *zipOverlay) handle(rel string) string { return o.wheel + wheelSep + rel }
+
+const wheelSep = "!/"
+
+// WheelMember splits the host-side name of a wheel's member (an object's
+// HostPath) into the archive's path and the member's; false for a file.
+func WheelMember(host string) (wheel, member string, ok bool) {
+	return strings.Cut(host, wheelSep)
+}
 
 // lookupOverlay finds a guest path among the mounted wheels.
 func (f *rootFS) lookupOverlay(guest string) (o *zipOverlay, rel string, isDir bool, ok bool) {
@@ -128,7 +136,7 @@ func (f *rootFS) lookupOverlay(guest string) (o *zipOverlay, rel string, isDir b
 
 // member returns the wheel member behind a handle made by resolve.
 func (f *rootFS) member(host string) (*zipOverlay, *zip.File, int) {
-	wheel, rel, ok := strings.Cut(host, "!/")
+	wheel, rel, ok := WheelMember(host)
 	if !ok {
 		return nil, nil, 0
 	}

@@ -70,9 +70,12 @@ func bindRoot(ctx context.Context, l *ldso.Loader, b *bind.Binder, is *interpret
 func notBound(root *Root, err error) {
 	root.UndefinedSymbols = nil
 	root.SymbolsNotBound = err.Error()
-	// A wheel's member is named ARCHIVE!/MEMBER; no file has that name.
+	// No file has a wheel's member's name.
 	var pe *fs.PathError
-	if errors.As(err, &pe) && strings.Contains(pe.Path, "!/") {
+	if !errors.As(err, &pe) {
+		return
+	}
+	if _, _, member := ldso.WheelMember(pe.Path); member {
 		root.SymbolsNotBound = "a wheel's member (" + pe.Path + "): its symbols are bound once it is installed"
 	}
 }
