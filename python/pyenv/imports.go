@@ -112,14 +112,6 @@ func (e *Env) ImportOrder(d *Dist) ([]*Dist, error) {
 	// One reading of the environment serves every distribution of the
 	// order.
 	dists, _ := e.Installed()
-	return e.ImportOrderAmong(dists, d)
-}
-
-// ImportOrderAmong is ImportOrder with the environment's distributions as
-// Installed gave them (by normalized name): a caller that asks for the
-// order of each of them reads the environment once (and, through
-// ImportOrders, resolves each once).
-func (e *Env) ImportOrderAmong(dists map[string]*Dist, d *Dist) ([]*Dist, error) {
 	orders, err := e.ImportOrders(dists)
 	if err != nil {
 		return nil, err
