@@ -598,3 +598,52 @@ func TestAbsentCupyAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestNeverInstalled is what `pip install --no-deps torch` leaves: no
+// nvidia-* distribution and no cuda-toolkit, whose extras pin the
+// toolkit's wheels. torch's own metadata still names every pin (through
+// the catalog's record of cuda-toolkit 13.0.2); with the index serving the
+// exact wheels, cuda-toolkit among them, resolve installs all of them,
+// pip check is clean, a second resolve has nothing to do, and undo gives
+// the tree back as it was.
+func TestNeverInstalled(t *testing.T) {
+	f := newAbsentFixture(t)
+	f.packed = append(f.packed, torchenv.Pack(t, f.site, "cuda-toolkit")...)
+	torchenv.Uninstall(t, f.site, "cuda-toolkit")
+	ix := f.serveWheels(t)
+	before := snapshot(t, f.site)
+	out := f.resolveFromIndex(t, "torch", SourcePyPI, ix, false)
+	if !out.OK {
+		t.Fatalf("resolve: %s; unresolved %+v; notes %q", out.Stopped, out.Unresolved, out.Notes)
+	}
+	var installed []string
+	for _, st := range out.Rounds[0].Plan.Steps {
+		if st.Restore != nil && st.Restore.Mode == RestoreInstall {
+			installed = append(installed, st.Restore.Dist)
+		}
+	}
+	if !slices.Contains(installed, "cuda-toolkit") || !slices.Contains(installed, "nvidia-cublas") {
+		t.Errorf("installed %q; notes %q", installed, out.Notes)
+	}
+	for _, d := range out.DistributionsAfter.Dists {
+		if d.State != declared.Intact {
+			t.Errorf("after the resolve %s is %s (%s)", d.Name, d.State, d.Detail)
+		}
+	}
+	msg, _ := f.pip(t, "check")
+	for _, line := range strings.Split(msg, "\n") {
+		if strings.Contains(line, "nvidia") || strings.Contains(line, "cuda-toolkit") {
+			t.Errorf("pip check: %s", line)
+		}
+	}
+	n := ix.Downloads()
+	if again := f.resolveFromIndex(t, "torch", SourcePyPI, ix, false); !again.OK || len(again.Rounds) != 1 || ix.Downloads() != n {
+		t.Errorf("second resolve: ok %v, %d rounds, %d downloads", again.OK, len(again.Rounds), ix.Downloads()-n)
+	}
+	if _, err := undo(t, context.Background(), f.prefix, "torch"); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(t, f.site); after != before {
+		t.Errorf("undo left the tree changed:\n%s", diffLines(before, after))
+	}
+}

@@ -93,15 +93,29 @@ func headerLines(t testing.TB, info string) (meta, tags string) {
 
 // Wheel is the packed distribution as a wheel on an index.
 func (p Packed) Wheel() indextest.Wheel {
-	return indextest.Wheel{Project: p.Name, Version: p.Version, Tags: firstTag(p.Tags), Files: p.Files, Metadata: p.Metadata}
+	return indextest.Wheel{Project: p.Name, Version: p.Version, Tags: wheelTag(p.Tags), Files: p.Files, Metadata: p.Metadata}
 }
 
-func firstTag(tags string) string {
-	first, _, _ := strings.Cut(tags, ".")
-	if first == "" {
+// wheelTag is the compressed tag set of a wheel's file name (PEP 425) for
+// the WHEEL file's tags: py2-none-any and py3-none-any are
+// py2.py3-none-any, as cuda-toolkit's wheel is named.
+func wheelTag(tags string) string {
+	if tags == "" {
 		return "py3-none-any"
 	}
-	return first
+	var parts [3][]string
+	for _, tag := range strings.Split(tags, ".") {
+		fields := strings.SplitN(tag, "-", 3)
+		if len(fields) != 3 {
+			return tag
+		}
+		for i, f := range fields {
+			if !slices.Contains(parts[i], f) {
+				parts[i] = append(parts[i], f)
+			}
+		}
+	}
+	return strings.Join(parts[0], ".") + "-" + strings.Join(parts[1], ".") + "-" + strings.Join(parts[2], ".")
 }
 
 // Archive is the packed distribution's libraries as NVIDIA's archive of
