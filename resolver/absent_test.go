@@ -647,3 +647,85 @@ func TestNeverInstalled(t *testing.T) {
 		t.Errorf("undo left the tree changed:\n%s", diffLines(before, after))
 	}
 }
+
+// TestOtherVersionReportedNotReplaced: cuDNN installed at another release
+// than torch pins (its .dist-info and METADATA say 9.14.0), the exact
+// wheel on the index. pip owns that distribution: resolve names it, with
+// the pin and the pip command that installs the pinned release, and
+// replaces none of its files; every other declared distribution is intact.
+func TestOtherVersionReportedNotReplaced(t *testing.T) {
+	python, site := venvSite(t)
+	torchenv.Build(t, torchenv.Options{Site: site, ELF: true, Consistent: true})
+	f := &absentFixture{fixture: fixture{python: python, site: site, prefix: filepath.Join(t.TempDir(), "prefix")}}
+	f.packed = torchenv.Pack(t, site, "nvidia-cudnn-cu13")
+	f.driver = t.TempDir()
+	if err := elfwrite.Write(filepath.Join(f.driver, "libcuda.so.1"), elfwrite.Spec{Soname: "libcuda.so.1", Machine: elf.EM_X86_64, Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	relabel(t, site, "nvidia_cudnn_cu13", "9.19.0.56", "9.14.0")
+	ix := f.serveWheels(t)
+	before := snapshot(t, site)
+	for _, dry := range []bool{true, false} {
+		out := f.resolveFromIndex(t, "torch", SourceAuto, ix, dry)
+		if out.OK {
+			t.Fatalf("dry run %v: resolve claims success with cuDNN at another version; notes %q; dists %s", dry, out.Notes, distStates(out))
+		}
+		var found bool
+		for _, u := range out.Unresolved {
+			if u.Kind == UnresolvedDistribution && u.Soname == "nvidia-cudnn-cu13" {
+				found = strings.Contains(u.Reason, "9.14.0 is installed; torch 2.11.0 requires nvidia-cudnn-cu13==9.19.0.56") && strings.Contains(u.Advice, "pip install 'nvidia-cudnn-cu13==9.19.0.56'")
+			}
+		}
+		if !found {
+			t.Errorf("dry run %v: unresolved %+v", dry, out.Unresolved)
+		}
+		if p := out.Rounds[0].Plan; p != nil {
+			for _, st := range p.Steps {
+				t.Errorf("dry run %v: a step: %s %+v", dry, st.Filename, st.Restore)
+			}
+		}
+		for _, d := range out.DistributionsAfter.Dists {
+			if want := d.Name != "nvidia-cudnn-cu13"; (d.State == declared.Intact) != want {
+				t.Errorf("dry run %v: %s is %s (%s)", dry, d.Name, d.State, d.Detail)
+			}
+		}
+	}
+	if after := snapshot(t, site); after != before {
+		t.Errorf("resolve changed the tree:\n%s", diffLines(before, after))
+	}
+	if ix.Downloads() != 0 {
+		t.Errorf("%d downloads", ix.Downloads())
+	}
+}
+
+// relabel makes an installed distribution say another version, as an
+// older release installed by pip does: the .dist-info directory's name, its
+// METADATA and the RECORD's own lines.
+func relabel(t *testing.T, site, project, from, to string) {
+	t.Helper()
+	oldInfo, newInfo := project+"-"+from+".dist-info", project+"-"+to+".dist-info"
+	if err := os.Rename(filepath.Join(site, oldInfo), filepath.Join(site, newInfo)); err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func(string) string{
+		"METADATA": func(s string) string { return strings.Replace(s, "Version: "+from+"\n", "Version: "+to+"\n", 1) },
+		"RECORD":   func(s string) string { return strings.ReplaceAll(s, oldInfo+"/", newInfo+"/") },
+	} {
+		p := filepath.Join(site, newInfo, name)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(edit(string(data))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func distStates(out *Outcome) string {
+	var b strings.Builder
+	for _, d := range out.DistributionsAfter.Dists {
+		fmt.Fprintf(&b, "%s %s %s (%s); ", d.Name, d.Version, d.State, d.Detail)
+	}
+	return b.String()
+}

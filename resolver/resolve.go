@@ -758,6 +758,7 @@ func (s *session) finish() {
 			s.out.OK = false
 		}
 	}
+	s.refuseDistributions()
 	s.out.SeeChecks = s.out.OK && len(s.out.Checks) > 0
 	s.out.fillActivation(s.opts, s.change)
 }

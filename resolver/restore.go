@@ -176,6 +176,28 @@ func sameRelease(a, b string) bool {
 	return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(b, a+".")
 }
 
+// refuseDistributions reports, after the last round, every declared
+// distribution that cudadeps will not restore (at another version, or in
+// conflict) that no plan reported: when nothing is missing no plan is
+// made, yet the package's metadata still says what it needs, and a cuDNN
+// older than the pin loads and fails at run time. A dry run reports them
+// too: they are no step of its plan.
+func (s *session) refuseDistributions() {
+	if s.out.DistributionsAfter == nil {
+		return
+	}
+	for _, d := range s.out.DistributionsAfter.Dists {
+		if d.State != declared.OtherVersion && len(d.Conflicts) == 0 {
+			continue
+		}
+		if slices.ContainsFunc(s.out.Unresolved, func(u Unresolved) bool { return u.Kind == UnresolvedDistribution && u.Soname == d.Name }) {
+			continue
+		}
+		s.out.Unresolved = append(s.out.Unresolved, s.distProblem(d))
+		s.out.OK = false
+	}
+}
+
 // distProblem is the unresolved entry of a declared distribution that
 // cudadeps will not restore: at another version, or in conflict.
 func (s *session) distProblem(d *declared.Dist) Unresolved {

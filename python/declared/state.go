@@ -65,10 +65,15 @@ func (c *computer) state(d *Dist, reqs []pymeta.Requirement) error {
 		}
 		return nil
 	}
-	for _, r := range reqs {
+	for i, r := range reqs {
 		if len(r.Specifier) > 0 && !r.Specifier.ContainsString(inst.Version, true) {
+			// d.RequiredBy[i] is "torch 2.11.0: nvidia-cudnn-cu13==9.19.0.56".
+			req := r.Name + r.Specifier.String()
+			if i < len(d.RequiredBy) {
+				req = strings.Replace(d.RequiredBy[i], ": ", " requires ", 1)
+			}
 			d.State = OtherVersion
-			d.Detail = fmt.Sprintf("%s is installed; %s requires %s", inst.Version, r.Name, r.Specifier)
+			d.Detail = fmt.Sprintf("%s is installed; %s", inst.Version, req)
 			return nil
 		}
 	}
