@@ -729,3 +729,36 @@ func distStates(out *Outcome) string {
 	}
 	return b.String()
 }
+
+// TestDamagedDistributionMadeWhole: one library of nvidia-cufft deleted
+// (its .dist-info stays): the plan takes that library from the exact
+// wheel on the index, and after the resolve the distribution is whole
+// again, every RECORD file at its recorded size.
+func TestDamagedDistributionMadeWhole(t *testing.T) {
+	python, site := venvSite(t)
+	torchenv.Build(t, torchenv.Options{Site: site, ELF: true, Consistent: true})
+	f := &absentFixture{fixture: fixture{python: python, site: site, prefix: filepath.Join(t.TempDir(), "prefix")}}
+	f.packed = torchenv.Pack(t, site, "nvidia-cufft")
+	f.driver = t.TempDir()
+	if err := elfwrite.Write(filepath.Join(f.driver, "libcuda.so.1"), elfwrite.Spec{Soname: "libcuda.so.1", Machine: elf.EM_X86_64, Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(site, "nvidia", "cu13", "lib", "libcufft.so.12")); err != nil {
+		t.Fatal(err)
+	}
+	ix := f.serveWheels(t)
+	dry := f.resolveFromIndex(t, "torch", SourceAuto, ix, true)
+	if d := dry.Distributions.Find("nvidia-cufft"); d == nil || d.State != declared.Damaged {
+		t.Fatalf("before: %s", distStates(dry))
+	}
+	if p := dry.Rounds[0].Plan; p == nil || len(p.Steps) != 1 || !slices.Equal(p.Steps[0].Provides, []string{"libcufft.so.12"}) || !strings.HasPrefix(p.Steps[0].Filename, "nvidia_cufft-12.0.0.61-") {
+		t.Fatalf("plan: %+v", p)
+	}
+	out := f.resolveFromIndex(t, "torch", SourceAuto, ix, false)
+	if !out.OK {
+		t.Fatalf("resolve: %s; unresolved %+v", out.Stopped, out.Unresolved)
+	}
+	if d := out.DistributionsAfter.Find("nvidia-cufft"); d == nil || d.State != declared.Intact {
+		t.Errorf("after: %s", distStates(out))
+	}
+}
