@@ -704,6 +704,13 @@ func (s *session) verifyRound(r *Round, n int) (bool, error) {
 	}
 	var fresh []string
 	for _, m := range v.Blamed() {
+		if d := s.leftToPip(m); d != "" {
+			// The failure is that distribution's release (torch refuses a
+			// cuDNN older than its own): another copy beside pip's files
+			// would hide it, and refuseDistributions says what to install.
+			s.opts.Logger.Info("the run fails in a library of a distribution left to pip", "soname", m, "distribution", d)
+			continue
+		}
 		// A library placed in the package's directories that a dlopen by
 		// name still misses gets one more try, through LD_LIBRARY_PATH.
 		if _, done := s.handled[m]; !done || !s.viaEnv[m] {

@@ -198,6 +198,20 @@ func (s *session) refuseDistributions() {
 	}
 }
 
+// leftToPip names the declared distribution that owns the library
+// soname, installed, when cudadeps leaves it to pip (refuseDistributions);
+// "" otherwise.
+func (s *session) leftToPip(soname string) string {
+	o := s.layout.Owner(soname)
+	if o == nil || !o.Present || s.out.DistributionsAfter == nil {
+		return ""
+	}
+	if d := s.out.DistributionsAfter.Find(o.Dist); d != nil && (d.State == declared.OtherVersion || len(d.Conflicts) > 0) {
+		return d.Name
+	}
+	return ""
+}
+
 // distProblem is the unresolved entry of a declared distribution that
 // cudadeps will not restore: at another version, or in conflict.
 func (s *session) distProblem(d *declared.Dist) Unresolved {

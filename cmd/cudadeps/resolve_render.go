@@ -53,6 +53,7 @@ func renderResolve(w io.Writer, o *resolver.Outcome, command func(...string) str
 	}
 	renderOptional(w, o.Optional)
 	renderStillShadowed(w, o.Unresolved)
+	renderLeftToPip(w, o.Unresolved, explained)
 	fmt.Fprintln(w)
 	renderConclusion(w, o, command)
 }
@@ -71,6 +72,26 @@ func renderStillShadowed(w io.Writer, list []resolver.Unresolved) {
 		}
 		// The reason (a Shadow's String) names the soname itself.
 		fmt.Fprintf(w, "  %s\n", u.Reason)
+		if u.Advice != "" {
+			fmt.Fprintf(w, "      %s\n", u.Advice)
+		}
+	}
+}
+
+// renderLeftToPip lists the declared distributions cudadeps changes no
+// file of (at another version, in conflict) that no round's plan named:
+// what to install, and why.
+func renderLeftToPip(w io.Writer, list []resolver.Unresolved, explained map[string]int) {
+	header := false
+	for _, u := range list {
+		if _, ok := explained[u.Soname]; ok || u.Kind != resolver.UnresolvedDistribution {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "\nLeft to pip (cudadeps changes none of their files):")
+			header = true
+		}
+		fmt.Fprintf(w, "  %s: %s\n", u.Soname, u.Reason)
 		if u.Advice != "" {
 			fmt.Fprintf(w, "      %s\n", u.Advice)
 		}
@@ -336,6 +357,8 @@ func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) 
 		fmt.Fprintln(w, "Done: the loader now finds everything.")
 	case t.Kind == resolver.KindWheel:
 		fmt.Fprintln(w, "A wheel is only planned: install it (pip install), then run 'cudadeps resolve' on the installed distribution.")
+	case o.DryRun && !planned(o):
+		fmt.Fprintln(w, "Dry run: nothing was changed, and there is nothing cudadeps would change (what is wrong is listed above).")
 	case o.DryRun:
 		fmt.Fprintln(w, "Dry run: nothing was changed. Run without --dry-run to apply the plan (after installing, another round may find more).")
 	case o.Stopped == resolver.StopNotConfirmed:
@@ -386,4 +409,14 @@ func lastLines(s string, n int) string {
 
 func indent(s, pre string) string {
 	return pre + strings.ReplaceAll(s, "\n", "\n"+pre)
+}
+
+// planned says whether a round planned a step.
+func planned(o *resolver.Outcome) bool {
+	for _, r := range o.Rounds {
+		if r.Plan != nil && len(r.Plan.Steps) > 0 {
+			return true
+		}
+	}
+	return false
 }

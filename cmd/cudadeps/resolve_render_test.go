@@ -90,3 +90,29 @@ func TestRenderHostAndJetPack(t *testing.T) {
 		t.Errorf("plan header:\n%s\nwant it to start with %q", b.String(), want)
 	}
 }
+
+// TestRenderLeftToPip: a distribution at another version that no plan
+// named is listed with its requirement and the pip command, and a dry run
+// that plans nothing does not invite the user to apply a plan.
+func TestRenderLeftToPip(t *testing.T) {
+	reason := "9.14.0 is installed; torch 2.11.0 requires nvidia-cudnn-cu13==9.19.0.56"
+	advice := "install the required version: pip install 'nvidia-cudnn-cu13==9.19.0.56'"
+	o := &resolver.Outcome{
+		Target:     &resolver.Target{Kind: resolver.KindDir, Name: "torch", Path: "/venv/site-packages/torch"},
+		Rounds:     []*resolver.Round{{N: 1}},
+		DryRun:     true,
+		Stopped:    resolver.StopDryRun,
+		Unresolved: []resolver.Unresolved{{Soname: "nvidia-cudnn-cu13", Kind: resolver.UnresolvedDistribution, Reason: reason, Advice: advice}},
+	}
+	var b bytes.Buffer
+	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") }, nil)
+	out := b.String()
+	for _, want := range []string{"Left to pip", "nvidia-cudnn-cu13: " + reason, advice, "there is nothing cudadeps would change"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "apply the plan") {
+		t.Errorf("a dry run that plans nothing invites applying a plan:\n%s", out)
+	}
+}

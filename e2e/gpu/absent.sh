@@ -17,12 +17,19 @@
 #      exactly;
 #   4. the distributions put back as they were.
 #
+# UNINSTALL are the distributions uninstalled (pipdist.py patterns; default
+# nvidia-*). "nvidia-* cuda-toolkit" is what `pip install --no-deps torch`
+# leaves: no NVIDIA distribution and no cuda-toolkit, whose extras pin the
+# toolkit's wheels; the index then serves cuda-toolkit too, and resolve
+# installs it back.
+#
 # SOURCES are --source values, and "mixed": --source auto with an index
 # that lacks cuDNN and cuSPARSELt, which then come from NVIDIA's archives of
 # the same releases (supplied: pip check lists them, as the plan says).
 #
 # Usage: e2e/gpu/absent.sh CUDADEPS [--clean]   (--clean as in layout.sh)
-# Environment: PYTHON, OUT (logs), SOURCES (default "auto pypi"), TARGETS.
+# Environment: PYTHON, OUT (logs), SOURCES (default "auto pypi"), TARGETS,
+# UNINSTALL.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
@@ -30,6 +37,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 proof_setup "$@"
 SOURCES=${SOURCES:-auto pypi}
 TARGETS=${TARGETS:-torch jax-cuda13-plugin cupy-cuda13x}
+read -r -a UNINSTALL <<< "${UNINSTALL:-nvidia-*}"
 export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1
 
 gpu_work() { # label
@@ -55,21 +63,23 @@ log "1. GPU work on the intact environment"
 gpu_work intact
 INTACT=$(nvsnap)
 
-log "2. pack the nvidia-* distributions as wheels and as NVIDIA archives, then uninstall them as pip does"
+log "2. pack the nvidia-* distributions (and cuda-toolkit) as wheels and the libraries as NVIDIA archives, then uninstall ${UNINSTALL[*]} as pip does"
 BACKUP=$(dirname "$SITE")/.cudadeps-proof-backup
 rm -rf "$BACKUP"
 INDEX=$WORK/index MIRROR=$WORK/mirror
-time "$PYTHON" "$HERE/pack_wheels.py" "$SITE" "$INDEX" nvidia > "$OUT/absent-$MODE-pack-wheels.txt" 2>&1
+# cuda-toolkit installs nothing but its .dist-info: that directory names it.
+TOOLKIT_INFO=$(cd "$SITE" && ls -d cuda_toolkit-*.dist-info 2>/dev/null | head -n 1)
+time "$PYTHON" "$HERE/pack_wheels.py" "$SITE" "$INDEX" nvidia $TOOLKIT_INFO > "$OUT/absent-$MODE-pack-wheels.txt" 2>&1
 tail -n 1 "$OUT/absent-$MODE-pack-wheels.txt"
 PAIRS=()
 for d in "$SITE"/nvidia/*/lib; do PAIRS+=("$d:${d#"$SITE"/}"); done
 time "$PYTHON" "$HERE/pack_redist.py" "$CUDADEPS" "$SITE" "$MIRROR" "${PAIRS[@]}" > "$OUT/absent-$MODE-pack-redist.txt" 2>&1
 grep -c 'MiB$' "$OUT/absent-$MODE-pack-redist.txt" | sed 's/^/NVIDIA archives packed: /'
-"$PYTHON" "$HERE/pipdist.py" "$SITE" uninstall "$BACKUP" 'nvidia-*'
+"$PYTHON" "$HERE/pipdist.py" "$SITE" uninstall "$BACKUP" "${UNINSTALL[@]}"
 restore() { "$PYTHON" "$HERE/pipdist.py" "$SITE" restore "$BACKUP" >/dev/null; }
 trap restore EXIT
 UNINSTALLED=$(nvsnap)
-echo "nvidia entries in site-packages now: $(ls -d "$SITE"/nvidia* 2>/dev/null | wc -l)"
+echo "nvidia and cuda_toolkit entries in site-packages now: $(ls -d "$SITE"/nvidia* "$SITE"/cuda_toolkit* 2>/dev/null | wc -l)"
 "$PYTHON" -c 'import torch; torch.randn(2, device="cuda").sum()' > "$OUT/absent-$MODE-before.txt" 2>&1
 echo "torch before resolve: exit $? ($(tail -n 1 "$OUT/absent-$MODE-before.txt" | cut -c1-200))"
 
@@ -112,7 +122,7 @@ for SRC in $SOURCES; do
   "$PYTHON" "$HERE/pipdist.py" "$SITE" check > "$OUT/absent-$MODE-$SRC-pipcheck.txt" 2>&1
   echo "pip check exit $?: $(grep -ciE 'nvidia|cuda-toolkit' "$OUT/absent-$MODE-$SRC-pipcheck.txt") line(s) naming NVIDIA distributions"
   grep -iE 'nvidia|cuda-toolkit|No broken' "$OUT/absent-$MODE-$SRC-pipcheck.txt" | head -n 8
-  echo "INSTALLER of the restored: $(cat "$SITE"/nvidia_*.dist-info/INSTALLER 2>/dev/null | sort | uniq -c | tr '\n' ' ')"
+  echo "INSTALLER of the restored: $(cat "$SITE"/nvidia_*.dist-info/INSTALLER "$SITE"/cuda_toolkit-*.dist-info/INSTALLER 2>/dev/null | sort | uniq -c | tr '\n' ' ')"
   N=$(gets)
   for t in $TARGETS; do
     "$CUDADEPS" resolve "$t" "${COMMON[@]}" --yes --json > "$OUT/absent-$MODE-$SRC-$t-again.json" 2>/dev/null

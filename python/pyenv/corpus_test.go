@@ -299,7 +299,8 @@ func TestCorpusIntegrity(t *testing.T) {
 	if strings.Join(got.Missing, "\n") != strings.Join(removed, "\n") || len(got.WrongSize) != 1 || got.WrongSize[0] != resized {
 		t.Fatalf("missing %v, wrong size %v", got.Missing, got.WrongSize)
 	}
-	want := fmt.Sprintf("nvidia-cudnn-cu13 %s is installed but 8 of its files are missing, 1 has the wrong size", version)
+	want := fmt.Sprintf("nvidia-cudnn-cu13 %s is installed but 8 of its files are missing (%s, %s and 6 more), 1 has the wrong size (%s)",
+		version, filepath.Base(removed[0]), filepath.Base(removed[1]), filepath.Base(resized))
 	if got.String() != want {
 		t.Fatalf("%q\nwant %q", got.String(), want)
 	}
@@ -343,7 +344,7 @@ func TestIntegrityHashes(t *testing.T) {
 	if err != nil || len(r.WrongHash) != 1 || r.WrongHash[0] != src {
 		t.Fatalf("with hashes: %+v %v", r, err)
 	}
-	if r.String() != "demo 1.0 is installed but 1 has the wrong sha256" {
+	if r.String() != "demo 1.0 is installed but 1 has the wrong sha256 ("+filepath.Base(src)+")" {
 		t.Fatalf("%q", r.String())
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -41,15 +41,29 @@ func (i *Integrity) String() string {
 	}
 	var parts []string
 	if n := len(i.Missing); n > 0 {
-		parts = append(parts, fmt.Sprintf("%d of its files %s missing", n, plural.Of(n, "is", "are")))
+		parts = append(parts, fmt.Sprintf("%d of its files %s missing (%s)", n, plural.Of(n, "is", "are"), someNames(i.Missing)))
 	}
 	if n := len(i.WrongSize); n > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s the wrong size", n, plural.Of(n, "has", "have")))
+		parts = append(parts, fmt.Sprintf("%d %s the wrong size (%s)", n, plural.Of(n, "has", "have"), someNames(i.WrongSize)))
 	}
 	if n := len(i.WrongHash); n > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s the wrong sha256", n, plural.Of(n, "has", "have")))
+		parts = append(parts, fmt.Sprintf("%d %s the wrong sha256 (%s)", n, plural.Of(n, "has", "have"), someNames(i.WrongHash)))
 	}
 	return fmt.Sprintf("%s %s is installed but %s", i.Name, i.Version, strings.Join(parts, ", "))
+}
+
+// someNames names the first two files of paths by their base names, and
+// counts the rest: the line says which files, the JSON lists them all.
+func someNames(paths []string) string {
+	var names []string
+	for _, p := range paths[:min(len(paths), 2)] {
+		names = append(names, filepath.Base(p))
+	}
+	s := strings.Join(names, ", ")
+	if n := len(paths) - len(names); n > 0 {
+		s += fmt.Sprintf(" and %d more", n)
+	}
+	return s
 }
 
 // Check compares the distribution's files with its RECORD: each must
