@@ -5,7 +5,8 @@ PEP 503 simple index (INDEX/simple/PROJECT/index.html, each link with its
 them back from 127.0.0.1 exactly as pip would from a package index.
 
 A rebuilt wheel holds every file its RECORD lists under site-packages (the
-.dist-info included), stored uncompressed, with the tags of its WHEEL file.
+.dist-info included, but for what the installer wrote there: INSTALLER,
+REQUESTED, direct_url.json), stored uncompressed, with the tags of its WHEEL file.
 Files the RECORD lists that are missing on disk (the ones a test removed)
 are read from where the test moved them: HIDDEN_DIR:RELATIVE_PATH pairs
 say where each removed directory is now.
@@ -15,6 +16,7 @@ Usage: pack_wheels.py SITE INDEX RELATIVE_DIR... [-- HIDDEN_DIR:RELATIVE_PATH...
 import csv
 import hashlib
 import html
+import io
 import os
 import re
 import sys
@@ -28,6 +30,7 @@ if "--" in rest:
     moved = dict(a.split(":", 1) for a in rest[cut + 1:])
     rest = rest[:cut]
 wanted = [os.path.normpath(d) for d in rest]
+INSTALLER_FILES = {"INSTALLER", "REQUESTED", "direct_url.json"}
 
 
 def norm(n):
@@ -67,7 +70,10 @@ for d in sorted(os.listdir(site)):
     if not os.path.exists(rec) or not os.path.exists(os.path.join(distinfo, "WHEEL")):
         continue
     with open(rec, newline="") as f:
-        rows = [r for r in csv.reader(f) if r]
+        # What the installer wrote (INSTALLER, REQUESTED, direct_url.json)
+        # is no part of the wheel: pip, installing a wheel that holds an
+        # INSTALLER, records it twice, once with the wheel's size.
+        rows = [r for r in csv.reader(f) if r and not (os.path.dirname(os.path.normpath(r[0])) == d and os.path.basename(r[0]) in INSTALLER_FILES)]
     paths = [os.path.normpath(r[0]) for r in rows]
     if not any(p == w or p.startswith(w + os.sep) for p in paths for w in wanted):
         continue
@@ -88,7 +94,9 @@ for d in sorted(os.listdir(site)):
                 continue  # written last, as a wheel's RECORD is
             z.write(src, rel)
             files += 1
-        z.write(rec, os.path.join(d, "RECORD"))
+        out_rec = io.StringIO()
+        csv.writer(out_rec, lineterminator="\n").writerows(rows)
+        z.writestr(os.path.join(d, "RECORD"), out_rec.getvalue())
     h = hashlib.sha256()
     with open(out, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
