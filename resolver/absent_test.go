@@ -784,3 +784,54 @@ func TestDamagedDistributionMadeWhole(t *testing.T) {
 		t.Errorf("after: %s", distStates(out))
 	}
 }
+
+// TestOtherVersionPlacedByCudadeps: cudadeps restored the distributions at
+// torch's pins, then the pins moved (an upgrade with --no-deps: cuda-toolkit
+// now pins cuFFT 12.0.0.99). cuFFT is at another version, and cudadeps
+// placed it: the advice is to undo that resolve, and following it, the
+// next resolve restores cuFFT at the new pin from the index.
+func TestOtherVersionPlacedByCudadeps(t *testing.T) {
+	f := newAbsentFixture(t)
+	for _, p := range f.packed {
+		if p.Name == "nvidia-cufft" {
+			newer := p
+			newer.Version = "12.0.0.99"
+			f.packed = append(f.packed, newer)
+			break
+		}
+	}
+	ix := f.serveWheels(t)
+	if out := f.resolveFromIndex(t, "torch", SourcePyPI, ix, false); !out.OK {
+		t.Fatalf("first resolve: %s; unresolved %+v", out.Stopped, out.Unresolved)
+	}
+	infos, err := filepath.Glob(filepath.Join(f.site, "cuda_toolkit-*.dist-info", "METADATA"))
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("cuda-toolkit's METADATA: %v %v", infos, err)
+	}
+	data, err := os.ReadFile(infos[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := strings.ReplaceAll(string(data), "nvidia-cufft==12.0.0.61.*", "nvidia-cufft==12.0.0.99.*")
+	if moved == string(data) {
+		t.Fatal("cuda-toolkit does not pin nvidia-cufft==12.0.0.61.*")
+	}
+	if err := os.WriteFile(infos[0], []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := f.resolveFromIndex(t, "torch", SourcePyPI, ix, true)
+	i := slices.IndexFunc(out.Unresolved, func(u Unresolved) bool { return u.Kind == UnresolvedDistribution && u.Soname == "nvidia-cufft" })
+	if out.OK || i < 0 || !strings.Contains(out.Unresolved[i].Advice, "cudadeps undo torch") || !strings.Contains(out.Unresolved[i].Reason, "12.0.0.61 is installed") {
+		t.Fatalf("after the pins moved: ok %v, unresolved %+v", out.OK, out.Unresolved)
+	}
+	if _, err := undo(t, context.Background(), f.prefix, "torch"); err != nil {
+		t.Fatal(err)
+	}
+	out = f.resolveFromIndex(t, "torch", SourcePyPI, ix, false)
+	if !out.OK {
+		t.Fatalf("the advice followed: %s; unresolved %+v", out.Stopped, out.Unresolved)
+	}
+	if d := out.DistributionsAfter.Find("nvidia-cufft"); d == nil || d.State != declared.Intact || d.InstalledVersion != "12.0.0.99" {
+		t.Errorf("after: %s", distStates(out))
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/internal/uniq"
@@ -223,7 +224,34 @@ func (s *session) distProblem(d *declared.Dist) Unresolved {
 	}
 	u.Reason = d.Detail
 	u.Advice = fmt.Sprintf("install the required version: pip install '%s==%s'", d.Name, d.Version)
+	if d.Installer == Installer || d.Supply != nil {
+		// What cudadeps placed, undo takes back whole: the distribution is
+		// then absent, and the next resolve restores it at the pin.
+		if by := s.placedFor(d.Name); by != "" {
+			u.Advice = fmt.Sprintf("cudadeps placed it for %s: run 'cudadeps undo %s', then resolve again to restore %s %s", by, by, d.Name, d.Version)
+		}
+	}
 	return u
+}
+
+// placedFor names the target whose resolve placed the files of the
+// distribution name (installed its wheel, or supplied it from an
+// archive), as its record says; "" when no record does.
+func (s *session) placedFor(name string) string {
+	if s.opts.Prefix == nil {
+		return ""
+	}
+	recs, err := s.opts.Prefix.Records()
+	if err != nil {
+		return ""
+	}
+	for _, r := range recs {
+		if slices.ContainsFunc(r.Placed, func(p activation.Placed) bool { return p.Dist == name }) ||
+			slices.ContainsFunc(r.Supplied, func(sp declared.Supply) bool { return sp.Name == name }) {
+			return r.Name
+		}
+	}
+	return ""
 }
 
 // restoreStep is the step that restores d, or why none can.
