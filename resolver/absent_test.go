@@ -835,3 +835,73 @@ func TestOtherVersionPlacedByCudadeps(t *testing.T) {
 		t.Errorf("after: %s", distStates(out))
 	}
 }
+
+// damagedFixture is the full environment with the packed wheels of names
+// kept aside, the driver's directory on LD_LIBRARY_PATH.
+func damagedFixture(t *testing.T, names ...string) *absentFixture {
+	t.Helper()
+	python, site := venvSite(t)
+	torchenv.Build(t, torchenv.Options{Site: site, ELF: true, Consistent: true})
+	f := &absentFixture{fixture: fixture{python: python, site: site, prefix: filepath.Join(t.TempDir(), "prefix")}}
+	f.packed = torchenv.Pack(t, site, names...)
+	f.driver = t.TempDir()
+	if err := elfwrite.Write(filepath.Join(f.driver, "libcuda.so.1"), elfwrite.Spec{Soname: "libcuda.so.1", Machine: elf.EM_X86_64, Needed: []string{"libc.so.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestDamagedHeaderReported: a header of nvidia-cuda-runtime deleted (its
+// libraries all load). check calls the distribution damaged; resolve, dry
+// run or not, does not call it whole either: it names the file and the
+// reinstall that brings it back, and changes nothing.
+func TestDamagedHeaderReported(t *testing.T) {
+	f := damagedFixture(t, "nvidia-cuda-runtime")
+	headers, err := filepath.Glob(filepath.Join(f.site, "nvidia", "cu13", "include", "*.h"))
+	if err != nil || len(headers) == 0 {
+		t.Fatalf("headers: %v %v", headers, err)
+	}
+	if err := os.Remove(headers[0]); err != nil {
+		t.Fatal(err)
+	}
+	ix := f.serveWheels(t)
+	before := snapshot(t, f.site)
+	for _, dry := range []bool{true, false} {
+		out := f.resolveFromIndex(t, "torch", SourceAuto, ix, dry)
+		i := slices.IndexFunc(out.Unresolved, func(u Unresolved) bool {
+			return u.Kind == UnresolvedDistribution && u.Soname == "nvidia-cuda-runtime"
+		})
+		if out.OK || i < 0 || !strings.Contains(out.Unresolved[i].Reason, filepath.Base(headers[0])) ||
+			!strings.Contains(out.Unresolved[i].Advice, "pip install --force-reinstall --no-deps 'nvidia-cuda-runtime==13.0.96'") {
+			t.Errorf("dry run %v: ok %v, unresolved %+v", dry, out.OK, out.Unresolved)
+		}
+	}
+	if after := snapshot(t, f.site); after != before {
+		t.Errorf("resolve changed the tree:\n%s", diffLines(before, after))
+	}
+}
+
+// TestDamagedFromArchiveOfOtherSize: libcufft.so.12 deleted, and NVIDIA's
+// archive of the release holds a copy of another size than the wheel's
+// RECORD says (archives and wheels are built apart). Placed at its RECORD
+// path, it restores the distribution: resolve succeeds.
+func TestDamagedFromArchiveOfOtherSize(t *testing.T) {
+	f := damagedFixture(t, "nvidia-cufft")
+	lib := filepath.Join("nvidia", "cu13", "lib", "libcufft.so.12")
+	for i := range f.packed {
+		if data, ok := f.packed[i].Files["nvidia/cu13/lib/libcufft.so.12"]; ok {
+			f.packed[i].Files["nvidia/cu13/lib/libcufft.so.12"] = append(slices.Clone(data), make([]byte, 4096)...)
+		}
+	}
+	if err := os.Remove(filepath.Join(f.site, lib)); err != nil {
+		t.Fatal(err)
+	}
+	f.serveArchives(t, false)
+	out := f.resolve(t, "torch", SourceNVIDIA, false)
+	if !out.OK {
+		t.Fatalf("stopped %q, unresolved %+v", out.Stopped, out.Unresolved)
+	}
+	if _, err := os.Stat(filepath.Join(f.site, lib)); err != nil {
+		t.Fatal(err)
+	}
+}

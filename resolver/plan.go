@@ -133,8 +133,9 @@ const (
 	// package was built for, and placement cannot win.
 	UnresolvedShadowed UnresolvedKind = "shadowed"
 	// UnresolvedDistribution: a declared distribution cudadeps does not
-	// restore: no source has it, it is installed at another version, or it
-	// would overwrite another distribution's files. Soname is then the
+	// restore: no source has it, it is installed at another version, it
+	// would overwrite another distribution's files, or files of it that
+	// cudadeps does not place are missing or changed. Soname is then the
 	// distribution's name.
 	UnresolvedDistribution UnresolvedKind = "distribution"
 )

@@ -182,21 +182,123 @@ func sameRelease(a, b string) bool {
 // conflict) that no plan reported: when nothing is missing no plan is
 // made, yet the package's metadata still says what it needs, and a cuDNN
 // older than the pin loads and fails at run time. A dry run reports them
-// too: they are no step of its plan.
+// too: they are no step of its plan. So is a distribution still damaged
+// (files its RECORD lists missing or changed) once the plan's libraries
+// are counted: check reports it, and resolve does not call it whole.
 func (s *session) refuseDistributions() {
 	if s.out.DistributionsAfter == nil {
 		return
 	}
 	for _, d := range s.out.DistributionsAfter.Dists {
-		if d.State != declared.OtherVersion && len(d.Conflicts) == 0 {
+		var u Unresolved
+		switch {
+		case d.State == declared.OtherVersion || len(d.Conflicts) > 0:
+			u = s.distProblem(d)
+		case d.State == declared.Damaged:
+			left := s.damageLeft(d)
+			if len(left) == 0 {
+				continue
+			}
+			u = s.damageProblem(d, left)
+		default:
 			continue
 		}
 		if slices.ContainsFunc(s.out.Unresolved, func(u Unresolved) bool { return u.Kind == UnresolvedDistribution && u.Soname == d.Name }) {
 			continue
 		}
-		s.out.Unresolved = append(s.out.Unresolved, s.distProblem(d))
+		s.out.Unresolved = append(s.out.Unresolved, u)
 		s.out.OK = false
 	}
+}
+
+// damageLeft are the files of a damaged distribution that no step of a
+// dry run's plan brings back (in a real run, the last round's scan saw
+// what was placed): each missing, or of the wrong size, by its path.
+func (s *session) damageLeft(d *declared.Dist) []string {
+	var damaged []string
+	switch {
+	case d.Installed != nil:
+		integ, err := d.Installed.Check(s.ctx, false)
+		if err != nil {
+			return []string{err.Error()}
+		}
+		damaged = append(integ.Missing, integ.WrongSize...)
+	case d.Supply != nil:
+		damaged = missingPaths(d.Supply.Files)
+	}
+	// A file cudadeps placed at its RECORD path (from an NVIDIA archive of
+	// the same release, whose size may differ from the wheel's) is restored.
+	placed := s.placedPaths()
+	damaged = slices.DeleteFunc(damaged, func(p string) bool { return placed[p] })
+	if !s.out.DryRun {
+		return damaged
+	}
+	var planned []string
+	for _, r := range s.out.Rounds {
+		if r.Plan != nil {
+			for _, st := range r.Plan.Steps {
+				planned = append(planned, st.Provides...)
+			}
+		}
+	}
+	return slices.DeleteFunc(damaged, func(p string) bool {
+		return slices.Contains(planned, filepath.Base(p)) && d.Owns(filepath.Base(p))
+	})
+}
+
+// damageProblem is the unresolved entry of a distribution left damaged:
+// the files, and how to make it whole.
+func (s *session) damageProblem(d *declared.Dist, left []string) Unresolved {
+	names := make([]string, 0, 3)
+	for _, p := range left[:min(len(left), 3)] {
+		names = append(names, filepath.Base(p))
+	}
+	if len(left) > len(names) {
+		names = append(names, fmt.Sprintf("and %d more", len(left)-len(names)))
+	}
+	u := Unresolved{Soname: d.Name, NeededBy: d.RequiredBy, Kind: UnresolvedDistribution,
+		Reason: fmt.Sprintf("%s %s is damaged: %d of its files missing or changed that cudadeps does not bring back (%s)", d.Name, d.InstalledVersion, len(left), strings.Join(names, ", ")),
+		Advice: fmt.Sprintf("reinstall it: pip install --force-reinstall --no-deps '%s==%s'", d.Name, d.Version)}
+	if d.Installer == Installer || d.Supply != nil {
+		if by := s.placedFor(d.Name); by != "" {
+			u.Advice = fmt.Sprintf("cudadeps placed it for %s: run 'cudadeps undo %s', then resolve again to restore %s %s", by, by, d.Name, d.Version)
+		}
+	}
+	return u
+}
+
+// placedPaths are the files cudadeps placed: this resolve's rounds, and
+// every target's record in the prefix.
+func (s *session) placedPaths() map[string]bool {
+	out := map[string]bool{}
+	for _, r := range s.out.Rounds {
+		for _, p := range r.Placed {
+			out[p.Path] = true
+		}
+	}
+	if s.opts.Prefix == nil {
+		return out
+	}
+	recs, err := s.opts.Prefix.Records()
+	if err != nil {
+		return out
+	}
+	for _, r := range recs {
+		for _, p := range r.Placed {
+			out[p.Path] = true
+		}
+	}
+	return out
+}
+
+func missingPaths(files []string) []string {
+	var out []string
+	for _, f := range files {
+		if _, err := os.Lstat(f); err != nil {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // leftToPip names the declared distribution that owns the library

@@ -79,8 +79,8 @@ func renderStillShadowed(w io.Writer, list []resolver.Unresolved) {
 }
 
 // renderLeftToPip lists the declared distributions cudadeps changes no
-// file of (at another version, in conflict) that no round's plan named:
-// what to install, and why.
+// file of (at another version, in conflict, damaged beyond what it
+// places) that no round's plan named: what to do, and why.
 func renderLeftToPip(w io.Writer, list []resolver.Unresolved, explained map[string]int) {
 	header := false
 	for _, u := range list {
@@ -88,7 +88,7 @@ func renderLeftToPip(w io.Writer, list []resolver.Unresolved, explained map[stri
 			continue
 		}
 		if !header {
-			fmt.Fprintln(w, "\nLeft to pip (cudadeps changes none of their files):")
+			fmt.Fprintln(w, "\nNot made whole by cudadeps (it changes none of their files):")
 			header = true
 		}
 		fmt.Fprintf(w, "  %s: %s\n", u.Soname, u.Reason)

@@ -107,7 +107,7 @@ func TestRenderLeftToPip(t *testing.T) {
 	var b bytes.Buffer
 	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") }, nil)
 	out := b.String()
-	for _, want := range []string{"Left to pip", "nvidia-cudnn-cu13: " + reason, advice, "there is nothing cudadeps would change"} {
+	for _, want := range []string{"Not made whole by cudadeps", "nvidia-cudnn-cu13: " + reason, advice, "there is nothing cudadeps would change"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
 		}
