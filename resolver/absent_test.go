@@ -904,4 +904,21 @@ func TestDamagedFromArchiveOfOtherSize(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.site, lib)); err != nil {
 		t.Fatal(err)
 	}
+	if d := out.DistributionsAfter.Find("nvidia-cufft"); d == nil || d.State != declared.Intact {
+		t.Errorf("after: %s", distStates(out))
+	}
+	// check's analysis, from the same records, agrees.
+	tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Analyze(context.Background(), tg, f.options(t, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range a.Problems() {
+		if p.Subject == "nvidia-cufft" || p.Subject == "libcufft.so.12" {
+			t.Errorf("check: %+v", p)
+		}
+	}
 }

@@ -36,6 +36,7 @@ func (s *session) declare() (*declared.Closure, error) {
 		Needs:           func(soname string) bool { return met[soname] },
 		ArchiveVersions: s.archiveVersions(dists),
 		Supplied:        s.supplied(),
+		Placed:          s.placedPaths(),
 		CUDAMajor:       s.out.CUDAMajor,
 	}
 	if s.wheels != nil {

@@ -215,21 +215,23 @@ func (s *session) refuseDistributions() {
 // dry run's plan brings back (in a real run, the last round's scan saw
 // what was placed): each missing, or of the wrong size, by its path.
 func (s *session) damageLeft(d *declared.Dist) []string {
-	var damaged []string
+	var damaged, missing []string
 	switch {
 	case d.Installed != nil:
 		integ, err := d.Installed.Check(s.ctx, false)
 		if err != nil {
 			return []string{err.Error()}
 		}
-		damaged = append(integ.Missing, integ.WrongSize...)
+		missing = integ.Missing
+		damaged = append(slices.Clone(integ.Missing), integ.WrongSize...)
 	case d.Supply != nil:
-		damaged = missingPaths(d.Supply.Files)
+		missing = missingPaths(d.Supply.Files)
+		damaged = missing
 	}
-	// A file cudadeps placed at its RECORD path (from an NVIDIA archive of
-	// the same release, whose size may differ from the wheel's) is restored.
+	// A file cudadeps placed at its RECORD path counts whatever its size
+	// (declared.Input.Placed).
 	placed := s.placedPaths()
-	damaged = slices.DeleteFunc(damaged, func(p string) bool { return placed[p] })
+	damaged = slices.DeleteFunc(damaged, func(p string) bool { return placed[p] && !slices.Contains(missing, p) })
 	if !s.out.DryRun {
 		return damaged
 	}

@@ -191,6 +191,11 @@ type Input struct {
 	Needs func(soname string) bool
 	// Supplied are the distributions cudadeps supplied from archives.
 	Supplied []Supply
+	// Placed are the files cudadeps placed (absolute paths): one at an
+	// installed distribution's RECORD path is its file whatever its size
+	// (a library from NVIDIA's archive of the release, built apart from
+	// the wheel).
+	Placed map[string]bool
 	// CUDAMajor is the CUDA major a range chooses in (the driver's, else
 	// the package's); 0: any.
 	CUDAMajor int

@@ -81,6 +81,7 @@ func (c *computer) state(d *Dist, reqs []pymeta.Requirement) error {
 	if err != nil {
 		return err
 	}
+	integ.WrongSize = slices.DeleteFunc(integ.WrongSize, func(p string) bool { return c.in.Placed[p] })
 	d.State, d.Detail = Intact, integ.String()
 	if !integ.OK() {
 		d.State = Damaged
