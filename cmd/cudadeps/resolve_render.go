@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/cudadeps/cudadeps/internal/humansize"
@@ -363,6 +364,8 @@ func renderConclusion(w io.Writer, o *resolver.Outcome, command func(...string) 
 		fmt.Fprintln(w, "Dry run: nothing was changed. Run without --dry-run to apply the plan (after installing, another round may find more).")
 	case o.Stopped == resolver.StopNotConfirmed:
 		fmt.Fprintln(w, "Not confirmed: nothing was downloaded or placed.")
+	case o.Stopped == resolver.StopNothingMissing && distributionsLeft(o):
+		fmt.Fprintln(w, "Not done: the loader finds everything, but the declared distributions listed above are not as the package requires.")
 	case o.Stopped == resolver.StopRoundLimit:
 		// The loop stops at the round past the limit, before acting on it.
 		fmt.Fprintf(w, "Not done (still missing libraries after %d rounds).\n", len(o.Rounds)-1)
@@ -419,4 +422,10 @@ func planned(o *resolver.Outcome) bool {
 		}
 	}
 	return false
+}
+
+// distributionsLeft says whether declared distributions are left as they
+// are (renderLeftToPip).
+func distributionsLeft(o *resolver.Outcome) bool {
+	return slices.ContainsFunc(o.Unresolved, func(u resolver.Unresolved) bool { return u.Kind == resolver.UnresolvedDistribution })
 }

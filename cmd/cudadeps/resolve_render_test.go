@@ -116,3 +116,21 @@ func TestRenderLeftToPip(t *testing.T) {
 		t.Errorf("a dry run that plans nothing invites applying a plan:\n%s", out)
 	}
 }
+
+// TestRenderDistributionsLeft: a real resolve after which everything loads
+// but a declared distribution is left damaged ends "Not done", saying why.
+func TestRenderDistributionsLeft(t *testing.T) {
+	o := &resolver.Outcome{
+		Target:  &resolver.Target{Kind: resolver.KindDir, Name: "torch", Path: "/venv/site-packages/torch"},
+		Rounds:  []*resolver.Round{{N: 1}, {N: 2}},
+		Stopped: resolver.StopNothingMissing,
+		Unresolved: []resolver.Unresolved{{Soname: "nvidia-cuda-runtime", Kind: resolver.UnresolvedDistribution,
+			Reason: "nvidia-cuda-runtime 13.0.96 is damaged: 1 of its files missing or changed that cudadeps does not bring back (cuda_fp16.h)",
+			Advice: "reinstall it: pip install --force-reinstall --no-deps 'nvidia-cuda-runtime==13.0.96'"}},
+	}
+	var b bytes.Buffer
+	renderResolve(&b, o, func(args ...string) string { return "cudadeps " + strings.Join(args, " ") }, nil)
+	if want := "Not done: the loader finds everything, but the declared distributions listed above are not as the package requires."; !strings.Contains(b.String(), want) {
+		t.Errorf("the report lacks %q:\n%s", want, b.String())
+	}
+}
