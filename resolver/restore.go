@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -211,29 +212,12 @@ func (s *session) refuseDistributions() {
 	}
 }
 
-// damageLeft are the files of a damaged distribution that no step of a
-// dry run's plan brings back (in a real run, the last round's scan saw
-// what was placed): each missing, or of the wrong size, by its path.
+// damageLeft are the files of a damaged distribution (declared.Dist.Damage)
+// that no step of a dry run's plan brings back; in a real run, the last
+// round's scan saw what was placed.
 func (s *session) damageLeft(d *declared.Dist) []string {
-	var damaged, missing []string
-	switch {
-	case d.Installed != nil:
-		integ, err := d.Installed.Check(s.ctx, false)
-		if err != nil {
-			return []string{err.Error()}
-		}
-		missing = integ.Missing
-		damaged = append(slices.Clone(integ.Missing), integ.WrongSize...)
-	case d.Supply != nil:
-		missing = missingPaths(d.Supply.Files)
-		damaged = missing
-	}
-	// A file cudadeps placed at its RECORD path counts whatever its size
-	// (declared.Input.Placed).
-	placed := s.placedPaths()
-	damaged = slices.DeleteFunc(damaged, func(p string) bool { return placed[p] && !slices.Contains(missing, p) })
 	if !s.out.DryRun {
-		return damaged
+		return d.Damage
 	}
 	var planned []string
 	for _, r := range s.out.Rounds {
@@ -243,7 +227,7 @@ func (s *session) damageLeft(d *declared.Dist) []string {
 			}
 		}
 	}
-	return slices.DeleteFunc(damaged, func(p string) bool {
+	return slices.DeleteFunc(slices.Clone(d.Damage), func(p string) bool {
 		return slices.Contains(planned, filepath.Base(p)) && d.Owns(filepath.Base(p))
 	})
 }
@@ -260,13 +244,23 @@ func (s *session) damageProblem(d *declared.Dist, left []string) Unresolved {
 	}
 	u := Unresolved{Soname: d.Name, NeededBy: d.RequiredBy, Kind: UnresolvedDistribution,
 		Reason: fmt.Sprintf("%s %s is damaged: %d of its files missing or changed that cudadeps does not bring back (%s)", d.Name, d.InstalledVersion, len(left), strings.Join(names, ", ")),
-		Advice: fmt.Sprintf("reinstall it: pip install --force-reinstall --no-deps '%s==%s'", d.Name, d.Version)}
-	if d.Installer == Installer || d.Supply != nil {
-		if by := s.placedFor(d.Name); by != "" {
-			u.Advice = fmt.Sprintf("cudadeps placed it for %s: run 'cudadeps undo %s', then resolve again to restore %s %s", by, by, d.Name, d.Version)
-		}
-	}
+		Advice: cmp.Or(s.undoAdvice(d), fmt.Sprintf("reinstall it: pip install --force-reinstall --no-deps '%s==%s'", d.Name, d.Version))}
 	return u
+}
+
+// undoAdvice is the way back for a distribution cudadeps placed (its wheel
+// installed, or its libraries supplied): undo takes back whole what the
+// record names, the distribution is then absent, and the next resolve
+// restores it at the pin. "" for one cudadeps did not place.
+func (s *session) undoAdvice(d *declared.Dist) string {
+	if d.Installer != Installer && d.Supply == nil {
+		return ""
+	}
+	by := s.placedFor(d.Name)
+	if by == "" {
+		return ""
+	}
+	return fmt.Sprintf("cudadeps placed it for %s: run 'cudadeps undo %s', then resolve again to restore %s %s", by, by, d.Name, d.Version)
 }
 
 // placedPaths are the files cudadeps placed: this resolve's rounds, and
@@ -288,16 +282,6 @@ func (s *session) placedPaths() map[string]bool {
 	for _, r := range recs {
 		for _, p := range r.Placed {
 			out[p.Path] = true
-		}
-	}
-	return out
-}
-
-func missingPaths(files []string) []string {
-	var out []string
-	for _, f := range files {
-		if _, err := os.Lstat(f); err != nil {
-			out = append(out, f)
 		}
 	}
 	return out
@@ -327,14 +311,7 @@ func (s *session) distProblem(d *declared.Dist) Unresolved {
 		return u
 	}
 	u.Reason = d.Detail
-	u.Advice = fmt.Sprintf("install the required version: pip install '%s==%s'", d.Name, d.Version)
-	if d.Installer == Installer || d.Supply != nil {
-		// What cudadeps placed, undo takes back whole: the distribution is
-		// then absent, and the next resolve restores it at the pin.
-		if by := s.placedFor(d.Name); by != "" {
-			u.Advice = fmt.Sprintf("cudadeps placed it for %s: run 'cudadeps undo %s', then resolve again to restore %s %s", by, by, d.Name, d.Version)
-		}
-	}
+	u.Advice = cmp.Or(s.undoAdvice(d), fmt.Sprintf("install the required version: pip install '%s==%s'", d.Name, d.Version))
 	return u
 }
 

@@ -91,6 +91,10 @@ type Dist struct {
 	// package uses its files.
 	ViaExtra string `json:"via_extra,omitempty"`
 
+	// Damage are the files (absolute paths) that make it Damaged: missing,
+	// or of another size than its RECORD says and not placed by cudadeps.
+	Damage []string `json:"-"`
+
 	Installed *pyenv.Dist          `json:"-"`
 	Record    *catalog.WheelRecord `json:"-"` // the table's record behind Files, when used
 	// Supply is what cudadeps supplied, in state Supplied (or Damaged

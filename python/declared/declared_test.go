@@ -201,8 +201,22 @@ func TestStatesDamagedOtherVersionConflict(t *testing.T) {
 	cu12 := filepath.Join(f.site, "nvidia_cudnn_cu12-9.10.2.21.dist-info")
 	writeDistInfo(t, cu12, "nvidia-cudnn-cu12", "9.10.2.21", "nvidia/cudnn/lib/libcudnn.so.9,sha256=AAAA,10\n")
 	cl := f.compute(t, "torch")
-	if d := cl.Find("nvidia-cufft"); d.State != Damaged || !strings.Contains(d.Detail, "missing") {
-		t.Errorf("cuFFT: %s %s", d.State, d.Detail)
+	lib := filepath.Join(f.site, "nvidia", "cu13", "lib", "libcufft.so.12")
+	if d := cl.Find("nvidia-cufft"); d.State != Damaged || !strings.Contains(d.Detail, "missing") || !slices.Equal(d.Damage, []string{lib}) {
+		t.Errorf("cuFFT: %s %s %q", d.State, d.Detail, d.Damage)
+	}
+	// A file cudadeps placed at a RECORD path, of another size than the
+	// RECORD's, is the distribution's.
+	if err := os.WriteFile(lib, []byte("an archive's copy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.in.Placed = map[string]bool{lib: true}
+	if d := f.compute(t, "torch").Find("nvidia-cufft"); d.State != Intact || d.Damage != nil {
+		t.Errorf("cuFFT placed: %s %s %q", d.State, d.Detail, d.Damage)
+	}
+	f.in.Placed = nil
+	if d := f.compute(t, "torch").Find("nvidia-cufft"); d.State != Damaged || !strings.Contains(d.Detail, "wrong size (libcufft.so.12)") {
+		t.Errorf("cuFFT of another size, not placed: %s %s", d.State, d.Detail)
 	}
 	if d := cl.Find("nvidia-cusparselt-cu13"); d.State != OtherVersion || d.InstalledVersion != "0.7.1" || d.Version != "0.8.0" {
 		t.Errorf("cuSPARSELt: %+v", d)

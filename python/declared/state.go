@@ -57,6 +57,7 @@ func (c *computer) state(d *Dist, reqs []pymeta.Requirement) error {
 			}
 			if missing := missingFiles(s.Files); len(missing) > 0 {
 				d.State, d.Detail = Damaged, fmt.Sprintf("supplied by cudadeps from %s, but %d of its %d files are gone", s.From, len(missing), len(s.Files))
+				d.Damage = missing
 			}
 			break
 		}
@@ -84,7 +85,7 @@ func (c *computer) state(d *Dist, reqs []pymeta.Requirement) error {
 	integ.WrongSize = slices.DeleteFunc(integ.WrongSize, func(p string) bool { return c.in.Placed[p] })
 	d.State, d.Detail = Intact, integ.String()
 	if !integ.OK() {
-		d.State = Damaged
+		d.State, d.Damage = Damaged, append(slices.Clone(integ.Missing), integ.WrongSize...)
 	}
 	return nil
 }
