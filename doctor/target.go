@@ -2,10 +2,12 @@ package doctor
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	checkpkg "github.com/cudadeps/cudadeps/check"
+	"github.com/cudadeps/cudadeps/resolver"
 )
 
 // maxProblemsShown bounds the problems one check line names.
@@ -36,9 +38,28 @@ func checkAnalysis(r *checkpkg.Result, failed error, flags string) *Check {
 		}
 		shown = append(shown, p.String())
 	}
-	c := check("target", Fail, fmt.Sprintf("%s does not load whole (%d problem(s)): %s", r.Target, len(r.Problems), strings.Join(shown, "; ")),
-		fmt.Sprintf("run 'cudadeps resolve %[1]s' to restore what it declares (--dry-run to see the plan first); 'cudadeps check %[1]s' lists every problem", strings.TrimSpace(targetWord(r.Target)+" "+flags)))
+	fix := fmt.Sprintf("run 'cudadeps resolve %[1]s' to restore what it declares (--dry-run to see the plan first); 'cudadeps check %[1]s' lists every problem", strings.TrimSpace(targetWord(r.Target)+" "+flags))
+	if advice := ownAdvice(r.Problems); advice != "" {
+		fix = advice
+	}
+	c := check("target", Fail, fmt.Sprintf("%s does not load whole (%d problem(s)): %s", r.Target, len(r.Problems), strings.Join(shown, "; ")), fix)
 	return &c
+}
+
+// ownAdvice joins the problems' own advice when every problem has one:
+// what resolve will not do (a distribution at another version is pip's
+// to change); "" when resolve is the fix for any of them.
+func ownAdvice(problems []resolver.Problem) string {
+	var out []string
+	for _, p := range problems {
+		if p.Advice == "" {
+			return ""
+		}
+		if !slices.Contains(out, p.Advice) {
+			out = append(out, p.Advice)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // targetWord is the target's name as the user gave it: the first word of

@@ -53,3 +53,20 @@ func TestCheckAnalysisAdviceNamesTheSameTarget(t *testing.T) {
 		}
 	}
 }
+
+// When every problem carries its own advice (what resolve will not do),
+// doctor gives that advice instead of suggesting resolve; one problem
+// without advice brings resolve back.
+func TestCheckAnalysisOwnAdvice(t *testing.T) {
+	pip := "install the required version: pip install 'nvidia-cudnn-cu13==9.19.0.56'"
+	r := &checkpkg.Result{Target: "torch 2.11.0 (/venv/site-packages)", Problems: []resolver.Problem{
+		{Kind: resolver.ProblemDist, Subject: "nvidia-cudnn-cu13", Detail: "other-version", Advice: pip},
+	}}
+	if c := checkAnalysis(r, nil, ""); c == nil || c.Status != Fail || c.Advice != pip {
+		t.Errorf("own advice: %+v", c)
+	}
+	r.Problems = append(r.Problems, resolver.Problem{Kind: resolver.ProblemMissing, Subject: "libcufft.so.12", Detail: "needed by ..."})
+	if c := checkAnalysis(r, nil, ""); c == nil || !strings.HasPrefix(c.Advice, "run 'cudadeps resolve torch'") {
+		t.Errorf("mixed: %+v", c)
+	}
+}

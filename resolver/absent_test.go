@@ -879,6 +879,20 @@ func TestDamagedHeaderReported(t *testing.T) {
 	if after := snapshot(t, f.site); after != before {
 		t.Errorf("resolve changed the tree:\n%s", diffLines(before, after))
 	}
+	// check's analysis names the problem with the same advice.
+	tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Analyze(context.Background(), tg, f.options(t, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems := a.Problems()
+	if i := slices.IndexFunc(problems, func(p Problem) bool { return p.Kind == ProblemDist && p.Subject == "nvidia-cuda-runtime" }); i < 0 ||
+		!strings.Contains(problems[i].Advice, "pip install --force-reinstall --no-deps 'nvidia-cuda-runtime==13.0.96'") {
+		t.Errorf("check: %+v", problems)
+	}
 }
 
 // TestDamagedFromArchiveOfOtherSize: libcufft.so.12 deleted, and NVIDIA's

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cudadeps/cudadeps/activation"
@@ -79,6 +80,10 @@ type Problem struct {
 	// Subject is what it is about: a soname, a distribution, an object.
 	Subject string `json:"subject"`
 	Detail  string `json:"detail"`
+	// Advice is what makes it right when resolve will not (a declared
+	// distribution at another version, or damaged in files cudadeps does
+	// not place): the command to run. "" when resolve does it.
+	Advice string `json:"advice,omitempty"`
 }
 
 // String is the problem on one line.
@@ -100,30 +105,34 @@ func (a *Analysis) Problems() []Problem {
 		for _, d := range cl.Dists {
 			stated[d.Name] = true
 			if d.NeedsRestore() || d.State == declared.OtherVersion {
-				out = append(out, Problem{ProblemDist, d.Name, distDetail(d)})
+				p := Problem{Kind: ProblemDist, Subject: d.Name, Detail: distDetail(d)}
+				if i := slices.IndexFunc(o.Unresolved, func(u Unresolved) bool { return u.Kind == UnresolvedDistribution && u.Soname == d.Name }); i >= 0 {
+					p.Advice = o.Unresolved[i].Advice
+				}
+				out = append(out, p)
 			}
 		}
 	}
 	out = append(out, a.missing()...)
 	for _, u := range o.Unresolved {
 		if u.Kind == UnresolvedShadowed {
-			out = append(out, Problem{ProblemWrongCopy, u.Soname, strings.TrimPrefix(u.Reason, u.Soname+": ")})
+			out = append(out, Problem{Kind: ProblemWrongCopy, Subject: u.Soname, Detail: strings.TrimPrefix(u.Reason, u.Soname+": ")})
 		}
 	}
 	for _, line := range o.Incomplete {
 		name, rest, _ := strings.Cut(line, " ")
 		if !stated[pymeta.NormalizeName(name)] {
-			out = append(out, Problem{ProblemFiles, name, rest})
+			out = append(out, Problem{Kind: ProblemFiles, Subject: name, Detail: rest})
 		}
 	}
 	for _, v := range o.VersionErrors {
 		if !v.Weak {
-			out = append(out, Problem{ProblemVersion, v.Version, v.Message})
+			out = append(out, Problem{Kind: ProblemVersion, Subject: v.Version, Detail: v.Message})
 		}
 	}
 	out = append(out, a.undefined()...)
 	for _, c := range o.Checks {
-		out = append(out, Problem{ProblemCheck, o.Target.Name, c})
+		out = append(out, Problem{Kind: ProblemCheck, Subject: o.Target.Name, Detail: c})
 	}
 	return out
 }
@@ -162,7 +171,7 @@ func (a *Analysis) missing() []Problem {
 		case n.Runtime:
 			detail = "opened at run time by " + firstOf(n.NeededBy)
 		}
-		out = append(out, Problem{kind, n.Soname, detail})
+		out = append(out, Problem{Kind: kind, Subject: n.Soname, Detail: detail})
 	}
 	return out
 }
@@ -178,7 +187,7 @@ func (a *Analysis) undefined() []Problem {
 		for _, u := range r.UndefinedSymbols {
 			if !seen[u] {
 				seen[u] = true
-				out = append(out, Problem{ProblemSymbol, u.Symbol, u.Message()})
+				out = append(out, Problem{Kind: ProblemSymbol, Subject: u.Symbol, Detail: u.Message()})
 			}
 		}
 	}
