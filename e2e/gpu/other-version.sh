@@ -11,7 +11,8 @@
 #   3. what cudadeps says: resolve --dry-run, check, doctor, and a real
 #      resolve, which must exit 3 naming the distribution, the requirement
 #      and the pip command, and change no file;
-#   4. real GPU work in torch: what that state does at run time;
+#   4. real GPU work in torch, and in JAX (whose plugin admits cuDNN
+#      >=9.12,<10): what that state does at run time;
 #   5. the advice followed (pip install from the index on 127.0.0.1):
 #      resolve and check exit 0, GPU work passes;
 #   6. the environment put back exactly.
@@ -87,6 +88,14 @@ EOF
 
 log "4. GPU work with cuDNN $OTHER where 9.19.0.56 is pinned"
 torch_work other
+# The JAX plugin asks cuDNN >=9.12,<10: the installed release meets its own
+# requirement, whatever torch pins.
+"$CUDADEPS" resolve jax-cuda13-plugin --python "$PYTHON" --dry-run > "$OUT/other-version-other-jax-dry.txt" 2>&1
+echo "resolve jax-cuda13-plugin --dry-run exit $?"
+grep -E 'nvidia-cudnn-cu13 ' "$OUT/other-version-other-jax-dry.txt" | head -n 2
+"$PYTHON" "$HERE/gpu_work.py" jax > "$OUT/other-version-other-jax.txt" 2>&1
+echo "GPU work in JAX: $? failure(s)"
+grep -E '^(ok|FAIL)|platform|devices|mapped .*cudnn\.so' "$OUT/other-version-other-jax.txt" | cut -c1-200 | head -n 8
 
 log "5. the advice followed: pip install from the index on 127.0.0.1"
 "$PYTHON" -m pip install --no-deps --no-compile --index-url "http://127.0.0.1:$IPORT/simple/" 'nvidia-cudnn-cu13==9.19.0.56' > "$OUT/other-version-pip.txt" 2>&1
