@@ -936,3 +936,37 @@ func TestDamagedFromArchiveOfOtherSize(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckLeavesUnneededExtras: on the intact environment, the JAX
+// plugin's inferred [with-cuda] extra also names nvidia-cuda-nvcc and
+// nvidia-nvvm, never installed there, whose files nothing of JAX loads.
+// resolve notes them and leaves them out; check's analysis must not call
+// them problems either (it did: check exited 3 on a healthy environment).
+func TestCheckLeavesUnneededExtras(t *testing.T) {
+	f := damagedFixture(t)
+	base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.catalog = base
+	for _, target := range []string{"jax-cuda13-plugin", "cupy-cuda13x", "torch"} {
+		tg, err := FindTarget(context.Background(), target, TargetOptions{Python: f.python})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := Analyze(context.Background(), tg, f.options(t, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range a.Problems() {
+			if p.Kind == ProblemDist {
+				t.Errorf("%s: %+v", target, p)
+			}
+		}
+		if target == "jax-cuda13-plugin" {
+			if d := a.Outcome.Distributions.Find("nvidia-cuda-nvcc"); d == nil || d.State != declared.Absent || d.ViaExtra != "with-cuda" {
+				t.Errorf("nvcc: %+v", d)
+			}
+		}
+	}
+}

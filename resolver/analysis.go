@@ -101,9 +101,18 @@ func (a *Analysis) Problems() []Problem {
 	// often a declared distribution gone.
 	var out []Problem
 	stated := map[string]bool{}
+	var met map[string]bool
+	if a.Report != nil {
+		met = metSonames(a.Report)
+	}
 	if cl := o.Distributions; cl != nil {
 		for _, d := range cl.Dists {
 			stated[d.Name] = true
+			if unneededExtra(d, met) {
+				// Only an inferred extra brings it and nothing loads its
+				// files: the plan notes it and leaves it out.
+				continue
+			}
 			if d.NeedsRestore() || d.State == declared.OtherVersion {
 				p := Problem{Kind: ProblemDist, Subject: d.Name, Detail: distDetail(d)}
 				if i := slices.IndexFunc(o.Unresolved, func(u Unresolved) bool { return u.Kind == UnresolvedDistribution && u.Soname == d.Name }); i >= 0 {

@@ -388,17 +388,24 @@ func (s *session) restoreStep(d *declared.Dist, site string) (*Step, *Unresolved
 // unneededExtra reports an absent distribution declared only through an
 // extra that the package's objects do not need (planRestores leaves it
 // out, with a note): its RECORD's libraries are no need of their own.
-func (s *session) unneededExtra(d *declared.Dist) bool {
-	return d != nil && d.State == declared.Absent && d.ViaExtra != "" && !s.declaredNeeded(d)
+func (s *session) unneededExtra(d *declared.Dist) bool { return unneededExtra(d, s.met) }
+
+// unneededExtra is the rule of session.unneededExtra for the sonames met
+// (metSonames of the last scan): check's analysis applies it too.
+func unneededExtra(d *declared.Dist, met map[string]bool) bool {
+	return d != nil && d.State == declared.Absent && d.ViaExtra != "" && !usesFiles(d, met)
 }
 
 // declaredNeeded says whether the package loads or opens a library of d;
 // false too when d's files are not known.
-func (s *session) declaredNeeded(d *declared.Dist) bool {
+func (s *session) declaredNeeded(d *declared.Dist) bool { return usesFiles(d, s.met) }
+
+// usesFiles says whether one of d's libraries is among the sonames met.
+func usesFiles(d *declared.Dist, met map[string]bool) bool {
 	if len(d.Files) == 0 {
 		return false
 	}
-	return slices.ContainsFunc(d.Libraries(), func(f catalog.WheelFile) bool { return s.met[path.Base(f.Path)] })
+	return slices.ContainsFunc(d.Libraries(), func(f catalog.WheelFile) bool { return met[path.Base(f.Path)] })
 }
 
 // restoreWheel is the step that installs d's exact wheel from the index,
