@@ -185,20 +185,13 @@ func (a *Analysis) missing() []Problem {
 	return out
 }
 
-// undefined are the strong references that would not bind, once each.
+// undefined are the strong references that would not bind, once each, as
+// the resolve counted them: an optional module's references to its absent
+// library (CuPy's cuTENSOR module without cuTENSOR) are not among them.
 func (a *Analysis) undefined() []Problem {
-	if a.Report == nil {
-		return nil
-	}
 	var out []Problem
-	seen := map[scan.UndefinedSymbol]bool{}
-	for _, r := range a.Report.Roots {
-		for _, u := range r.UndefinedSymbols {
-			if !seen[u] {
-				seen[u] = true
-				out = append(out, Problem{Kind: ProblemSymbol, Subject: u.Symbol, Detail: u.Message()})
-			}
-		}
+	for _, u := range a.Outcome.UndefinedSymbols {
+		out = append(out, Problem{Kind: ProblemSymbol, Subject: u.Symbol, Detail: u.Message()})
 	}
 	return out
 }

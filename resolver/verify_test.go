@@ -550,3 +550,37 @@ func TestOptionalOnlyWhenOnlyOptionalModulesNeedIt(t *testing.T) {
 		t.Errorf("need %+v", need)
 	}
 }
+
+// TestCheckLeavesOptionalModules: CuPy's cuTENSOR module, whose library is
+// absent, leaves its references unbound; resolve counts that module
+// optional and the target whole. check's analysis must agree (it listed
+// every cuTENSOR reference as a problem: check exited 3 on the GPU
+// machine's healthy environment).
+func TestCheckLeavesOptionalModules(t *testing.T) {
+	f := newCupyFixture(t, nvrtcBroken, false)
+	ctx := context.Background()
+	target, err := FindTarget(ctx, "cupy-cuda13x", TargetOptions{Python: f.python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := ""
+	a, err := Analyze(ctx, target, Options{Loader: ldso.Options{LDLibraryPath: &empty, PreloadSet: true}, Catalog: f.catalog, CUDAMajor: 13})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Outcome.Optional) == 0 {
+		t.Fatalf("no optional library: %+v", a.Outcome)
+	}
+	var unbound int
+	for _, r := range a.Report.Roots {
+		unbound += len(r.UndefinedSymbols)
+	}
+	if unbound == 0 {
+		t.Fatal("the cuTENSOR module binds every reference: the fixture tests nothing")
+	}
+	for _, p := range a.Problems() {
+		if p.Kind == ProblemSymbol {
+			t.Errorf("%+v", p)
+		}
+	}
+}
