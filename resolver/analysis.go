@@ -128,9 +128,11 @@ func (a *Analysis) Problems() []Problem {
 			out = append(out, Problem{Kind: ProblemWrongCopy, Subject: u.Soname, Detail: strings.TrimPrefix(u.Reason, u.Soname+": ")})
 		}
 	}
+	base := baseRequired(o.Target)
 	for _, line := range o.Incomplete {
 		name, rest, _ := strings.Cut(line, " ")
-		if !stated[pymeta.NormalizeName(name)] {
+		n := pymeta.NormalizeName(name)
+		if !stated[n] && (base == nil || base[n]) {
 			out = append(out, Problem{Kind: ProblemFiles, Subject: name, Detail: rest})
 		}
 	}
@@ -142,6 +144,26 @@ func (a *Analysis) Problems() []Problem {
 	out = append(out, a.undefined()...)
 	for _, c := range o.Checks {
 		out = append(out, Problem{Kind: ProblemCheck, Subject: o.Target.Name, Detail: c})
+	}
+	return out
+}
+
+// baseRequired are a Python target's distribution and those it requires
+// without the extras counted because their distributions are installed
+// (triton[tutorials] brings pandas): files missing from one of those are
+// the target's problem, from the others theirs alone. nil when it cannot
+// be told.
+func baseRequired(t *Target) map[string]bool {
+	if t == nil || t.Kind != KindPython || t.Dist == nil || t.Python == nil {
+		return nil
+	}
+	res, err := t.Python.Resolve(t.Dist.Name)
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{pymeta.NormalizeName(t.Dist.Name): true}
+	for _, dep := range res.Dependencies {
+		out[pymeta.NormalizeName(dep.Name)] = true
 	}
 	return out
 }

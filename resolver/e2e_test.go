@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -399,4 +400,47 @@ func serveCatalog(t *testing.T, archives []mirrortest.Archive) (*mirrortest.Mirr
 		t.Fatal(err)
 	}
 	return m, cat
+}
+
+// TestCheckMissingFilesOfExtrasOnly: app requires helper, and names
+// pandas-like under its [tutorials] extra, which counts because that
+// distribution is installed. Files missing from helper are app's problem;
+// files missing from the extra's distribution are its own (check exited 3
+// for triton on the GPU machine because pandas lacked two files).
+func TestCheckMissingFilesOfExtrasOnly(t *testing.T) {
+	python, site := venvSite(t)
+	writeDist(t, site, "helper", "1.0", nil, map[string][]byte{"helper/__init__.py": []byte("x = 1\n"), "helper/data.txt": []byte("d")}, nil)
+	writeDist(t, site, "tables", "2.0", nil, map[string][]byte{"tables/__init__.py": []byte("y = 2\n"), "tables/data.txt": []byte("d")}, nil)
+	writeDist(t, site, "app", "0.1", []string{"helper", `tables; extra == "tutorials"` + "\nProvides-Extra: tutorials"},
+		map[string][]byte{"app/__init__.py": nil, "app/lib/libapp.so": elfBytes(t, elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libc.so.6"}})}, nil)
+	for _, p := range []string{"helper/data.txt", "tables/data.txt"} {
+		if err := os.Remove(filepath.Join(site, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := FindTarget(context.Background(), "app", TargetOptions{Python: python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := ""
+	a, err := Analyze(context.Background(), tg, Options{Loader: ldso.Options{LDLibraryPath: &empty, PreloadSet: true}, Catalog: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(a.Outcome.Incomplete, func(l string) bool { return strings.HasPrefix(l, "tables ") }) {
+		t.Fatalf("the extra's distribution is not in the closure: %q", a.Outcome.Incomplete)
+	}
+	var subjects []string
+	for _, p := range a.Problems() {
+		if p.Kind == ProblemFiles {
+			subjects = append(subjects, p.Subject)
+		}
+	}
+	if !slices.Equal(subjects, []string{"helper"}) {
+		t.Errorf("missing_files problems for %q, want helper only", subjects)
+	}
 }
