@@ -403,17 +403,20 @@ func serveCatalog(t *testing.T, archives []mirrortest.Archive) (*mirrortest.Mirr
 }
 
 // TestCheckMissingFilesOfExtrasOnly: app requires helper, and names
-// pandas-like under its [tutorials] extra, which counts because that
-// distribution is installed. Files missing from helper are app's problem;
-// files missing from the extra's distribution are its own (check exited 3
-// for triton on the GPU machine because pandas lacked two files).
+// tables under its [tutorials] extra, which counts because that
+// distribution is installed. Files missing from helper (and from app) are
+// app's problem, each said once with the file; files missing from the
+// extra's distribution are its own (check exited 3 for triton on the GPU
+// machine because pandas lacked two files, and named scikit-image twice).
 func TestCheckMissingFilesOfExtrasOnly(t *testing.T) {
 	python, site := venvSite(t)
 	writeDist(t, site, "helper", "1.0", nil, map[string][]byte{"helper/__init__.py": []byte("x = 1\n"), "helper/data.txt": []byte("d")}, nil)
 	writeDist(t, site, "tables", "2.0", nil, map[string][]byte{"tables/__init__.py": []byte("y = 2\n"), "tables/data.txt": []byte("d")}, nil)
-	writeDist(t, site, "app", "0.1", []string{"helper", `tables; extra == "tutorials"` + "\nProvides-Extra: tutorials"},
-		map[string][]byte{"app/__init__.py": nil, "app/lib/libapp.so": elfBytes(t, elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libc.so.6"}})}, nil)
-	for _, p := range []string{"helper/data.txt", "tables/data.txt"} {
+	// Its [tutorials] extra names tables, and app itself (as
+	// scikit-image[data] does).
+	writeDist(t, site, "app", "0.1", []string{"helper", `tables; extra == "tutorials"`, `app[data]; extra == "tutorials"` + "\nProvides-Extra: tutorials\nProvides-Extra: data"},
+		map[string][]byte{"app/__init__.py": nil, "app/data.txt": []byte("d"), "app/lib/libapp.so": elfBytes(t, elfwrite.Spec{Soname: "libapp.so", Needed: []string{"libc.so.6"}})}, nil)
+	for _, p := range []string{"helper/data.txt", "tables/data.txt", "app/data.txt"} {
 		if err := os.Remove(filepath.Join(site, p)); err != nil {
 			t.Fatal(err)
 		}
@@ -438,9 +441,13 @@ func TestCheckMissingFilesOfExtrasOnly(t *testing.T) {
 	for _, p := range a.Problems() {
 		if p.Kind == ProblemFiles {
 			subjects = append(subjects, p.Subject)
+			if !strings.HasSuffix(p.Detail, "missing (data.txt)") {
+				t.Errorf("the problem does not name the file: %+v", p)
+			}
 		}
 	}
-	if !slices.Equal(subjects, []string{"helper"}) {
-		t.Errorf("missing_files problems for %q, want helper only", subjects)
+	slices.Sort(subjects)
+	if !slices.Equal(subjects, []string{"app", "helper"}) {
+		t.Errorf("missing_files problems for %q, want app and helper, once each", subjects)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cudadeps/cudadeps/loader/ldso"
 	"github.com/cudadeps/cudadeps/loader/scan"
 	"github.com/cudadeps/cudadeps/python/declared"
+	"github.com/cudadeps/cudadeps/python/pyenv"
 	"github.com/cudadeps/cudadeps/python/pymeta"
 )
 
@@ -75,7 +76,10 @@ func newLayout(t *Target, cl *declared.Closure, site string) *Layout {
 		return nil
 	}
 	lay := &Layout{libs: map[string][]*OwnedLib{}, dirs: map[string]string{}}
-	dists := append(slices.Clone(t.Requires), t.Dist)
+	// A distribution whose extras name itself (scikit-image[data]) is
+	// among its own requirements: each once.
+	self := pymeta.NormalizeName(t.Dist.Name)
+	dists := append(slices.DeleteFunc(slices.Clone(t.Requires), func(d *pyenv.Dist) bool { return pymeta.NormalizeName(d.Name) == self }), t.Dist)
 	// Every distribution's files asked about at once: the small ones'
 	// directories are listed beside torch's, not one distribution after
 	// the other.
@@ -227,7 +231,7 @@ func (l *Layout) Incomplete() []string {
 	var out []string
 	for _, d := range l.Dists {
 		if len(d.Missing) > 0 {
-			out = append(out, fmt.Sprintf("%s %s is installed but %d of its %d files %s missing", d.Name, d.Version, len(d.Missing), d.Files, plural.Of(len(d.Missing), "is", "are")))
+			out = append(out, fmt.Sprintf("%s %s is installed but %d of its %d files %s missing (%s)", d.Name, d.Version, len(d.Missing), d.Files, plural.Of(len(d.Missing), "is", "are"), pyenv.NameFiles(d.Missing)))
 		}
 	}
 	return out

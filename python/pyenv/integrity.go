@@ -41,20 +41,21 @@ func (i *Integrity) String() string {
 	}
 	var parts []string
 	if n := len(i.Missing); n > 0 {
-		parts = append(parts, fmt.Sprintf("%d of its files %s missing (%s)", n, plural.Of(n, "is", "are"), someNames(i.Missing)))
+		parts = append(parts, fmt.Sprintf("%d of its files %s missing (%s)", n, plural.Of(n, "is", "are"), NameFiles(i.Missing)))
 	}
 	if n := len(i.WrongSize); n > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s the wrong size (%s)", n, plural.Of(n, "has", "have"), someNames(i.WrongSize)))
+		parts = append(parts, fmt.Sprintf("%d %s the wrong size (%s)", n, plural.Of(n, "has", "have"), NameFiles(i.WrongSize)))
 	}
 	if n := len(i.WrongHash); n > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s the wrong sha256 (%s)", n, plural.Of(n, "has", "have"), someNames(i.WrongHash)))
+		parts = append(parts, fmt.Sprintf("%d %s the wrong sha256 (%s)", n, plural.Of(n, "has", "have"), NameFiles(i.WrongHash)))
 	}
 	return fmt.Sprintf("%s %s is installed but %s", i.Name, i.Version, strings.Join(parts, ", "))
 }
 
-// someNames names the first two files of paths by their base names, and
-// counts the rest: the line says which files, the JSON lists them all.
-func someNames(paths []string) string {
+// NameFiles names the first two files of paths by their base names, and
+// counts the rest: how a one-line message says which files (the JSON lists
+// them all).
+func NameFiles(paths []string) string {
 	var names []string
 	for _, p := range paths[:min(len(paths), 2)] {
 		names = append(names, filepath.Base(p))
