@@ -969,4 +969,38 @@ func TestCheckLeavesUnneededExtras(t *testing.T) {
 			}
 		}
 	}
+	// Installed at a release the plugin's requirement does not admit
+	// (12.9.86 against >=13.0.48), it is no problem of the plugin's
+	// either: nothing of JAX loads it.
+	info := filepath.Join(f.site, "nvidia_cuda_nvcc-12.9.86.dist-info")
+	if err := os.MkdirAll(info, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{
+		"METADATA": "Metadata-Version: 2.1\nName: nvidia-cuda-nvcc\nVersion: 12.9.86\n",
+		"RECORD":   "nvidia_cuda_nvcc-12.9.86.dist-info/METADATA,,\nnvidia_cuda_nvcc-12.9.86.dist-info/RECORD,,\n",
+	} {
+		if err := os.WriteFile(filepath.Join(info, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tg, err := FindTarget(context.Background(), "jax-cuda13-plugin", TargetOptions{Python: f.python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Analyze(context.Background(), tg, f.options(t, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := a.Outcome.Distributions.Find("nvidia-cuda-nvcc"); d == nil || d.State != declared.OtherVersion {
+		t.Fatalf("nvcc at 12.9.86: %+v", d)
+	}
+	for _, p := range a.Problems() {
+		if p.Kind == ProblemDist {
+			t.Errorf("nvcc at another release: %+v", p)
+		}
+	}
+	if slices.ContainsFunc(a.Outcome.Unresolved, func(u Unresolved) bool { return u.Soname == "nvidia-cuda-nvcc" }) {
+		t.Errorf("resolve: %+v", a.Outcome.Unresolved)
+	}
 }

@@ -108,7 +108,7 @@ func (a *Analysis) Problems() []Problem {
 	if cl := o.Distributions; cl != nil {
 		for _, d := range cl.Dists {
 			stated[d.Name] = true
-			if unneededExtra(d, met) {
+			if inferredOnly(d, met) {
 				// Only an inferred extra brings it and nothing loads its
 				// files: the plan notes it and leaves it out.
 				continue

@@ -66,7 +66,7 @@ func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolve
 	absent := map[string]bool{}
 	for _, d := range s.closure.Dists {
 		if d.State != declared.Absent {
-			if d.State == declared.OtherVersion || len(d.Conflicts) > 0 {
+			if (d.State == declared.OtherVersion || len(d.Conflicts) > 0) && !inferredOnly(d, s.met) {
 				un = append(un, s.distProblem(d))
 			}
 			continue
@@ -193,6 +193,8 @@ func (s *session) refuseDistributions() {
 	for _, d := range s.out.DistributionsAfter.Dists {
 		var u Unresolved
 		switch {
+		case inferredOnly(d, s.met):
+			continue
 		case d.State == declared.OtherVersion || len(d.Conflicts) > 0:
 			u = s.distProblem(d)
 		case d.State == declared.Damaged:
@@ -393,7 +395,14 @@ func (s *session) unneededExtra(d *declared.Dist) bool { return unneededExtra(d,
 // unneededExtra is the rule of session.unneededExtra for the sonames met
 // (metSonames of the last scan): check's analysis applies it too.
 func unneededExtra(d *declared.Dist, met map[string]bool) bool {
-	return d != nil && d.State == declared.Absent && d.ViaExtra != "" && !usesFiles(d, met)
+	return d != nil && d.State == declared.Absent && inferredOnly(d, met)
+}
+
+// inferredOnly says that only an inferred extra brings d (installers do
+// not record the extras asked for) and nothing the package loads is
+// among its files: whatever its state, it is no need of the package's.
+func inferredOnly(d *declared.Dist, met map[string]bool) bool {
+	return d.ViaExtra != "" && !usesFiles(d, met)
 }
 
 // declaredNeeded says whether the package loads or opens a library of d;
