@@ -1004,3 +1004,46 @@ func TestCheckLeavesUnneededExtras(t *testing.T) {
 		t.Errorf("resolve: %+v", a.Outcome.Unresolved)
 	}
 }
+
+// TestDamagedPackageDirRepaired: nvidia/cudnn removed, headers and Python
+// files with the libraries, its .dist-info left (rm -rf of the package's
+// directory). The exact wheel that brings the libraries back brings the
+// other files its RECORD lists too: the distribution is whole again, the
+// dry run promises as much, and undo gives the damaged tree back exactly.
+func TestDamagedPackageDirRepaired(t *testing.T) {
+	f := damagedFixture(t, "nvidia-cudnn-cu13")
+	if err := os.RemoveAll(filepath.Join(f.site, "nvidia", "cudnn")); err != nil {
+		t.Fatal(err)
+	}
+	ix := f.serveWheels(t)
+	before := snapshot(t, f.site)
+	dry := f.resolveFromIndex(t, "torch", SourceAuto, ix, true)
+	var repairs []string
+	for _, st := range dry.Rounds[0].Plan.Steps {
+		repairs = append(repairs, st.Repairs...)
+	}
+	if len(repairs) == 0 || slices.ContainsFunc(repairs, func(p string) bool { return strings.Contains(p, ".so") || !strings.HasPrefix(p, "nvidia/cudnn/") }) {
+		t.Fatalf("repairs %q", repairs)
+	}
+	if slices.ContainsFunc(dry.Unresolved, func(u Unresolved) bool { return u.Soname == "nvidia-cudnn-cu13" }) {
+		t.Errorf("dry run: %+v", dry.Unresolved)
+	}
+	out := f.resolveFromIndex(t, "torch", SourceAuto, ix, false)
+	if !out.OK {
+		t.Fatalf("resolve: %s; unresolved %+v", out.Stopped, out.Unresolved)
+	}
+	if d := out.DistributionsAfter.Find("nvidia-cudnn-cu13"); d == nil || d.State != declared.Intact {
+		t.Errorf("after: %s", distStates(out))
+	}
+	for _, rel := range repairs {
+		if _, err := os.Stat(filepath.Join(f.site, filepath.FromSlash(rel))); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := undo(t, context.Background(), f.prefix, "torch"); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(t, f.site); after != before {
+		t.Errorf("undo left the tree changed:\n%s", diffLines(before, after))
+	}
+}

@@ -78,6 +78,12 @@ type Step struct {
 	// Restore is set when the step brings back a declared distribution
 	// that is not installed, whole.
 	Restore *Restore `json:"restore,omitempty"`
+	// Repairs are the other files (headers, Python files) that the
+	// installed distribution's RECORD lists and the disk lacks, paths
+	// relative to its site-packages directory: a wheel of the installed
+	// release puts them back with its libraries, each checked against the
+	// RECORD's sha256.
+	Repairs []string `json:"repairs,omitempty"`
 
 	needs []*Need
 	// For a wheel: the URL to download it from, credentials included,
@@ -85,6 +91,9 @@ type Step struct {
 	// library a RECORD lists, by file name.
 	fetchURL string
 	members  map[string]wheelMember
+	// repairs are Repairs with their sha256, under repairSite.
+	repairs    []wheelMember
+	repairSite string
 }
 
 // Key is the store key of the step's archive; a wheel's names the file

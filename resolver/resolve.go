@@ -634,6 +634,10 @@ func (s *session) place(r *Round, entries map[fetch.Key]fetch.Entry) error {
 				}
 			}
 		}
+		if err := s.repair(r, e, d.Step); err != nil {
+			_ = s.change.Commit()
+			return err
+		}
 		if d.Script != nil {
 			libDir, _, err := libraries(e, d.Step)
 			if err != nil {

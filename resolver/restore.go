@@ -222,15 +222,19 @@ func (s *session) damageLeft(d *declared.Dist) []string {
 		return d.Damage
 	}
 	var planned []string
+	repaired := map[string]bool{}
 	for _, r := range s.out.Rounds {
 		if r.Plan != nil {
 			for _, st := range r.Plan.Steps {
 				planned = append(planned, st.Provides...)
+				for _, rel := range st.Repairs {
+					repaired[filepath.Join(st.repairSite, filepath.FromSlash(rel))] = true
+				}
 			}
 		}
 	}
 	return slices.DeleteFunc(slices.Clone(d.Damage), func(p string) bool {
-		return slices.Contains(planned, filepath.Base(p)) && d.Owns(filepath.Base(p))
+		return repaired[p] || slices.Contains(planned, filepath.Base(p)) && d.Owns(filepath.Base(p))
 	})
 }
 

@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/fetch"
 	"github.com/cudadeps/cudadeps/internal/dotted"
@@ -18,6 +20,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/internal/urlpolicy"
 	"github.com/cudadeps/cudadeps/platform"
+	"github.com/cudadeps/cudadeps/python/declared"
 	"github.com/cudadeps/cudadeps/python/pyenv"
 	"github.com/cudadeps/cudadeps/python/pymeta"
 	"github.com/cudadeps/cudadeps/python/pypi"
@@ -227,7 +230,45 @@ func (s *session) pinnedWheel(n *Need, d *pyenv.Dist, host pypi.Host) (*Step, er
 		}
 		st.members[name] = m
 	}
+	if strings.EqualFold(wh.Version, d.Version) {
+		s.addRepairs(st, d)
+	}
 	return st, nil
+}
+
+// addRepairs gives the step for a wheel of d's installed release the other
+// files of d that its RECORD lists and the disk lacks (declared.Dist's
+// Damage): the same verified file holds them, at the same paths.
+func (s *session) addRepairs(st *Step, d *pyenv.Dist) {
+	if s.closure == nil {
+		return
+	}
+	dd := s.closure.Find(pymeta.NormalizeName(d.Name))
+	if dd == nil || dd.State != declared.Damaged || len(dd.Damage) == 0 {
+		return
+	}
+	gone := map[string]bool{}
+	for _, p := range dd.Damage {
+		if _, err := os.Lstat(p); err != nil {
+			gone[p] = true // missing; a file of another size stays pip's
+		}
+	}
+	for i, f := range d.Files {
+		if i >= len(d.Record) || !gone[f] || isSharedLibrary(filepath.Base(f)) {
+			continue
+		}
+		r := d.Record[i]
+		if first, _, _ := strings.Cut(r.Path, "/"); strings.HasSuffix(first, ".dist-info") || !safeRecordPath(r.Path) {
+			continue
+		}
+		m := wheelMember{path: r.Path}
+		if r.HashAlgo == "sha256" && len(r.Hash) == sha256.Size {
+			m.sha256 = r.Hash
+		}
+		st.repairs = append(st.repairs, m)
+		st.Repairs = append(st.Repairs, r.Path)
+	}
+	st.repairSite = d.SiteDir
 }
 
 // wheelMember is where a library lies in a wheel, as the installed RECORD
@@ -379,6 +420,34 @@ func (s *session) wheelHost() pypi.Host {
 	}
 	h.JetsonL4T = jetsonL4T(s.out.Host, s.out.CUDAMajor)
 	return h
+}
+
+// repair puts back the step's Repairs from its wheel, each at its RECORD
+// path with the content the RECORD's sha256 names.
+func (s *session) repair(r *Round, e fetch.Entry, st *Step) error {
+	var files []activation.File
+	for _, m := range st.repairs {
+		if !slices.Contains(e.Files, m.path) {
+			return fmt.Errorf("%s: the wheel has no %s, which %s's RECORD lists", st.Filename, m.path, st.Project)
+		}
+		from := filepath.Join(e.Dir, filepath.FromSlash(m.path))
+		if m.sha256 != nil {
+			sum, err := filehash.SHA256(from)
+			if err != nil {
+				return fmt.Errorf("%s: %w", from, err)
+			}
+			if sum != hex.EncodeToString(m.sha256) {
+				return fmt.Errorf("%s: %s in the wheel is not the file the installed RECORD lists (its sha256 differs)", st.Filename, m.path)
+			}
+		}
+		files = append(files, activation.File{Path: filepath.Join(st.repairSite, filepath.FromSlash(m.path)), From: from, Component: st.Component, Dist: st.Project})
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	placed, err := s.change.Place(e.Key, files, s.opts.Copy)
+	r.Placed = append(r.Placed, placed...)
+	return err
 }
 
 // memberFile is a wheel's file for a library a RECORD lists: at the path

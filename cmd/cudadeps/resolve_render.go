@@ -10,6 +10,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/humansize"
 	"github.com/cudadeps/cudadeps/internal/plural"
 	"github.com/cudadeps/cudadeps/internal/shquote"
+	"github.com/cudadeps/cudadeps/python/pyenv"
 	"github.com/cudadeps/cudadeps/resolver"
 )
 
@@ -290,6 +291,9 @@ func renderStep(w io.Writer, r *resolver.Round, s *resolver.Step) {
 	}
 	for _, line := range placementLines(r, s, "the activation script") {
 		fmt.Fprintf(w, "      → %s\n", line)
+	}
+	if n := len(s.Repairs); n > 0 {
+		fmt.Fprintf(w, "      → and %d other %s of %s its RECORD lists, at their paths (%s)\n", n, plural.Of(n, "file", "files"), s.Project, pyenv.NameFiles(s.Repairs))
 	}
 }
 
