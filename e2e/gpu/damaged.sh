@@ -11,7 +11,10 @@
 #      3, as check says); real GPU work in torch (cuFFT among it) passes;
 #   3. the advice followed (pip install --force-reinstall from the index):
 #      check exits 0;
-#   4. undo, and the environment put back exactly.
+#   4. undo, and the environment put back exactly;
+#   5. nvidia/cudnn removed whole, its .dist-info left: resolve brings the
+#      libraries and the other files back from the wheel of the installed
+#      release (exit 0, check 0, GPU work in torch passes), undo, put back.
 #
 # Usage: e2e/gpu/damaged.sh CUDADEPS
 # Environment: PYTHON, OUT (logs).
@@ -33,7 +36,7 @@ echo "site-packages: $SITE; deleting $LIB and $HEADER (nvidia-cuda-runtime $RUNT
 log "1. pack the wheels, keep the files aside, delete them"
 INTACT=$(nvsnap)
 INDEX=$WORK/index
-"$PYTHON" "$HERE/pack_wheels.py" "$SITE" "$INDEX" nvidia/cu13/lib/libcufft.so.12 "$HEADER" > "$OUT/damaged-pack.txt" 2>&1
+"$PYTHON" "$HERE/pack_wheels.py" "$SITE" "$INDEX" nvidia/cu13/lib/libcufft.so.12 "$HEADER" nvidia/cudnn > "$OUT/damaged-pack.txt" 2>&1
 tail -n 1 "$OUT/damaged-pack.txt"
 mkdir -p "$WORK/aside"
 # pip's reinstall (step 3) writes its own INSTALLER and RECORD: the
@@ -79,5 +82,23 @@ log "4. undo, and the environment put back"
 "$CUDADEPS" undo torch --prefix "$PREFIX" > "$OUT/damaged-undo.txt" 2>&1
 echo "undo torch exit $?"
 put_back
+[ "$(nvsnap)" = "$INTACT" ] && echo "environment restored exactly ($INTACT)" || echo "ENVIRONMENT DIFFERS from the intact one"
+
+log "5. nvidia/cudnn removed whole (libraries, headers, Python files), its .dist-info left"
+cp -a "$SITE/nvidia/cudnn" "$WORK/aside/cudnn" || exit 1
+put_cudnn() { [ -e "$SITE/nvidia/cudnn" ] || cp -a "$WORK/aside/cudnn" "$SITE/nvidia/cudnn"; }
+trap 'put_back; put_cudnn; kill $IHTTP 2>/dev/null' EXIT
+rm -rf "$SITE/nvidia/cudnn"
+"$CUDADEPS" resolve torch "${COMMON[@]}" --yes > "$OUT/damaged-cudnn-resolve.txt" 2>&1
+echo "resolve torch exit $?"
+grep -E 'repairs|other files|cudnn .*(intact|damaged)|Done|Not done' "$OUT/damaged-cudnn-resolve.txt" | cut -c1-250 | head -n 8
+"$CUDADEPS" check torch --python "$PYTHON" > "$OUT/damaged-cudnn-check.txt" 2>&1
+echo "check torch exit $?: $(head -n 1 "$OUT/damaged-cudnn-check.txt" | cut -c1-200)"
+"$PYTHON" "$HERE/gpu_work.py" torch > "$OUT/damaged-cudnn-torch.txt" 2>&1
+echo "GPU work in torch: $? failure(s)"
+grep -E '^(ok|FAIL)|cudnn version|mapped .*cudnn\.so' "$OUT/damaged-cudnn-torch.txt" | cut -c1-200
+"$CUDADEPS" undo torch --prefix "$PREFIX" > "$OUT/damaged-cudnn-undo.txt" 2>&1
+echo "undo torch exit $?; nvidia/cudnn after undo: $(find "$SITE/nvidia/cudnn" -type f 2>/dev/null | wc -l) file(s)"
+put_cudnn
 trap 'kill $IHTTP 2>/dev/null' EXIT
 [ "$(nvsnap)" = "$INTACT" ] && echo "environment restored exactly ($INTACT)" || echo "ENVIRONMENT DIFFERS from the intact one"
