@@ -36,21 +36,14 @@ type absentFixture struct {
 
 func newAbsentFixture(t *testing.T) *absentFixture {
 	t.Helper()
-	python, site := venvSite(t)
-	torchenv.Build(t, torchenv.Options{Site: site, ELF: true, Consistent: true})
-	f := &absentFixture{fixture: fixture{python: python, site: site, prefix: filepath.Join(t.TempDir(), "prefix")}}
 	var names []string
 	for _, n := range torchenv.NVIDIA() {
 		if n != "nvidia-ml-py" {
 			names = append(names, n)
 		}
 	}
-	f.packed = torchenv.Pack(t, site, names...)
-	torchenv.Uninstall(t, site, torchenv.NVIDIA()...)
-	f.driver = t.TempDir()
-	if err := elfwrite.Write(filepath.Join(f.driver, "libcuda.so.1"), elfwrite.Spec{Soname: "libcuda.so.1", Machine: elf.EM_X86_64, Needed: []string{"libc.so.6"}}); err != nil {
-		t.Fatal(err)
-	}
+	f := intactFixture(t, names...)
+	torchenv.Uninstall(t, f.site, torchenv.NVIDIA()...)
 	return f
 }
 
@@ -298,15 +291,22 @@ func TestAbsentDistributionsFromIndex(t *testing.T) {
 			t.Errorf("ld.so does not find %s", name)
 		}
 	}
-	// The fixture holds the environment's metadata without its pure Python
-	// dependencies (numpy, ...): pip check may only name those.
+	f.restoredFromIndex(t, ix, before)
+}
+
+// restoredFromIndex checks what follows a resolve that installed the
+// declared distributions from the index: pip check names none of them (the
+// fixture lacks the environment's pure Python dependencies, numpy...: pip
+// check may name those), a second resolve has nothing to do and downloads
+// nothing, and undo gives back the tree as before (a snapshot).
+func (f *absentFixture) restoredFromIndex(t *testing.T, ix *indextest.Index, before string) {
+	t.Helper()
 	msg, _ := f.pip(t, "check")
 	for _, line := range strings.Split(msg, "\n") {
 		if strings.Contains(line, "nvidia") || strings.Contains(line, "cuda-toolkit") {
 			t.Errorf("pip check: %s", line)
 		}
 	}
-	// A second resolve has nothing to do and downloads nothing.
 	n := ix.Downloads()
 	again := f.resolveFromIndex(t, "torch", SourcePyPI, ix, false)
 	if !again.OK || len(again.Rounds) != 1 || ix.Downloads() != n {
@@ -630,22 +630,7 @@ func TestNeverInstalled(t *testing.T) {
 			t.Errorf("after the resolve %s is %s (%s)", d.Name, d.State, d.Detail)
 		}
 	}
-	msg, _ := f.pip(t, "check")
-	for _, line := range strings.Split(msg, "\n") {
-		if strings.Contains(line, "nvidia") || strings.Contains(line, "cuda-toolkit") {
-			t.Errorf("pip check: %s", line)
-		}
-	}
-	n := ix.Downloads()
-	if again := f.resolveFromIndex(t, "torch", SourcePyPI, ix, false); !again.OK || len(again.Rounds) != 1 || ix.Downloads() != n {
-		t.Errorf("second resolve: ok %v, %d rounds, %d downloads", again.OK, len(again.Rounds), ix.Downloads()-n)
-	}
-	if _, err := undo(t, context.Background(), f.prefix, "torch"); err != nil {
-		t.Fatal(err)
-	}
-	if after := snapshot(t, f.site); after != before {
-		t.Errorf("undo left the tree changed:\n%s", diffLines(before, after))
-	}
+	f.restoredFromIndex(t, ix, before)
 }
 
 // TestOtherVersionReportedNotReplaced: cuDNN installed at another release
@@ -654,14 +639,8 @@ func TestNeverInstalled(t *testing.T) {
 // the pin and the pip command that installs the pinned release, and
 // replaces none of its files; every other declared distribution is intact.
 func TestOtherVersionReportedNotReplaced(t *testing.T) {
-	python, site := venvSite(t)
-	torchenv.Build(t, torchenv.Options{Site: site, ELF: true, Consistent: true})
-	f := &absentFixture{fixture: fixture{python: python, site: site, prefix: filepath.Join(t.TempDir(), "prefix")}}
-	f.packed = torchenv.Pack(t, site, "nvidia-cudnn-cu13")
-	f.driver = t.TempDir()
-	if err := elfwrite.Write(filepath.Join(f.driver, "libcuda.so.1"), elfwrite.Spec{Soname: "libcuda.so.1", Machine: elf.EM_X86_64, Needed: []string{"libc.so.6"}}); err != nil {
-		t.Fatal(err)
-	}
+	f := intactFixture(t, "nvidia-cudnn-cu13")
+	site := f.site
 	relabel(t, site, "nvidia_cudnn_cu13", "9.19.0.56", "9.14.0")
 	ix := f.serveWheels(t)
 	before := snapshot(t, site)
@@ -836,9 +815,10 @@ func TestOtherVersionPlacedByCudadeps(t *testing.T) {
 	}
 }
 
-// damagedFixture is the full environment with the packed wheels of names
-// kept aside, the driver's directory on LD_LIBRARY_PATH.
-func damagedFixture(t *testing.T, names ...string) *absentFixture {
+// intactFixture is the full environment, intact, with the wheels of names
+// packed aside, and the driver's directory on LD_LIBRARY_PATH: what the
+// tests then damage, relabel or uninstall.
+func intactFixture(t *testing.T, names ...string) *absentFixture {
 	t.Helper()
 	python, site := venvSite(t)
 	torchenv.Build(t, torchenv.Options{Site: site, ELF: true, Consistent: true})
@@ -856,7 +836,7 @@ func damagedFixture(t *testing.T, names ...string) *absentFixture {
 // run or not, does not call it whole either: it names the file and the
 // reinstall that brings it back, and changes nothing.
 func TestDamagedHeaderReported(t *testing.T) {
-	f := damagedFixture(t, "nvidia-cuda-runtime")
+	f := intactFixture(t, "nvidia-cuda-runtime")
 	headers, err := filepath.Glob(filepath.Join(f.site, "nvidia", "cu13", "include", "*.h"))
 	if err != nil || len(headers) == 0 {
 		t.Fatalf("headers: %v %v", headers, err)
@@ -900,7 +880,7 @@ func TestDamagedHeaderReported(t *testing.T) {
 // RECORD says (archives and wheels are built apart). Placed at its RECORD
 // path, it restores the distribution: resolve succeeds.
 func TestDamagedFromArchiveOfOtherSize(t *testing.T) {
-	f := damagedFixture(t, "nvidia-cufft")
+	f := intactFixture(t, "nvidia-cufft")
 	lib := filepath.Join("nvidia", "cu13", "lib", "libcufft.so.12")
 	for i := range f.packed {
 		if data, ok := f.packed[i].Files["nvidia/cu13/lib/libcufft.so.12"]; ok {
@@ -943,7 +923,7 @@ func TestDamagedFromArchiveOfOtherSize(t *testing.T) {
 // resolve notes them and leaves them out; check's analysis must not call
 // them problems either (it did: check exited 3 on a healthy environment).
 func TestCheckLeavesUnneededExtras(t *testing.T) {
-	f := damagedFixture(t)
+	f := intactFixture(t)
 	base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -1011,7 +991,7 @@ func TestCheckLeavesUnneededExtras(t *testing.T) {
 // other files its RECORD lists too: the distribution is whole again, the
 // dry run promises as much, and undo gives the damaged tree back exactly.
 func TestDamagedPackageDirRepaired(t *testing.T) {
-	f := damagedFixture(t, "nvidia-cudnn-cu13")
+	f := intactFixture(t, "nvidia-cudnn-cu13")
 	if err := os.RemoveAll(filepath.Join(f.site, "nvidia", "cudnn")); err != nil {
 		t.Fatal(err)
 	}

@@ -49,8 +49,6 @@ gpu_work() { # label
   done
   echo "GPU work ($1): $fails failure(s)"
 }
-port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-nvsnap() { (cd "$SITE" && find . -maxdepth 1 -name 'nvidia*' -o -maxdepth 1 -name 'cuda_toolkit*' | sort; find nvidia -printf '%p %y %s %l\n' 2>/dev/null | sort) | sha256sum | cut -c1-16; }
 
 log "host: $MODE; $("$CUDADEPS" --version); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 if [ "$MODE" = clean ]; then

@@ -24,8 +24,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 proof_setup "$@"
 export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1
-nvsnap() { (cd "$SITE" && find . -maxdepth 1 -name 'nvidia*' | sort; find nvidia -name __pycache__ -prune -o -printf '%p %y %s %l\n' 2>/dev/null | sort) | sha256sum | cut -c1-16; }
-port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 log "host: $MODE; $("$CUDADEPS" --version); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 LIB=nvidia/cu13/lib/libcufft.so.12

@@ -25,6 +25,15 @@ proof_setup() {
 
 log() { printf '\n=== %s\n' "$*"; }
 
+# port: a free TCP port on 127.0.0.1, for a local index or mirror.
+port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# nvsnap: a digest of the NVIDIA distributions under SITE (the nvidia* and
+# cuda_toolkit* entries at its top, and every path under nvidia/ with its
+# kind, size and link target; byte-code caches left out), to compare the
+# tree before and after.
+nvsnap() { (cd "$SITE" && find . -maxdepth 1 \( -name 'nvidia*' -o -name 'cuda_toolkit*' \) | sort; find nvidia -name __pycache__ -prune -o -printf '%p %y %s %l\n' 2>/dev/null | sort) | sha256sum | cut -c1-16; }
+
 # snapshot: a digest of the packages' files under SITE (names, kinds,
 # sizes, link targets), to compare the tree before and after.
 snapshot() { (cd "$SITE" && find nvidia torch cupy jax_plugins -name __pycache__ -prune -o -printf '%p %y %s %l\n' 2>/dev/null | sort | sha256sum | cut -c1-16); }
