@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 
+	"github.com/cudadeps/cudadeps/activation"
 	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/loader/scan"
 	"github.com/cudadeps/cudadeps/python/declared"
@@ -99,6 +100,25 @@ func (s *session) archiveVersions(dists *catalog.Distributions) func(string) []s
 	}
 }
 
+// records are the prefix's records as this resolve found them, read once:
+// the prefix is this resolve's while it runs, and what it places itself is
+// in its rounds (Round.Placed) and its change's record. nil without a
+// prefix, or when they cannot be read (said once).
+func (s *session) records() []*activation.Record {
+	if s.opts.Prefix == nil {
+		return nil
+	}
+	if !s.recordsRead {
+		s.recordsRead = true
+		recs, err := s.opts.Prefix.Records()
+		if err != nil {
+			s.opts.Logger.Warn("the prefix's records cannot be read", "error", err)
+		}
+		s.recs = recs
+	}
+	return s.recs
+}
+
 // supplied are the distributions this prefix's records say cudadeps
 // supplied from archives.
 func (s *session) supplied() []declared.Supply {
@@ -106,17 +126,9 @@ func (s *session) supplied() []declared.Supply {
 	if s.change != nil {
 		out = append(out, s.change.Record().Supplied...)
 	}
-	if s.opts.Prefix == nil {
-		return out
-	}
-	recs, err := s.opts.Prefix.Records()
-	if err != nil {
-		s.opts.Logger.Warn("the prefix's records cannot be read", "error", err)
-		return out
-	}
 	// Another target's supply serves this one too (what a dry run sees,
 	// before its own record is opened).
-	for _, r := range recs {
+	for _, r := range s.records() {
 		if s.change != nil && r.Target == s.change.Record().Target {
 			continue
 		}

@@ -248,6 +248,9 @@ type session struct {
 	// accepted are those taken in its place because no source has it.
 	exact    map[string]string
 	accepted map[string]bool
+	// recs are the prefix's records, read once (records).
+	recs        []*activation.Record
+	recordsRead bool
 	// root is the system the target runs on (--root, or this host).
 	root *rootfs.Root
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cudadeps/cudadeps/internal/dotted"
 	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/python/declared"
+	"github.com/cudadeps/cudadeps/python/pyenv"
 	"github.com/cudadeps/cudadeps/python/pymeta"
 	"github.com/cudadeps/cudadeps/python/pypi"
 )
@@ -66,7 +67,7 @@ func (s *session) planRestores(needs []*Need, site string) ([]*Step, []Unresolve
 	absent := map[string]bool{}
 	for _, d := range s.closure.Dists {
 		if d.State != declared.Absent {
-			if (d.State == declared.OtherVersion || len(d.Conflicts) > 0) && !inferredOnly(d, s.met) {
+			if leftAsIs(d) && !inferredOnly(d, s.met) {
 				un = append(un, s.distProblem(d))
 			}
 			continue
@@ -195,7 +196,7 @@ func (s *session) refuseDistributions() {
 		switch {
 		case inferredOnly(d, s.met):
 			continue
-		case d.State == declared.OtherVersion || len(d.Conflicts) > 0:
+		case leftAsIs(d):
 			u = s.distProblem(d)
 		case d.State == declared.Damaged:
 			left := s.damageLeft(d)
@@ -241,15 +242,8 @@ func (s *session) damageLeft(d *declared.Dist) []string {
 // damageProblem is the unresolved entry of a distribution left damaged:
 // the files, and how to make it whole.
 func (s *session) damageProblem(d *declared.Dist, left []string) Unresolved {
-	names := make([]string, 0, 3)
-	for _, p := range left[:min(len(left), 3)] {
-		names = append(names, filepath.Base(p))
-	}
-	if len(left) > len(names) {
-		names = append(names, fmt.Sprintf("and %d more", len(left)-len(names)))
-	}
 	u := Unresolved{Soname: d.Name, NeededBy: d.RequiredBy, Kind: UnresolvedDistribution,
-		Reason: fmt.Sprintf("%s %s is damaged: %d of its files missing or changed that cudadeps does not bring back (%s)", d.Name, d.InstalledVersion, len(left), strings.Join(names, ", ")),
+		Reason: fmt.Sprintf("%s %s is damaged: %d of its files missing or changed that cudadeps does not bring back (%s)", d.Name, d.InstalledVersion, len(left), pyenv.NameFiles(left)),
 		Advice: cmp.Or(s.undoAdvice(d), fmt.Sprintf("reinstall it: pip install --force-reinstall --no-deps '%s==%s'", d.Name, d.Version))}
 	return u
 }
@@ -278,19 +272,19 @@ func (s *session) placedPaths() map[string]bool {
 			out[p.Path] = true
 		}
 	}
-	if s.opts.Prefix == nil {
-		return out
-	}
-	recs, err := s.opts.Prefix.Records()
-	if err != nil {
-		return out
-	}
-	for _, r := range recs {
+	for _, r := range s.records() {
 		for _, p := range r.Placed {
 			out[p.Path] = true
 		}
 	}
 	return out
+}
+
+// leftAsIs says that cudadeps changes none of an installed declared
+// distribution's files: it is at another version, or restoring it would
+// overwrite another distribution's files. pip is the one to change it.
+func leftAsIs(d *declared.Dist) bool {
+	return d.State == declared.OtherVersion || len(d.Conflicts) > 0
 }
 
 // leftToPip names the declared distribution that owns the library
@@ -301,7 +295,7 @@ func (s *session) leftToPip(soname string) string {
 	if o == nil || !o.Present || s.out.DistributionsAfter == nil {
 		return ""
 	}
-	if d := s.out.DistributionsAfter.Find(o.Dist); d != nil && (d.State == declared.OtherVersion || len(d.Conflicts) > 0) {
+	if d := s.out.DistributionsAfter.Find(o.Dist); d != nil && leftAsIs(d) {
 		return d.Name
 	}
 	return ""
@@ -325,14 +319,7 @@ func (s *session) distProblem(d *declared.Dist) Unresolved {
 // distribution name (installed its wheel, or supplied it from an
 // archive), as its record says; "" when no record does.
 func (s *session) placedFor(name string) string {
-	if s.opts.Prefix == nil {
-		return ""
-	}
-	recs, err := s.opts.Prefix.Records()
-	if err != nil {
-		return ""
-	}
-	for _, r := range recs {
+	for _, r := range s.records() {
 		if slices.ContainsFunc(r.Placed, func(p activation.Placed) bool { return p.Dist == name }) ||
 			slices.ContainsFunc(r.Supplied, func(sp declared.Supply) bool { return sp.Name == name }) {
 			return r.Name
