@@ -12,6 +12,8 @@
 #   vs a libtree loop                                     >= 10x
 #   scan, default (symbols, run-time opens), warm         <= 0.15 s
 #   vs ldd -r on every root, 16 at a time                 >= 50x
+#     (also timed: `xargs -P 16 ldd -r` as it runs, one ldd process given
+#     every root, the form whose time matches the goal's 11.6 s baseline)
 #   scan, no binding answer kept (every symbol table read) <= 0.15 s
 #   resolve torch --dry-run, warm, computed               <= 0.1 s
 #   the same, nothing kept (every symbol table read)      (reported)
@@ -126,7 +128,8 @@ unkept() { unbound computed "$@"; }
   [ "$T_LDD" != nan ] && verdict "scan, loader only >= 80x an ldd loop ($(ratio "$T_LDD" "$T_LOADER"))" "$T_LDD >= 80 * $T_LOADER"
   [ "$T_LIBTREE" != nan ] && verdict "scan, loader only >= 10x a libtree loop ($(ratio "$T_LIBTREE" "$T_LOADER"))" "$T_LIBTREE >= 10 * $T_LOADER"
   verdict "scan, default, warm <= 0.15 s ($T_DEFAULT)" "$T_DEFAULT <= 0.15"
-  [ "$T_LDDR" != nan ] && verdict "scan, default, warm >= 50x ldd -r ($(ratio "$T_LDDR" "$T_DEFAULT"))" "$T_LDDR >= 50 * $T_DEFAULT"
+  [ "$T_LDDR" != nan ] && verdict "scan, default, warm >= 50x ldd -r, 16 processes at a time ($(ratio "$T_LDDR" "$T_DEFAULT"))" "$T_LDDR >= 50 * $T_DEFAULT"
+  [ "$T_LDDR1" != nan ] && verdict "scan, default, warm >= 50x ldd -r as xargs -P 16 ldd -r runs it, one process ($(ratio "$T_LDDR1" "$T_DEFAULT"))" "$T_LDDR1 >= 50 * $T_DEFAULT"
   verdict "scan, no binding answer kept <= 0.15 s ($T_COMPUTED)" "$T_COMPUTED <= 0.15"
   verdict "resolve $TARGET --dry-run, warm, computed <= 0.1 s ($T_RESOLVE_COMPUTED)" "$T_RESOLVE_COMPUTED <= 0.1"
   verdict "resolve $TARGET --dry-run, nothing changed <= 0.03 s ($T_RESOLVE)" "$T_RESOLVE <= 0.03"

@@ -22,7 +22,9 @@
 #   ldd           `ldd FILE` once per ELF file: the real loader.
 #   ldd -r        `ldd -r FILE` once per root of the scan, as many at a time
 #                 as there are processors: the real loader binding every
-#                 symbol, against the default scan.
+#                 symbol, against the default scan; and `ldd -r` given
+#                 every root at once (one process, the roots one after
+#                 another: what `xargs -P N ldd -r` runs without -n).
 #
 # Then the peak resident memory of both scans with GOMEMLIMIT=off.
 # Wall times are medians taken one after another in this one run: compare

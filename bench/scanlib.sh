@@ -83,6 +83,11 @@ libtree_loop() { xargs -d '\n' -n 1 libtree <"$1"; }
 # there are processors: the real loader binding every symbol.
 lddr_loop() { xargs -d '\n' -P "$(nproc)" -n 1 ldd -r <"$1"; }
 
+# lddr_one LIST: `ldd -r` given every file of LIST at once: what
+# `xargs -P 16 ldd -r` runs, since without -n xargs packs the names into
+# one command line (one ldd process, the files one after another).
+lddr_one() { xargs -d '\n' ldd -r <"$1"; }
+
 # unbound CMD...: CMD with the binding answers kept in $XDG_CACHE_HOME
 # removed first: every symbol table is read again (what the interpreters
 # said stays cached, as on any run but a machine's first).
@@ -93,7 +98,7 @@ unbound() { rm -f "$XDG_CACHE_HOME"/cudadeps/facts/bind-*; "$@"; }
 # binding answers kept by the untimed runs before it), the default scan with
 # no binding answer kept (unbound: every symbol table read), and the peers over
 # TREE; prints a table and sets the globals T_LOADER, T_LOADER1, T_DEFAULT,
-# T_DEFAULT1, T_COMPUTED, T_LDD, T_LIBTREE, T_LDDR, RSS_DEFAULT,
+# T_DEFAULT1, T_COMPUTED, T_LDD, T_LIBTREE, T_LDDR, T_LDDR1, RSS_DEFAULT,
 # RSS_COMPUTED, RSS_LOADER (KiB).
 scan_table() {
   local cd=$1 tree=$2 work=$3 runs=$4 slow=$5
@@ -107,10 +112,11 @@ scan_table() {
   T_DEFAULT=$(median_wall "$runs" 2 "$cd" scan --quiet "$tree")
   T_DEFAULT1=$(GOMAXPROCS=1 median_wall "$runs" 1 "$cd" scan --quiet "$tree")
   T_COMPUTED=$(median_wall "$runs" 1 unbound "$cd" scan --quiet "$tree")
-  T_LDD=nan T_LIBTREE=nan T_LDDR=nan
+  T_LDD=nan T_LIBTREE=nan T_LDDR=nan T_LDDR1=nan
   command -v ldd >/dev/null && T_LDD=$(median_wall "$slow" 0 ldd_loop "$list")
   command -v libtree >/dev/null && T_LIBTREE=$(median_wall "$slow" 1 libtree_loop "$list")
   command -v ldd >/dev/null && T_LDDR=$(median_wall "$slow" 0 lddr_loop "$roots")
+  command -v ldd >/dev/null && T_LDDR1=$(median_wall "$slow" 0 lddr_one "$roots")
   RSS_DEFAULT=$(GOMEMLIMIT=off peak_rss "$cd" scan --quiet "$tree")
   RSS_COMPUTED=$(GOMEMLIMIT=off unbound peak_rss "$cd" scan --quiet "$tree")
   RSS_LOADER=$(GOMEMLIMIT=off peak_rss "$cd" "${loader[@]}")
@@ -122,6 +128,7 @@ scan_table() {
   printf '  %-46s %9s s   %s faster on %d processors than on one\n' "cudadeps scan, default, GOMAXPROCS=1" "$T_DEFAULT1" "$(ratio "$T_DEFAULT1" "$T_DEFAULT")" "$(nproc)"
   printf '  %-46s %9s s\n' "cudadeps scan, no binding answer kept" "$T_COMPUTED"
   printf '  %-46s %9s s   ldd -r/cudadeps %s warm, %s none kept\n' "ldd -r on every root, $(nproc) at a time" "$T_LDDR" "$(ratio "$T_LDDR" "$T_DEFAULT")" "$(ratio "$T_LDDR" "$T_COMPUTED")"
+  printf '  %-46s %9s s   ldd -r/cudadeps %s warm, %s none kept\n' "ldd -r given every root at once (one process)" "$T_LDDR1" "$(ratio "$T_LDDR1" "$T_DEFAULT")" "$(ratio "$T_LDDR1" "$T_COMPUTED")"
   printf '  %-46s %9s MiB\n' "peak RSS, default scan, warm (GOMEMLIMIT=off)" "$(awk -v k="$RSS_DEFAULT" 'BEGIN { printf "%.1f", k / 1024 }')"
   printf '  %-46s %9s MiB\n' "peak RSS, default scan, no answer kept" "$(awk -v k="$RSS_COMPUTED" 'BEGIN { printf "%.1f", k / 1024 }')"
   printf '  %-46s %9s MiB\n' "peak RSS, loader only (GOMEMLIMIT=off)" "$(awk -v k="$RSS_LOADER" 'BEGIN { printf "%.1f", k / 1024 }')"

@@ -69,6 +69,9 @@ type Result struct {
 	Target   string             `json:"target"`
 	OK       bool               `json:"ok"`
 	Problems []resolver.Problem `json:"problems"`
+	// Notes are what keeps nothing from loading whole but is worth
+	// knowing (resolver.Analysis.Notes).
+	Notes []string `json:"notes"`
 	// Import is what Options.Import did; nil when it was not asked for.
 	Import *Import `json:"import,omitempty"`
 	// Cached is set when nothing the answer depends on changed since it
@@ -284,7 +287,7 @@ func analyze(ctx context.Context, opts Options) (*resolver.Target, *resolver.Ana
 		return nil, nil, nil, err
 	}
 	problems := a.Problems()
-	r := &Result{Target: t.Describe(), OK: len(problems) == 0, Problems: problems, Import: imp}
+	r := &Result{Target: t.Describe(), OK: len(problems) == 0, Problems: problems, Notes: a.Notes(), Import: imp}
 	if r.Problems == nil {
 		r.Problems = []resolver.Problem{}
 	}

@@ -26,6 +26,10 @@ func checkAnalysis(r *checkpkg.Result, failed error, flags string) *Check {
 	if r == nil {
 		return nil
 	}
+	if r.OK && len(r.Notes) > 0 {
+		c := check("target", OK, r.Target+" loads whole: every declared NVIDIA distribution intact, every symbol bound, and libraries taken from elsewhere at exactly the required release: "+strings.Join(r.Notes, "; "), "")
+		return &c
+	}
 	if r.OK {
 		c := check("target", OK, r.Target+" loads whole: every declared NVIDIA distribution intact, every library found where the package expects it, every symbol bound", "")
 		return &c

@@ -70,3 +70,19 @@ func TestCheckAnalysisOwnAdvice(t *testing.T) {
 		t.Errorf("mixed: %+v", c)
 	}
 }
+
+// A target that loads whole with a library taken from elsewhere at exactly
+// the required release passes, and the line names that copy rather than
+// saying every library is found where the package expects it.
+func TestCheckAnalysisNotes(t *testing.T) {
+	note := "libnvJitLink.so.13: the loader takes /usr/local/cuda/lib64/libnvJitLink.so.13 (13.0.88) via ld_library_path; ...: the same release, no wrong copy"
+	r := &checkpkg.Result{Target: "torch 2.11.0 (/venv/site-packages)", OK: true, Notes: []string{note}}
+	c := checkAnalysis(r, nil, "")
+	if c == nil || c.Status != OK || !strings.Contains(c.Evidence, note) || strings.Contains(c.Evidence, "where the package expects it") {
+		t.Errorf("with a note: %+v", c)
+	}
+	r.Notes = nil
+	if c := checkAnalysis(r, nil, ""); c == nil || c.Status != OK || !strings.Contains(c.Evidence, "where the package expects it") {
+		t.Errorf("without: %+v", c)
+	}
+}

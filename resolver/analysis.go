@@ -91,6 +91,20 @@ func (p Problem) String() string {
 	return fmt.Sprintf("%s %s: %s", p.Kind, p.Subject, p.Detail)
 }
 
+// Notes are what the analysis found that keeps nothing from loading whole
+// but a user should know: libraries the loader takes from elsewhere at
+// exactly the release the package requires (a toolkit on LD_LIBRARY_PATH),
+// one line each.
+func (a *Analysis) Notes() []string {
+	out := []string{}
+	for _, sh := range a.Outcome.Shadowed {
+		if sh.Exact {
+			out = append(out, sh.String()+": the same release, no wrong copy")
+		}
+	}
+	return out
+}
+
 // Problems lists what keeps the target from loading whole, in a stable
 // order: missing libraries, wrong copies, declared distributions not in
 // place, distributions missing files, version errors, undefined symbols,

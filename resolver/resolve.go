@@ -740,7 +740,10 @@ func (s *session) finish() {
 	s.out.FinalScan = s.last
 	if s.last != nil {
 		for _, sh := range s.layout.Shadows(s.last) {
-			if d := pymeta.NormalizeName(sh.Owner.Dist); s.accepted[d] || s.exact[d] != "" {
+			if d := pymeta.NormalizeName(sh.Owner.Dist); s.accepted[d] || s.exact[d] != "" || sh.Exact {
+				// Exactly the release the package requires, found first
+				// elsewhere (a toolkit on LD_LIBRARY_PATH): no wrong copy;
+				// the report lists it among the exact copies.
 				continue
 			}
 			if sh.Owner.Present || !s.out.DryRun {

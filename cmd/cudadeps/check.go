@@ -125,6 +125,9 @@ func (a *app) runCheck(cmd *cobra.Command, opts check.Options) error {
 		}
 		if r.OK && !a.opts.quiet {
 			fmt.Fprintf(a.stdout, "ok: %s loads whole\n", r.Target)
+			for _, n := range r.Notes {
+				fmt.Fprintf(a.stdout, "note: %s\n", n)
+			}
 		}
 	}
 	if !r.OK {

@@ -80,7 +80,7 @@ func renderLayout(w io.Writer, o *resolver.Outcome) {
 		}
 	}
 	if len(exact) > 0 {
-		fmt.Fprintln(w, "\nCopies found elsewhere at exactly the required release (no wrong copies; the owned copy is still what the package searches first):")
+		fmt.Fprintln(w, "\nTaken from elsewhere at exactly the required release (the same release as the package's own copy: no wrong copy):")
 		for _, s := range exact {
 			fmt.Fprintf(w, "  %s\n", s.String())
 		}

@@ -16,7 +16,9 @@
 #      libraries and the other files back from the wheel of the installed
 #      release (exit 0, check 0, GPU work in torch passes), undo, put back.
 #
-# Usage: e2e/gpu/damaged.sh CUDADEPS
+# Usage: e2e/gpu/damaged.sh CUDADEPS [--clean]   (--clean as in layout.sh:
+# the system's CUDA hidden, so that no other copy stands in for a deleted
+# library)
 # Environment: PYTHON, OUT (logs).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -26,6 +28,9 @@ proof_setup "$@"
 export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1
 
 log "host: $MODE; $("$CUDADEPS" --version); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+if [ "$MODE" = clean ]; then
+  clean_host "$WORK" || { echo "could not make a clean host"; exit 1; }
+fi
 LIB=nvidia/cu13/lib/libcufft.so.12
 HEADER=$(cd "$SITE" && ls nvidia/cu13/include/cuda_fp16.h 2>/dev/null || ls nvidia/cu13/include/*.h | head -n 1)
 RUNTIME_VERSION=$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("nvidia-cuda-runtime"))')
