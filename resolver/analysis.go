@@ -98,7 +98,7 @@ func (p Problem) String() string {
 func (a *Analysis) Notes() []string {
 	out := []string{}
 	for _, sh := range a.Outcome.Shadowed {
-		if sh.Exact {
+		if sh.SameBuild() {
 			out = append(out, sh.String()+": the same release, no wrong copy")
 		}
 	}

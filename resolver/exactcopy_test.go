@@ -96,3 +96,77 @@ func TestSameReleaseOnLDLibraryPath(t *testing.T) {
 		t.Errorf("another release on LD_LIBRARY_PATH: problems %+v, notes %q", a.Problems(), a.Notes())
 	}
 }
+
+// TestOlderSubLibraryOnLDLibraryPath: the environment intact, and a
+// directory with an older cuDNN's sub-libraries on LD_LIBRARY_PATH (the
+// system's cuDNN 9.14 where torch pins 9.19). libcudnn.so.9 opens them at
+// run time by soname, and dlopen searches LD_LIBRARY_PATH before its
+// DT_RUNPATH: torch's conv2d then fails on the GPU machine with "PyTorch
+// was compiled against (9, 19, 0) but found runtime version (9, 14, 0)".
+// The analysis must call those opens wrong copies.
+func TestOlderSubLibraryOnLDLibraryPath(t *testing.T) {
+	for _, release := range []string{"9.14.0", "9.19.0"} {
+		t.Run(release, func(t *testing.T) { subLibrariesOnLDLibraryPath(t, release) })
+	}
+}
+
+// subLibrariesOnLDLibraryPath is TestOlderSubLibraryOnLDLibraryPath with
+// the copies at release. At 9.19.0, the installed release, they are wrong
+// copies still: cuDNN 9.19.0 is built for CUDA 12 and for CUDA 13 under the
+// same sonames, and a file's name does not say which build it is.
+func subLibrariesOnLDLibraryPath(t *testing.T, release string) {
+	f := intactFixture(t)
+	base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.catalog = base
+	old := t.TempDir()
+	for _, soname := range []string{"libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9", "libcudnn_engines_precompiled.so.9"} {
+		data, err := os.ReadFile(filepath.Join(f.site, "nvidia", "cudnn", "lib", soname))
+		if err != nil {
+			t.Fatal(err)
+		}
+		real := soname + strings.TrimPrefix(release, "9")
+		if err := os.WriteFile(filepath.Join(old, real), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(real, filepath.Join(old, soname)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	llp := f.driver + ":" + old
+	tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := f.options(t, true)
+	opts.Loader.LDLibraryPath = &llp
+	a, err := Analyze(context.Background(), tg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := map[string]string{}
+	for _, p := range a.Problems() {
+		if p.Kind == ProblemWrongCopy {
+			wrong[p.Subject] = p.Detail
+		}
+	}
+	for _, soname := range []string{"libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_engines_precompiled.so.9"} {
+		d := wrong[soname]
+		if !strings.Contains(d, filepath.Join(old, soname)) || !strings.Contains(d, "("+release+")") {
+			t.Errorf("%s: %q", soname, d)
+		}
+		if shared := strings.Contains(d, "builds for several CUDA majors share this soname"); shared != (release == "9.19.0") {
+			t.Errorf("%s: said the builds share the soname: %v (%q)", soname, shared, d)
+		}
+	}
+	if _, ok := wrong["libcudnn.so.9"]; ok {
+		t.Errorf("libcudnn.so.9, which torch's RPATH finds first, called a wrong copy: %q", wrong["libcudnn.so.9"])
+	}
+	if !slices.ContainsFunc(a.Outcome.Unresolved, func(u Unresolved) bool {
+		return u.Kind == UnresolvedShadowed && u.Soname == "libcudnn_graph.so.9" && strings.Contains(u.Advice, "remove "+old+" from LD_LIBRARY_PATH")
+	}) {
+		t.Errorf("no advice to take %s off LD_LIBRARY_PATH: %+v", old, a.Outcome.Unresolved)
+	}
+}

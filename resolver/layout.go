@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/internal/plural"
 	"github.com/cudadeps/cudadeps/internal/uniq"
 	"github.com/cudadeps/cudadeps/loader/ldso"
@@ -34,6 +35,9 @@ type Layout struct {
 	// puts hundreds of libraries in a few directories, and each physical
 	// path costs a stat per path component.
 	real map[string]string
+	// majors, when set, says which CUDA majors builds of a soname at a
+	// release are made for (cudaMajorsOf over the catalog).
+	majors func(soname, version string) []int
 }
 
 // DistState is one distribution's RECORD against the disk.
@@ -273,6 +277,11 @@ type Shadow struct {
 	// Exact is set when Found's file name says it is exactly the release
 	// the owner must come at: no wrong copy, though not the package's own.
 	Exact bool `json:"exact,omitempty"`
+	// MajorUnknown is set when builds for several CUDA majors share the
+	// soname at that release (cuDNN 9.19.0 is built for CUDA 12 and 13,
+	// both libcudnn.so.9): the name says the release but not the build,
+	// so an exact release is not the package's build for certain.
+	MajorUnknown bool `json:"cuda_major_unknown,omitempty"`
 	// Conda is the conda environment whose package holds Found (it has a
 	// conda-meta directory), "" when none does: conda's CUDA packages
 	// (cuda-cudart, libcublas, cudnn) are a common source of other copies.
@@ -285,10 +294,18 @@ type Shadow struct {
 	Remedy  string `json:"remedy,omitempty"`
 }
 
+// SameBuild says the copy found is, by its name and the catalog, the very
+// build the owner carries: exactly its release, of a soname that builds for
+// other CUDA majors do not share at that release. It is then no wrong copy.
+func (s *Shadow) SameBuild() bool { return s.Exact && !s.MajorUnknown }
+
 func (s *Shadow) String() string {
 	found := s.Found
 	if s.FoundVersion != "" {
 		found += " (" + s.FoundVersion + ")"
+	}
+	if s.Exact && s.MajorUnknown {
+		found += ", the required release by its name, but builds for several CUDA majors share this soname at that release"
 	}
 	if s.Conda != "" {
 		found += ", a CUDA package of the conda environment " + s.Conda
@@ -338,6 +355,7 @@ func (l *Layout) Shadows(rep *scan.Report) []Shadow {
 					Via: o.Via, From: o.From, Owner: owner, NeededBy: []string{}}
 				sh.Fixable, sh.Remedy = fixable(root.Result, o)
 				sh.Exact = sh.FoundVersion != "" && sameRelease(sh.FoundVersion, owner.Version)
+				sh.MajorUnknown = sh.Exact && l.majorUnknown(sh.Soname, sh.FoundVersion)
 				byName[sh.Soname] = sh
 				out = append(out, sh)
 			}
@@ -345,6 +363,7 @@ func (l *Layout) Shadows(rep *scan.Report) []Shadow {
 				sh.NeededBy = uniq.Append(sh.NeededBy, by.Path)
 			}
 		}
+		out = l.openedShadows(root, owned, byName, out)
 	}
 	res := make([]Shadow, 0, len(out))
 	for _, s := range out {
@@ -352,6 +371,122 @@ func (l *Layout) Shadows(rep *scan.Report) []Shadow {
 	}
 	sort.Slice(res, func(i, j int) bool { return res[i].Soname < res[j].Soname })
 	return res
+}
+
+// openedShadows adds to out the libraries root's objects open at run time
+// by the loader's own search (dlopen of a bare soname) that a required
+// distribution owns and the search finds elsewhere: libcudnn.so.9 opens
+// libcudnn_graph.so.9 and its other sub-libraries so, searching
+// LD_LIBRARY_PATH before its own DT_RUNPATH, and an older cuDNN there
+// fails torch's convolutions though every NEEDED entry is the package's
+// own. Opens by the framework's own paths (site-packages, beside the
+// opener) and of libraries already loaded are left out: the first are
+// the package's layout, the others are judged as loaded.
+func (l *Layout) openedShadows(root *scan.Root, owned map[[2]string]bool, byName map[string]*Shadow, out []*Shadow) []*Shadow {
+	for _, ro := range root.RuntimeOpens {
+		via := ldso.Via(ro.How)
+		switch via {
+		case ldso.ViaRPath, ldso.ViaRunPath, ldso.ViaLDLibraryPath, ldso.ViaCache, ldso.ViaDefault:
+		default:
+			continue
+		}
+		if ro.Path == nil || ro.Host == "" || ro.Driver {
+			continue
+		}
+		name := path.Base(ro.Soname)
+		owner := l.Owner(name)
+		if owner == nil {
+			continue
+		}
+		k := [2]string{name, ro.Host}
+		own, ok := owned[k]
+		if !ok {
+			own = samePath(owner.Path, ro.Host)
+			owned[k] = own
+		}
+		if own {
+			continue
+		}
+		sh, ok := byName[name]
+		if !ok {
+			sh = &Shadow{Soname: name, Found: ro.Host, FoundVersion: fileVersion(ro.Host, name), Conda: condaEnv(ro.Host),
+				Via: via, From: ro.From, Owner: owner, NeededBy: []string{}}
+			sh.Fixable, sh.Remedy = openFixable(root.Result, ro.Opener, name, ro.Host, via)
+			sh.Exact = sh.FoundVersion != "" && sameRelease(sh.FoundVersion, owner.Version)
+			sh.MajorUnknown = sh.Exact && l.majorUnknown(name, sh.FoundVersion)
+			byName[name] = sh
+			out = append(out, sh)
+		}
+		sh.NeededBy = uniq.Append(sh.NeededBy, ro.Opener)
+	}
+	return out
+}
+
+// openFixable is fixable for a library opened at run time by the object
+// at opener (its path as the loader sees it), found at host by via.
+func openFixable(r *ldso.Result, opener, name, host string, via ldso.Via) (bool, string) {
+	switch via {
+	case ldso.ViaCache, ldso.ViaDefault:
+		return true, ""
+	case ldso.ViaLDLibraryPath:
+		if r != nil {
+			for _, o := range r.Objects {
+				if o.Path == opener && o.Info != nil && o.Info.HasRPath && !o.Info.HasRunPath {
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprintf("LD_LIBRARY_PATH is searched before the RUNPATH of the libraries that open %s at run time: remove %s from LD_LIBRARY_PATH", name, filepath.Dir(host))
+	}
+	return false, fmt.Sprintf("the libraries that open %s at run time search %s first: remove or rename it, or put the owned copy's directory first on LD_LIBRARY_PATH", name, filepath.Dir(host))
+}
+
+// majorUnknown says whether a copy of soname at version could be a build
+// for another CUDA major than the package's: when the catalog knows builds
+// of it at that release for more than one, or knows none (nothing to tell
+// by). Without a catalog (a layout made for reading) nothing is told.
+func (l *Layout) majorUnknown(soname, version string) bool {
+	if l.majors == nil {
+		return true
+	}
+	return len(l.majors(soname, version)) != 1
+}
+
+// cudaMajorsOf are the CUDA majors of c's archives that provide soname at
+// the release version (all its releases when c has none at that one): one
+// for libnvJitLink.so.13 or libcufile.so.0 at 1.15.1.6, two for
+// libcudnn.so.9 at 9.19.0. 0 (an archive not tied to CUDA) is left out.
+func cudaMajorsOf(c *catalog.Catalog, soname, version string) []int {
+	var at, all []int
+	for _, comp := range c.Components() {
+		for _, r := range comp.Releases {
+			for _, a := range r.Archives {
+				if !slices.Contains(a.Sonames, soname) {
+					continue
+				}
+				m := a.CUDAMajor(r)
+				if m == 0 {
+					continue
+				}
+				all = uniq.Append(all, m)
+				if sameRelease(version, r.Version) {
+					at = uniq.Append(at, m)
+				}
+			}
+		}
+	}
+	if len(at) > 0 {
+		return at
+	}
+	return all
+}
+
+// useCatalog lets the layout tell builds for different CUDA majors apart
+// by c (majorUnknown).
+func (l *Layout) useCatalog(c *catalog.Catalog) {
+	if l != nil && c != nil {
+		l.majors = func(soname, version string) []int { return cudaMajorsOf(c, soname, version) }
+	}
 }
 
 // path0 is the name an object was requested by, without directories.

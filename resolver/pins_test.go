@@ -158,7 +158,8 @@ func (f *pinFixture) resolve(t *testing.T, cat *catalog.Catalog, dryRun bool) *O
 // LD_LIBRARY_PATH; resolve reports it with both versions, restores 9.19
 // (not the newest, 9.27) exactly where the wheel's RECORD puts it, with
 // the sub-library that only a dlopen would ask for, and then the real
-// loader finds the restored copy first.
+// loader finds the restored copy first; the sub-libraries it opens at run
+// time still come from LD_LIBRARY_PATH, and resolve says so.
 func TestPinnedRestoredWhereRecordSays(t *testing.T) {
 	f := newPinFixture(t, false)
 	before := realLoaderWith(t, f.lib, f.llp)
@@ -167,19 +168,18 @@ func TestPinnedRestoredWhereRecordSays(t *testing.T) {
 	}
 	_, cat := cudnnMirror(t, "9.14.0.64", "9.19.0.56", "9.27.0.42")
 	out := f.resolve(t, cat, false)
-	if len(out.Shadowed) != 1 {
+	i := slices.IndexFunc(out.Shadowed, func(sh Shadow) bool { return sh.Soname == "libcudnn.so.9" })
+	if i < 0 {
 		t.Fatalf("shadowed = %+v", out.Shadowed)
 	}
-	sh := out.Shadowed[0]
-	if sh.Soname != "libcudnn.so.9" || sh.FoundVersion != "9.14.0" || sh.Owner.Version != "9.19.0.56" || sh.Owner.Dist != "nvidia-cudnn-cu13" || sh.Via != ldso.ViaLDLibraryPath {
+	sh := out.Shadowed[i]
+	if sh.FoundVersion != "9.14.0" || sh.Owner.Version != "9.19.0.56" || sh.Owner.Dist != "nvidia-cudnn-cu13" || sh.Via != ldso.ViaLDLibraryPath || !sh.Fixable {
 		t.Fatalf("shadow = %+v", sh)
 	}
 	if len(out.Incomplete) != 1 || !strings.Contains(out.Incomplete[0], "nvidia-cudnn-cu13 9.19.0.56 is installed but 8 of its") {
 		t.Errorf("incomplete = %q", out.Incomplete)
 	}
-	if !out.OK {
-		t.Fatalf("resolve: %s, unresolved %+v", out.Stopped, out.Unresolved)
-	}
+	onlySubLibrariesLeft(t, out, f.sysDir)
 	step := out.Rounds[0].Plan.Steps[0]
 	if step.Version != "9.19.0.56" || !strings.Contains(step.Pin, "pinned 9.19.0.56") {
 		t.Fatalf("step = %s %s (%s)", step.Component, step.Version, step.Pin)
@@ -194,6 +194,25 @@ func TestPinnedRestoredWhereRecordSays(t *testing.T) {
 	after := realLoaderWith(t, f.lib, f.llp)
 	if p := after["libcudnn.so.9"]; filepath.Dir(p) != want {
 		t.Fatalf("after resolve ld.so takes libcudnn.so.9 from %q, want %s", p, want)
+	}
+}
+
+// onlySubLibrariesLeft: what a resolve in the pin fixture leaves is the
+// cuDNN sub-libraries the restored libcudnn.so.9 opens at run time, which
+// dlopen still takes from the older release on LD_LIBRARY_PATH (searched
+// before the opener's own DT_RUNPATH, as torch's failing convolution shows
+// on the GPU machine): resolve says so, with the entry to remove, and does
+// not claim success.
+func onlySubLibrariesLeft(t *testing.T, out *Outcome, sysDir string) {
+	t.Helper()
+	if out.OK || len(out.Unresolved) == 0 {
+		t.Fatalf("resolve claims success while the sub-libraries come from %s: %s", sysDir, out.Stopped)
+	}
+	for _, u := range out.Unresolved {
+		if u.Kind != UnresolvedShadowed || u.Soname == "libcudnn.so.9" || !strings.HasPrefix(u.Soname, "libcudnn_") ||
+			!strings.Contains(u.Reason, "(9.14.0) via ld_library_path") || !strings.Contains(u.Advice, "at run time: remove "+sysDir+" from LD_LIBRARY_PATH") {
+			t.Errorf("unresolved: %+v", u)
+		}
 	}
 }
 

@@ -387,6 +387,7 @@ func (s *session) scan(n int) (*scan.Report, *ldso.Loader, error) {
 		return nil, nil, err
 	}
 	s.layout = newLayout(s.t, nil, "")
+	s.layout.useCatalog(s.opts.Catalog)
 	if n == 1 {
 		if err := s.choosePlatform(rep); err != nil {
 			return nil, nil, err
@@ -740,7 +741,7 @@ func (s *session) finish() {
 	s.out.FinalScan = s.last
 	if s.last != nil {
 		for _, sh := range s.layout.Shadows(s.last) {
-			if d := pymeta.NormalizeName(sh.Owner.Dist); s.accepted[d] || s.exact[d] != "" || sh.Exact {
+			if d := pymeta.NormalizeName(sh.Owner.Dist); s.accepted[d] || s.exact[d] != "" || sh.SameBuild() {
 				// Exactly the release the package requires, found first
 				// elsewhere (a toolkit on LD_LIBRARY_PATH): no wrong copy;
 				// the report lists it among the exact copies.

@@ -170,9 +170,7 @@ func TestPinnedWheelMissingOnIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !out.OK {
-		t.Fatalf("auto: %s %+v", out.Stopped, out.Unresolved)
-	}
+	onlySubLibrariesLeft(t, out, f.sysDir)
 	st := out.Rounds[0].Plan.Steps[0]
 	if st.Source != SourceNVIDIA || st.Component != "cudnn" || st.Version != "9.19.0.56" || m.Total() == 0 || ix.Downloads() != 0 {
 		t.Fatalf("auto took %s %s %s; %d mirror requests, %d index downloads", st.Source, st.Component, st.Version, m.Total(), ix.Downloads())

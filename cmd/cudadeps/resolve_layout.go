@@ -64,7 +64,7 @@ func renderLayout(w io.Writer, o *resolver.Outcome) {
 	}
 	var wrong, exact []resolver.Shadow
 	for _, sh := range o.Shadowed {
-		if sh.Exact {
+		if sh.SameBuild() {
 			exact = append(exact, sh)
 		} else {
 			wrong = append(wrong, sh)
