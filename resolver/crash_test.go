@@ -23,6 +23,8 @@ import (
 	"github.com/cudadeps/cudadeps/internal/testhook"
 	"github.com/cudadeps/cudadeps/internal/testkit/lddtest"
 	"github.com/cudadeps/cudadeps/loader/ldso"
+	"github.com/cudadeps/cudadeps/python/declared"
+	"github.com/cudadeps/cudadeps/python/pypi"
 )
 
 // crashChildEnv carries a crashChild, as JSON, to the test binary run as a
@@ -41,6 +43,13 @@ type crashChild struct {
 	N       int
 	Copy    bool
 	XZ      string
+	// Target is what to resolve or undo ("" for gpupkg); Index, when set,
+	// is a package index to take wheels from with Source; LDLibraryPath
+	// is the loader's (empty when unset).
+	Target        string
+	Index         string
+	Source        Source
+	LDLibraryPath string
 }
 
 // TestCrashChild is the child process of the kill tests; it does nothing
@@ -69,14 +78,29 @@ func TestCrashChild(t *testing.T) {
 	ctx = testhook.With(ctx, hook)
 	opts := crashOptions(t, c.Prefix, nil, c.XZ)
 	opts.Copy = c.Copy
+	opts.Loader.LDLibraryPath = &c.LDLibraryPath
+	name := c.Target
+	if name == "" {
+		name = "gpupkg"
+	}
 	switch c.Op {
 	case "resolve":
-		cat, err := catalog.Load(ctx, catalog.LoadOptions{Extra: []string{c.Catalog}, Mirror: c.Mirror})
+		lo := catalog.LoadOptions{Mirror: c.Mirror}
+		if c.Catalog != "" {
+			lo.Extra = []string{c.Catalog}
+		}
+		cat, err := catalog.Load(ctx, lo)
 		if err != nil {
 			t.Fatal(err)
 		}
 		opts.Catalog = cat
-		target, err := FindTarget(ctx, "gpupkg", TargetOptions{Python: c.Python})
+		if c.Index != "" {
+			if opts.Index, err = pypi.NewClient(pypi.Options{Indexes: []string{c.Index}}); err != nil {
+				t.Fatal(err)
+			}
+			opts.Source = c.Source
+		}
+		target, err := FindTarget(ctx, name, TargetOptions{Python: c.Python})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,9 +108,92 @@ func TestCrashChild(t *testing.T) {
 			t.Fatal(err)
 		}
 	case "undo":
-		if _, err := undo(t, ctx, c.Prefix, "gpupkg"); err != nil {
+		if _, err := undo(t, ctx, c.Prefix, name); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestKillMidRepair: nvidia/cudnn removed with its .dist-info left, and
+// resolve killed by SIGKILL while it puts back the other files the
+// distribution's RECORD lists (the step after its libraries). undo then
+// gives back the damaged tree exactly; a new resolve finishes the repair,
+// and its undo gives back the damaged tree too.
+func TestKillMidRepair(t *testing.T) {
+	if os.Getenv(crashChildEnv) != "" {
+		// Not an oracle: the child process of the kill tests.
+		t.Skip("in the child")
+	}
+	damaged := func(t *testing.T) *absentFixture {
+		f := intactFixture(t, "nvidia-cudnn-cu13")
+		if err := os.RemoveAll(filepath.Join(f.site, "nvidia", "cudnn")); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	// How many files the uninterrupted resolve places, and how many of
+	// them are the repair's (the last ones).
+	f := damaged(t)
+	ix := f.serveWheels(t)
+	dry := f.resolveFromIndex(t, "torch", SourceAuto, ix, true)
+	var repaired []string
+	for _, st := range dry.Rounds[0].Plan.Steps {
+		repaired = append(repaired, st.Repairs...)
+	}
+	repairs := len(repaired)
+	out := f.resolveFromIndex(t, "torch", SourceAuto, ix, false)
+	placed := 0
+	for _, r := range out.Rounds {
+		placed += len(r.Placed)
+	}
+	if !out.OK || repairs < 4 || placed <= repairs {
+		t.Fatalf("resolve ok %v: %d placed, %d of them repairs", out.OK, placed, repairs)
+	}
+	kill := placed - repairs/2
+	for _, then := range []string{"undo", "resolve"} {
+		t.Run("then "+then, func(t *testing.T) {
+			f := damaged(t)
+			ix := f.serveWheels(t)
+			before := snapshot(t, f.site)
+			child := crashChild{Op: "resolve", Python: f.python, Prefix: f.prefix, Target: "torch", Index: ix.URL,
+				Source: SourceAuto, LDLibraryPath: f.driver, Step: "placed", N: kill}
+			spec, _ := json.Marshal(child)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
+			cmd.Env = append(os.Environ(), crashChildEnv+"="+string(spec))
+			got, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("the child was not killed (%v):\n%s", err, got)
+			}
+			back := 0
+			for _, rel := range repaired {
+				if _, err := os.Lstat(filepath.Join(f.site, filepath.FromSlash(rel))); err == nil {
+					back++
+				}
+			}
+			if back == 0 || back == repairs {
+				t.Fatalf("the kill came with %d of the %d repaired files back, not amid them", back, repairs)
+			}
+			if then == "resolve" {
+				// As the command does: what the killed run left recovered first.
+				if _, err := openPrefix(t, f.prefix).Recover(context.Background()); err != nil {
+					t.Fatalf("recover after the kill: %v", err)
+				}
+				out := f.resolveFromIndex(t, "torch", SourceAuto, ix, false)
+				if !out.OK {
+					t.Fatalf("resolve after the kill: %s %+v", out.Stopped, out.Unresolved)
+				}
+				if d := out.DistributionsAfter.Find("nvidia-cudnn-cu13"); d == nil || d.State != declared.Intact {
+					t.Errorf("after: %s", distStates(out))
+				}
+			}
+			if _, err := undo(t, context.Background(), f.prefix, "torch"); err != nil {
+				t.Fatal(err)
+			}
+			if after := snapshot(t, f.site); after != before {
+				t.Errorf("the damaged tree is not given back:\n%s", diffLines(before, after))
+			}
+		})
 	}
 }
 
