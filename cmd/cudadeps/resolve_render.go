@@ -61,21 +61,32 @@ func renderResolve(w io.Writer, o *resolver.Outcome, command func(...string) str
 }
 
 // renderStillShadowed lists the wrong copies the loader still takes first
-// once the loop is over: what placement could not fix, with the remedy.
+// once the loop is over: what placement could not fix, with the remedy,
+// given once for the copies that share it (a cuDNN's sub-libraries on
+// LD_LIBRARY_PATH all go with one entry removed).
 func renderStillShadowed(w io.Writer, list []resolver.Unresolved) {
-	header := false
+	var advice []string
+	byAdvice := map[string][]string{}
 	for _, u := range list {
 		if u.Kind != resolver.UnresolvedShadowed {
 			continue
 		}
-		if !header {
-			fmt.Fprintln(w, "\nStill found first (placement cannot win):")
-			header = true
+		if _, ok := byAdvice[u.Advice]; !ok {
+			advice = append(advice, u.Advice)
 		}
 		// The reason (a Shadow's String) names the soname itself.
-		fmt.Fprintf(w, "  %s\n", u.Reason)
-		if u.Advice != "" {
-			fmt.Fprintf(w, "      %s\n", u.Advice)
+		byAdvice[u.Advice] = append(byAdvice[u.Advice], u.Reason)
+	}
+	if len(advice) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nStill found first (placement cannot win):")
+	for _, a := range advice {
+		for _, r := range byAdvice[a] {
+			fmt.Fprintf(w, "  %s\n", r)
+		}
+		if a != "" {
+			fmt.Fprintf(w, "      %s\n", a)
 		}
 	}
 }

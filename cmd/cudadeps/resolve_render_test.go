@@ -40,6 +40,28 @@ func TestRenderStillShadowed(t *testing.T) {
 	}
 }
 
+// TestRenderStillShadowedSharedAdvice: wrong copies with the same remedy
+// (a cuDNN's sub-libraries on LD_LIBRARY_PATH) are listed together, the
+// remedy once after them; another remedy keeps its own line.
+func TestRenderStillShadowedSharedAdvice(t *testing.T) {
+	llp := "remove /usr/lib/x86_64-linux-gnu from LD_LIBRARY_PATH; in this shell: unset LD_LIBRARY_PATH"
+	var list []resolver.Unresolved
+	for _, n := range []string{"libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9"} {
+		list = append(list, resolver.Unresolved{Soname: n, Kind: resolver.UnresolvedShadowed, Reason: n + ": the loader takes /usr/lib/x86_64-linux-gnu/" + n + " (9.14.0) via ld_library_path", Advice: llp})
+	}
+	list = append(list, resolver.Unresolved{Soname: "libcusparse.so.12", Kind: resolver.UnresolvedShadowed, Reason: "libcusparse.so.12: the loader takes /opt/cuda/lib/libcusparse.so.12 (12.5.0) via rpath", Advice: "remove or rename it"})
+	var b bytes.Buffer
+	renderStillShadowed(&b, list)
+	out := b.String()
+	if n := strings.Count(out, llp); n != 1 {
+		t.Errorf("the shared remedy is given %d times:\n%s", n, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 7 || !strings.Contains(lines[3], "libcudnn_cnn.so.9") || !strings.Contains(lines[4], llp) || !strings.Contains(lines[6], "remove or rename it") {
+		t.Errorf("grouped wrongly:\n%s", out)
+	}
+}
+
 // TestRenderRoundLimit: the loop stops at the round past the limit; the
 // report counts the rounds that acted, from the typed reason.
 func TestRenderRoundLimit(t *testing.T) {
