@@ -30,7 +30,10 @@ installation, read and never run), an ELF file, a directory or a wheel. The
 analysis is resolve --dry-run's: every library the loader would not find or
 would take from the wrong place, every required distribution missing files,
 every symbol version or symbol that would not bind, the libraries opened at
-run time. It uses no network and writes nothing but its cache.
+run time. It uses no network and writes nothing but its cache. A copy the
+loader takes from elsewhere at exactly the release and build the package
+requires (a CUDA toolkit of that release on LD_LIBRARY_PATH) is no problem:
+a "note:" line after the "ok:" line names it.
 
 The answer is kept in $XDG_CACHE_HOME/cudadeps/facts with the state (stat)
 of everything it depends on: the interpreter and its paths, the files the

@@ -45,6 +45,8 @@ type resolveFlags struct {
 	maxRounds int
 	allowHTTP bool
 	cacheDir  string
+	// noCache reads and keeps no answer in the fact cache.
+	noCache bool
 	// Where libraries come from, and the package index for wheels.
 	source        string
 	indexURL      string
@@ -98,6 +100,12 @@ target; --no-verify skips the import and the probes. A library the import,
 a probe or the command cannot open (or finds too old) feeds the loop like any
 other; any other failure is reported with a command line that reruns it.
 
+A dry run of a target that loads whole is kept in the fact cache
+($XDG_CACHE_HOME/cudadeps/facts) with the state of everything it read, and
+printed again from there while none of it changed, as check does; what the
+interpreter said and what binding answered are kept by the stamps of their
+files. --no-cache computes all of it again and keeps nothing.
+
 Libraries that only an optional module needs (CuPy's cuTENSOR, NCCL,
 cuSPARSELt and cuDNN backends) are reported as optional with the package
 that provides them, and never fetched.
@@ -140,6 +148,7 @@ func (a *app) resolveCommand() *cobra.Command {
 	fl.IntVar(&f.maxRounds, "max-rounds", 8, "give up after `N` rounds")
 	fl.BoolVar(&f.allowHTTP, "allow-http", false, "allow plain http:// mirrors other than 127.0.0.1")
 	fl.StringVar(&f.cacheDir, "cache", "", "download cache `DIR` (default: $XDG_CACHE_HOME/cudadeps)")
+	fl.BoolVar(&f.noCache, "no-cache", false, "compute every answer again: read and keep nothing in the fact cache (a dry run's kept answer, the interpreter's paths, what binding answered); downloads are cached still")
 	fl.StringVar(&f.source, "source", string(resolver.SourceAuto), "where libraries come from: `SOURCE` auto (pinned wheels from the package index when one is configured, else NVIDIA's archives), nvidia or pypi")
 	fl.StringVar(&f.indexURL, "index-url", "", "the package index `URL` for wheels, as pip's --index-url (default: pip's configuration)")
 	fl.StringArrayVar(&f.extraIndexURL, "extra-index-url", nil, "more package index `URL`s, as pip's --extra-index-url (repeatable)")
@@ -248,7 +257,11 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	if err != nil || answered {
 		return err
 	}
-	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root, Cache: factcache.Open()})
+	facts := factcache.Open()
+	if f.noCache {
+		facts = factcache.Dir{}
+	}
+	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root, Cache: facts})
 	if err != nil {
 		return err
 	}
@@ -360,7 +373,7 @@ const dryRunAnswer = "resolve --dry-run"
 // its key and inputs, with every flag that changes what is printed); nil
 // when it is not: no dry run, or one that judges GPU code for a device.
 func (a *app) keptDryRun(cmd *cobra.Command, arg string, f resolveFlags) (*check.Options, error) {
-	if !f.dryRun || f.cov.wanted() {
+	if !f.dryRun || f.cov.wanted() || f.noCache {
 		return nil, nil
 	}
 	co := check.Options{Target: arg, Python: f.python, SiteDir: f.siteDir, Cache: factcache.Open()}

@@ -17,7 +17,7 @@ import (
 // printed again from check's cache while nothing it depends on changed
 // (text and --json each their own answer), and computed again once a
 // library it loads is gone; a dry run that finds something missing is
-// never kept.
+// never kept. --no-cache computes it again.
 func TestResolveDryRunKept(t *testing.T) {
 	quietEnv(t)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
@@ -67,6 +67,9 @@ func TestResolveDryRunKept(t *testing.T) {
 	first := dryRun("first", exitOK, false)
 	if again := dryRun("nothing changed", exitOK, true); again != first || !strings.Contains(first, "Nothing is missing") {
 		t.Errorf("from cache:\n%s\nwant what the first printed:\n%s", again, first)
+	}
+	if out := dryRun("--no-cache", exitOK, false, "--no-cache"); out != first {
+		t.Errorf("--no-cache printed:\n%s\nwant:\n%s", out, first)
 	}
 	if out := dryRun("--json, first", exitOK, false, "--json"); !strings.HasPrefix(out, "{") {
 		t.Errorf("--json printed %q", out)
