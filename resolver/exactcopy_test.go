@@ -11,6 +11,67 @@ import (
 	"github.com/cudadeps/cudadeps/catalog"
 )
 
+// analyzeWith is check's analysis of torch in the fixture, the built-in
+// catalog's, with llp as LD_LIBRARY_PATH.
+func (f *absentFixture) analyzeWith(t *testing.T, llp string) *Analysis {
+	t.Helper()
+	if f.catalog == nil {
+		base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.catalog = base
+	}
+	tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := f.options(t, true)
+	opts.Loader.LDLibraryPath = &llp
+	a, err := Analyze(context.Background(), tg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// putCopy writes the fixture's own file of soname (under its lib
+// directory libDir) into dir as release names it, libcudnn_graph.so.9.14.0,
+// with the soname linked to it, as NVIDIA's packages lay out a system copy;
+// a copy put there before is replaced.
+func (f *absentFixture) putCopy(t *testing.T, dir, libDir, soname, release string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(f.site, libDir, soname))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, soname+"*"))
+	for _, p := range old {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stem, _, _ := strings.Cut(soname, ".so")
+	real := stem + ".so." + release
+	if err := os.WriteFile(filepath.Join(dir, real), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(dir, soname)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wrongCopies are the analysis' wrong_copy problems, by soname.
+func wrongCopies(a *Analysis) map[string]string {
+	out := map[string]string{}
+	for _, p := range a.Problems() {
+		if p.Kind == ProblemWrongCopy {
+			out[p.Subject] = p.Detail
+		}
+	}
+	return out
+}
+
 // TestSameReleaseOnLDLibraryPath: the environment intact, and a CUDA
 // toolkit's library directory on LD_LIBRARY_PATH (module load cuda) with
 // nvJitLink, which the loader then takes first for the libraries that
@@ -19,65 +80,21 @@ import (
 // problem and a note; at another release it is a wrong copy.
 func TestSameReleaseOnLDLibraryPath(t *testing.T) {
 	f := intactFixture(t)
-	base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.catalog = base
 	infos, err := filepath.Glob(filepath.Join(f.site, "nvidia_nvjitlink-*.dist-info"))
 	if err != nil || len(infos) != 1 {
 		t.Fatalf("nvidia-nvjitlink's .dist-info: %v %v", infos, err)
 	}
 	version := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(infos[0]), "nvidia_nvjitlink-"), ".dist-info")
-	own := filepath.Join(f.site, "nvidia", "cu13", "lib", "libnvJitLink.so.13")
-	data, err := os.ReadFile(own)
-	if err != nil {
-		t.Fatal(err)
-	}
 	toolkit := t.TempDir()
-	put := func(release string) {
-		t.Helper()
-		old, _ := filepath.Glob(filepath.Join(toolkit, "libnvJitLink.so*"))
-		for _, p := range old {
-			if err := os.Remove(p); err != nil {
-				t.Fatal(err)
-			}
-		}
-		real := "libnvJitLink.so." + release
-		if err := os.WriteFile(filepath.Join(toolkit, real), data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(real, filepath.Join(toolkit, "libnvJitLink.so.13")); err != nil {
-			t.Fatal(err)
-		}
-	}
 	llp := f.driver + ":" + toolkit
-	analyze := func() *Analysis {
-		t.Helper()
-		tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts := f.options(t, true)
-		opts.Loader.LDLibraryPath = &llp
-		a, err := Analyze(context.Background(), tg, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	wrong := func(a *Analysis) bool {
-		return slices.ContainsFunc(a.Problems(), func(p Problem) bool {
-			return p.Kind == ProblemWrongCopy && p.Subject == "libnvJitLink.so.13"
-		})
-	}
+	libDir := filepath.Join("nvidia", "cu13", "lib")
 
-	put(version)
-	loaded := realLoaderWith(t, filepath.Join(f.site, "nvidia", "cu13", "lib", "libcusparse.so.12"), llp)
+	f.putCopy(t, toolkit, libDir, "libnvJitLink.so.13", version)
+	loaded := realLoaderWith(t, filepath.Join(f.site, libDir, "libcusparse.so.12"), llp)
 	if p := loaded["libnvJitLink.so.13"]; filepath.Dir(p) != toolkit {
 		t.Fatalf("the fixture is wrong: ld.so takes libnvJitLink.so.13 from %q", p)
 	}
-	a := analyze()
+	a := f.analyzeWith(t, llp)
 	// The fixture's distributions hold their ELF files only: files
 	// missing from the non-NVIDIA ones are its own, and no other problem.
 	for _, p := range a.Problems() {
@@ -90,9 +107,9 @@ func TestSameReleaseOnLDLibraryPath(t *testing.T) {
 		t.Errorf("notes: %q", notes)
 	}
 
-	put("13.0.39")
-	a = analyze()
-	if !wrong(a) || len(a.Notes()) != 0 {
+	f.putCopy(t, toolkit, libDir, "libnvJitLink.so.13", "13.0.39")
+	a = f.analyzeWith(t, llp)
+	if _, ok := wrongCopies(a)["libnvJitLink.so.13"]; !ok || len(a.Notes()) != 0 {
 		t.Errorf("another release on LD_LIBRARY_PATH: problems %+v, notes %q", a.Problems(), a.Notes())
 	}
 }
@@ -116,42 +133,12 @@ func TestOlderSubLibraryOnLDLibraryPath(t *testing.T) {
 // same sonames, and a file's name does not say which build it is.
 func subLibrariesOnLDLibraryPath(t *testing.T, release string) {
 	f := intactFixture(t)
-	base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.catalog = base
 	old := t.TempDir()
 	for _, soname := range []string{"libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9", "libcudnn_engines_precompiled.so.9"} {
-		data, err := os.ReadFile(filepath.Join(f.site, "nvidia", "cudnn", "lib", soname))
-		if err != nil {
-			t.Fatal(err)
-		}
-		real := soname + strings.TrimPrefix(release, "9")
-		if err := os.WriteFile(filepath.Join(old, real), data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(real, filepath.Join(old, soname)); err != nil {
-			t.Fatal(err)
-		}
+		f.putCopy(t, old, filepath.Join("nvidia", "cudnn", "lib"), soname, release)
 	}
-	llp := f.driver + ":" + old
-	tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := f.options(t, true)
-	opts.Loader.LDLibraryPath = &llp
-	a, err := Analyze(context.Background(), tg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrong := map[string]string{}
-	for _, p := range a.Problems() {
-		if p.Kind == ProblemWrongCopy {
-			wrong[p.Subject] = p.Detail
-		}
-	}
+	a := f.analyzeWith(t, f.driver+":"+old)
+	wrong := wrongCopies(a)
 	for _, soname := range []string{"libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_engines_precompiled.so.9"} {
 		d := wrong[soname]
 		if !strings.Contains(d, filepath.Join(old, soname)) || !strings.Contains(d, "("+release+")") {

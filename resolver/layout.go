@@ -317,17 +317,14 @@ func (s *Shadow) String() string {
 	return fmt.Sprintf("%s: the loader takes %s via %s; %s owns %s (%s)", s.Soname, found, s.Via, s.Owner.Describe(), s.Owner.Path, state)
 }
 
-// Shadows lists every library in the scan's closures that a required
-// distribution owns but the loader finds elsewhere.
+// Shadows lists every library in the scan's closures, or opened at run
+// time by soname, that a required distribution owns but the loader finds
+// elsewhere.
 func (l *Layout) Shadows(rep *scan.Report) []Shadow {
 	if l == nil {
 		return nil
 	}
-	byName := map[string]*Shadow{}
-	var out []*Shadow
-	// The roots of a target share most of their objects: each file is
-	// judged once (resolving links costs system calls per component).
-	owned := map[[2]string]bool{} // name, host path → the owner's own file
+	set := &shadowSet{l: l, byName: map[string]*Shadow{}, owned: map[[2]string]bool{}}
 	for _, root := range rep.Roots {
 		if root.Result == nil {
 			continue
@@ -336,45 +333,69 @@ func (l *Layout) Shadows(rep *scan.Report) []Shadow {
 			if !o.Found() || o.HostPath == "" || o.Via == ldso.ViaMain || o.Via == ldso.ViaDlopen {
 				continue
 			}
-			owner := l.Owner(path0(o))
-			if owner == nil {
+			sh := set.add(path0(o), o.HostPath, o.Via, o.From, func() (bool, string) { return fixable(root.Result, o) })
+			if sh == nil {
 				continue
-			}
-			k := [2]string{path0(o), o.HostPath}
-			own, ok := owned[k]
-			if !ok {
-				own = samePath(owner.Path, o.HostPath)
-				owned[k] = own
-			}
-			if own {
-				continue
-			}
-			sh, ok := byName[path0(o)]
-			if !ok {
-				sh = &Shadow{Soname: path0(o), Found: o.HostPath, FoundVersion: fileVersion(o.HostPath, path0(o)), Conda: condaEnv(o.HostPath),
-					Via: o.Via, From: o.From, Owner: owner, NeededBy: []string{}}
-				sh.Fixable, sh.Remedy = fixable(root.Result, o)
-				sh.Exact = sh.FoundVersion != "" && sameRelease(sh.FoundVersion, owner.Version)
-				sh.MajorUnknown = sh.Exact && l.majorUnknown(sh.Soname, sh.FoundVersion)
-				byName[sh.Soname] = sh
-				out = append(out, sh)
 			}
 			for _, by := range root.Result.NeededBy(o) {
 				sh.NeededBy = uniq.Append(sh.NeededBy, by.Path)
 			}
 		}
-		out = l.openedShadows(root, owned, byName, out)
+		set.opened(root)
 	}
-	res := make([]Shadow, 0, len(out))
-	for _, s := range out {
+	res := make([]Shadow, 0, len(set.out))
+	for _, s := range set.out {
 		res = append(res, *s)
 	}
 	sort.Slice(res, func(i, j int) bool { return res[i].Soname < res[j].Soname })
 	return res
 }
 
-// openedShadows adds to out the libraries root's objects open at run time
-// by the loader's own search (dlopen of a bare soname) that a required
+// shadowSet gathers one scan's shadows, a library once whatever roots
+// load it.
+type shadowSet struct {
+	l      *Layout
+	byName map[string]*Shadow
+	out    []*Shadow
+	// owned memoizes whether a file is its owner's own, by name and host
+	// path: the roots of a target share most of their objects, and
+	// resolving links costs system calls per component.
+	owned map[[2]string]bool
+}
+
+// add is the shadow of the library name that the loader finds at host by
+// via (from names the search entry), new or met before, or nil when a
+// required distribution owns no such library or host is its own copy. fix
+// says, for a new one, whether placement can win and the remedy if not.
+func (set *shadowSet) add(name, host string, via ldso.Via, from string, fix func() (bool, string)) *Shadow {
+	owner := set.l.Owner(name)
+	if owner == nil {
+		return nil
+	}
+	k := [2]string{name, host}
+	own, ok := set.owned[k]
+	if !ok {
+		own = samePath(owner.Path, host)
+		set.owned[k] = own
+	}
+	if own {
+		return nil
+	}
+	if sh, ok := set.byName[name]; ok {
+		return sh
+	}
+	sh := &Shadow{Soname: name, Found: host, FoundVersion: fileVersion(host, name), Conda: condaEnv(host),
+		Via: via, From: from, Owner: owner, NeededBy: []string{}}
+	sh.Fixable, sh.Remedy = fix()
+	sh.Exact = sh.FoundVersion != "" && sameRelease(sh.FoundVersion, owner.Version)
+	sh.MajorUnknown = sh.Exact && set.l.majorUnknown(name, sh.FoundVersion)
+	set.byName[name] = sh
+	set.out = append(set.out, sh)
+	return sh
+}
+
+// opened adds the libraries root's objects open at run time by the
+// loader's own search (dlopen of a bare soname) that a required
 // distribution owns and the search finds elsewhere: libcudnn.so.9 opens
 // libcudnn_graph.so.9 and its other sub-libraries so, searching
 // LD_LIBRARY_PATH before its own DT_RUNPATH, and an older cuDNN there
@@ -382,7 +403,7 @@ func (l *Layout) Shadows(rep *scan.Report) []Shadow {
 // own. Opens by the framework's own paths (site-packages, beside the
 // opener) and of libraries already loaded are left out: the first are
 // the package's layout, the others are judged as loaded.
-func (l *Layout) openedShadows(root *scan.Root, owned map[[2]string]bool, byName map[string]*Shadow, out []*Shadow) []*Shadow {
+func (set *shadowSet) opened(root *scan.Root) {
 	for _, ro := range root.RuntimeOpens {
 		via := ldso.Via(ro.How)
 		switch via {
@@ -394,32 +415,11 @@ func (l *Layout) openedShadows(root *scan.Root, owned map[[2]string]bool, byName
 			continue
 		}
 		name := path.Base(ro.Soname)
-		owner := l.Owner(name)
-		if owner == nil {
-			continue
+		sh := set.add(name, ro.Host, via, ro.From, func() (bool, string) { return openFixable(root.Result, ro.Opener, name, ro.Host, via) })
+		if sh != nil {
+			sh.NeededBy = uniq.Append(sh.NeededBy, ro.Opener)
 		}
-		k := [2]string{name, ro.Host}
-		own, ok := owned[k]
-		if !ok {
-			own = samePath(owner.Path, ro.Host)
-			owned[k] = own
-		}
-		if own {
-			continue
-		}
-		sh, ok := byName[name]
-		if !ok {
-			sh = &Shadow{Soname: name, Found: ro.Host, FoundVersion: fileVersion(ro.Host, name), Conda: condaEnv(ro.Host),
-				Via: via, From: ro.From, Owner: owner, NeededBy: []string{}}
-			sh.Fixable, sh.Remedy = openFixable(root.Result, ro.Opener, name, ro.Host, via)
-			sh.Exact = sh.FoundVersion != "" && sameRelease(sh.FoundVersion, owner.Version)
-			sh.MajorUnknown = sh.Exact && l.majorUnknown(name, sh.FoundVersion)
-			byName[name] = sh
-			out = append(out, sh)
-		}
-		sh.NeededBy = uniq.Append(sh.NeededBy, ro.Opener)
 	}
-	return out
 }
 
 // openFixable is fixable for a library opened at run time by the object
