@@ -61,6 +61,20 @@ func (f *absentFixture) putCopy(t *testing.T, dir, libDir, soname, release strin
 	}
 }
 
+// putCuDNN puts a copy of each of the fixture's cuDNN libraries into dir
+// at release, as a system's cuDNN lays them out (every sub-library there).
+func (f *absentFixture) putCuDNN(t *testing.T, dir, release string) {
+	t.Helper()
+	libDir := filepath.Join("nvidia", "cudnn", "lib")
+	names, err := filepath.Glob(filepath.Join(f.site, libDir, "libcudnn*.so.9"))
+	if err != nil || len(names) < 4 {
+		t.Fatalf("the fixture's cuDNN: %v %v", names, err)
+	}
+	for _, n := range names {
+		f.putCopy(t, dir, libDir, filepath.Base(n), release)
+	}
+}
+
 // wrongCopies are the analysis' wrong_copy problems, by soname.
 func wrongCopies(a *Analysis) map[string]string {
 	out := map[string]string{}
@@ -134,9 +148,7 @@ func TestOlderSubLibraryOnLDLibraryPath(t *testing.T) {
 func subLibrariesOnLDLibraryPath(t *testing.T, release string) {
 	f := intactFixture(t)
 	old := t.TempDir()
-	for _, soname := range []string{"libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9", "libcudnn_engines_precompiled.so.9"} {
-		f.putCopy(t, old, filepath.Join("nvidia", "cudnn", "lib"), soname, release)
-	}
+	f.putCuDNN(t, old, release)
 	a := f.analyzeWith(t, f.driver+":"+old)
 	wrong := wrongCopies(a)
 	for _, soname := range []string{"libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_engines_precompiled.so.9"} {
@@ -155,5 +167,90 @@ func subLibrariesOnLDLibraryPath(t *testing.T, release string) {
 		return u.Kind == UnresolvedShadowed && u.Soname == "libcudnn_graph.so.9" && strings.Contains(u.Advice, "remove "+old+" from LD_LIBRARY_PATH")
 	}) {
 		t.Errorf("no advice to take %s off LD_LIBRARY_PATH: %+v", old, a.Outcome.Unresolved)
+	}
+}
+
+// TestRunFailureOfWrongSubLibraries: the older cuDNN's sub-libraries on
+// LD_LIBRARY_PATH, and the run failing as torch's does there ("found
+// runtime version (9, 14, 0)", blamed on libcudnn.so.9, whose own copy
+// loads). No other cuDNN may be fetched for it (on the GPU machine resolve
+// planned NVIDIA's 9.27 archive into pip's nvidia/cudnn/lib): what placement
+// cannot win is reported with the entry to remove, and nothing changes.
+func TestRunFailureOfWrongSubLibraries(t *testing.T) {
+	f := intactFixture(t)
+	old := t.TempDir()
+	f.putCuDNN(t, old, "9.14.0")
+	before := snapshot(t, f.site)
+	// Were an archive planned, the proxy keeps its download on this machine.
+	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+	t.Setenv("HTTP_PROXY", "http://127.0.0.1:9")
+	base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.catalog = base
+	opts := f.options(t, false)
+	llp := f.driver + ":" + old
+	opts.Loader.LDLibraryPath = &llp
+	opts.Check = `echo "RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (9, 19, 0) but found runtime version (9, 14, 0)."; exit 1`
+	tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Resolve(context.Background(), tg, opts)
+	if err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	if out.OK || len(out.Rounds) != 1 || out.Verify == nil || !slices.Contains(out.Verify.Blamed(), "libcudnn.so.9") {
+		t.Errorf("ok %v, %d round(s), stopped %q, verify %+v", out.OK, len(out.Rounds), out.Stopped, out.Verify)
+	}
+	if !slices.ContainsFunc(out.Unresolved, func(u Unresolved) bool {
+		return u.Kind == UnresolvedShadowed && u.Soname == "libcudnn_graph.so.9" && strings.Contains(u.Advice, "remove "+old+" from LD_LIBRARY_PATH")
+	}) {
+		t.Errorf("unresolved %+v", out.Unresolved)
+	}
+	if after := snapshot(t, f.site); after != before {
+		t.Errorf("resolve changed the tree:\n%s", diffLines(before, after))
+	}
+}
+
+// TestRunMissAtTheOwnersRelease: the environment intact, and the run
+// failing to open libcudnn_graph.so.9, which nvidia-cudnn-cu13 9.19.0.56
+// installs (a dlopen by name that misses its directory). The copy the next
+// round brings for it comes at that release, from the mirror that has it,
+// not the newest the catalog knows (9.27): a sub-library of another
+// release beside the cuDNN 9.19 core fails at run time.
+func TestRunMissAtTheOwnersRelease(t *testing.T) {
+	f := intactFixture(t, "nvidia-cudnn-cu13")
+	m := f.serveArchives(t, false)
+	// Were another release planned, the proxy keeps its download here.
+	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+	t.Setenv("HTTP_PROXY", "http://127.0.0.1:9")
+	opts := f.options(t, false)
+	opts.Source = SourceNVIDIA
+	opts.Check = `echo "OSError: libcudnn_graph.so.9: cannot open shared object file: No such file or directory"; exit 1`
+	tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Resolve(context.Background(), tg, opts)
+	if err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	var steps []string
+	for _, r := range out.Rounds {
+		if r.Plan != nil {
+			for _, st := range r.Plan.Steps {
+				steps = append(steps, st.Component+" "+st.Version)
+			}
+		}
+	}
+	// A placement the dlopen still misses gets one more try through
+	// LD_LIBRARY_PATH: the same archive again.
+	if len(steps) == 0 || slices.ContainsFunc(steps, func(s string) bool { return s != "cudnn 9.19.0.56" }) || m.Total() == 0 {
+		t.Errorf("steps %q, %d mirror requests", steps, m.Total())
+	}
+	if _, err := undo(t, context.Background(), f.prefix, "torch"); err != nil {
+		t.Fatal(err)
 	}
 }

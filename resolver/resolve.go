@@ -485,9 +485,16 @@ func (s *session) needs(rep *scan.Report) []*Need {
 		needs = append(needs, &Need{Soname: o.Name, NeededBy: []string{o.Describe()}, Restore: true})
 	}
 	for _, n := range needs {
-		if o := s.layout.Owner(n.Soname); o != nil && !o.Present {
+		o := s.layout.Owner(n.Soname)
+		if o == nil {
+			continue
+		}
+		// Even beside an installed owner's copy (one a dlopen by name
+		// misses), another copy comes at the owner's release: a newer
+		// one beside the rest of its family fails at run time.
+		n.Pin = s.pinFor(o)
+		if !o.Present {
 			n.Owner = o
-			n.Pin = s.pinFor(o)
 		}
 	}
 	return needs
@@ -711,12 +718,17 @@ func (s *session) verifyRound(r *Round, n int) (bool, error) {
 		return true, err
 	}
 	var fresh []string
+	shadows := s.layout.Shadows(s.last)
 	for _, m := range v.Blamed() {
 		if d := s.leftToPip(m); d != "" {
 			// The failure is that distribution's release (torch refuses a
 			// cuDNN older than its own): another copy beside pip's files
 			// would hide it, and refuseDistributions says what to install.
 			s.opts.Logger.Info("the run fails in a library of a distribution left to pip", "soname", m, "distribution", d)
+			continue
+		}
+		if s.foundOwnedCopy(v, m, shadows) {
+			s.opts.Logger.Info("the run fails in a library an installed distribution owns, which no placed copy would replace", "soname", m)
 			continue
 		}
 		// A library placed in the package's directories that a dlopen by

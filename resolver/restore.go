@@ -301,6 +301,33 @@ func (s *session) leftToPip(soname string) string {
 	return ""
 }
 
+// foundOwnedCopy says that a run failure blamed on soname is no round's
+// to fix: the run found the library (it failed on its release, a symbol
+// or a symbol version, never on its absence), a required distribution that
+// is installed owns it, and no copy placed where the package searches
+// could be the one that loads instead: its own copy loads, or the copy
+// found first is one placement cannot win (finish reports that with its
+// remedy). torch failing on the system's cuDNN 9.14 sub-libraries on
+// LD_LIBRARY_PATH blames libcudnn.so.9: another cuDNN beside pip's would
+// change nothing.
+func (s *session) foundOwnedCopy(v *Verification, soname string, shadows []Shadow) bool {
+	if slices.Contains(v.Missing, soname) {
+		return false
+	}
+	for _, p := range v.Probes {
+		for _, f := range p.Failures {
+			if f.Library == soname && f.Kind == "not_found" {
+				return false
+			}
+		}
+	}
+	o := s.layout.Owner(soname)
+	if o == nil || !o.Present {
+		return false
+	}
+	return !slices.ContainsFunc(shadows, func(sh Shadow) bool { return sh.Soname == soname && sh.Fixable })
+}
+
 // distProblem is the unresolved entry of a declared distribution that
 // cudadeps will not restore: at another version, or in conflict.
 func (s *session) distProblem(d *declared.Dist) Unresolved {

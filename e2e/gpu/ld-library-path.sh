@@ -9,7 +9,9 @@
 #      torch --dry-run, doctor torch's target line;
 #   2. real GPU work in torch, JAX and CuPy, each in a new process, and the
 #      cuDNN, cuBLASLt and nvJitLink files each mapped;
-#   3. whether the two agree: check of each framework's target exits 0
+#   3. a real resolve torch --yes (import and probes), then undo: the
+#      environment must be unchanged;
+#   4. whether the two agree: check of each framework's target exits 0
 #      exactly when that framework's GPU work passes (3 when it fails).
 #
 # Usage: e2e/gpu/ld-library-path.sh CUDADEPS
@@ -25,6 +27,7 @@ TOOLKIT=$(readlink -f /usr/local/cuda/lib64 2>/dev/null)
 SYSLIB=$(dirname "$(readlink -f /lib/x86_64-linux-gnu/libc.so.6)")
 if [ -z "${DIRS+x}" ]; then DIRS=("" "$TOOLKIT" "$SYSLIB"); else read -r -a DIRS <<< "$DIRS"; fi
 agree=0 disagree=0
+INTACT=$(nvsnap)
 for llp in "${DIRS[@]}"; do
   label=$(echo "${llp:-unset}" | tr / _)
   log "LD_LIBRARY_PATH=${llp:-(unset)}: $(ls "$llp" 2>/dev/null | grep -E '^lib(cudnn|cudnn_graph|nvJitLink|cublasLt)\.so\.[0-9.]+$' | tr '\n' ' ')"
@@ -49,6 +52,13 @@ for llp in "${DIRS[@]}"; do
   echo "resolve torch --dry-run: exit $?"
   grep -A3 -E '^(Still found first|Taken from elsewhere)' "$OUT/llp-$label-resolve.txt" | cut -c1-260
   run "$CUDADEPS" doctor torch --python "$PYTHON" 2>&1 | grep -E '^(FAIL|warn|ok) +target' | cut -c1-260
+  # A real resolve, with its import and probes: what placement cannot win
+  # must change nothing (no network here: a planned download would fail).
+  run "$CUDADEPS" resolve torch --python "$PYTHON" --prefix "$PREFIX" --yes > "$OUT/llp-$label-resolve-real.txt" 2>&1
+  echo "resolve torch --yes: exit $?; $(grep -cE '^ +→' "$OUT/llp-$label-resolve-real.txt") placement line(s)"
+  grep -E '^(Done|Not done)|^Probe' "$OUT/llp-$label-resolve-real.txt" | cut -c1-200
+  "$CUDADEPS" undo torch --prefix "$PREFIX" --yes > /dev/null 2>&1
+  [ "$(nvsnap)" = "$INTACT" ] && echo "the environment unchanged ($INTACT)" || { echo "THE ENVIRONMENT CHANGED"; disagree=$((disagree + 1)); }
 done
 log "$agree target(s) and state(s) where cudadeps and the GPU agree, $disagree where they do not"
 [ "$disagree" = 0 ]
