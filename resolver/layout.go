@@ -415,7 +415,7 @@ func (set *shadowSet) opened(root *scan.Root) {
 			continue
 		}
 		name := path.Base(ro.Soname)
-		sh := set.add(name, ro.Host, via, ro.From, func() (bool, string) { return openFixable(root.Result, ro.Opener, name, ro.Host, via) })
+		sh := set.add(name, ro.Host, via, ro.From, func() (bool, string) { return openFixable(root.Result, ro.Opener, ro.Host, via) })
 		if sh != nil {
 			sh.NeededBy = uniq.Append(sh.NeededBy, ro.Opener)
 		}
@@ -424,7 +424,7 @@ func (set *shadowSet) opened(root *scan.Root) {
 
 // openFixable is fixable for a library opened at run time by the object
 // at opener (its path as the loader sees it), found at host by via.
-func openFixable(r *ldso.Result, opener, name, host string, via ldso.Via) (bool, string) {
+func openFixable(r *ldso.Result, opener, host string, via ldso.Via) (bool, string) {
 	switch via {
 	case ldso.ViaCache, ldso.ViaDefault:
 		return true, ""
@@ -436,9 +436,10 @@ func openFixable(r *ldso.Result, opener, name, host string, via ldso.Via) (bool,
 				}
 			}
 		}
-		return false, fmt.Sprintf("LD_LIBRARY_PATH is searched before the RUNPATH of the libraries that open %s at run time: remove %s from LD_LIBRARY_PATH", name, filepath.Dir(host))
+		// No soname in the remedy: the libraries of one directory share it.
+		return false, fmt.Sprintf("dlopen searches LD_LIBRARY_PATH before the RUNPATH of the library that opens it at run time: remove %s from LD_LIBRARY_PATH", filepath.Dir(host))
 	}
-	return false, fmt.Sprintf("the libraries that open %s at run time search %s first: remove or rename it, or put the owned copy's directory first on LD_LIBRARY_PATH", name, filepath.Dir(host))
+	return false, fmt.Sprintf("the library that opens it at run time searches %s first: remove or rename the copy there, or put the owned copy's directory first on LD_LIBRARY_PATH", filepath.Dir(host))
 }
 
 // majorUnknown says whether a copy of soname at version could be a build
@@ -531,7 +532,7 @@ func fixable(r *ldso.Result, o *ldso.Object) (bool, string) {
 				return true, ""
 			}
 		}
-		return false, fmt.Sprintf("LD_LIBRARY_PATH is searched before the RUNPATH of the objects that need %s: remove %s from LD_LIBRARY_PATH", path0(o), filepath.Dir(o.HostPath))
+		return false, fmt.Sprintf("LD_LIBRARY_PATH is searched before the RUNPATH of the objects that need it: remove %s from LD_LIBRARY_PATH", filepath.Dir(o.HostPath))
 	case ldso.ViaLoaded, ldso.ViaPreload:
 		return false, fmt.Sprintf("%s is loaded before the package asks for it (%s): remove it from the preload list", o.HostPath, o.Via)
 	}

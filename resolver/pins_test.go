@@ -210,7 +210,7 @@ func onlySubLibrariesLeft(t *testing.T, out *Outcome, sysDir string) {
 	}
 	for _, u := range out.Unresolved {
 		if u.Kind != UnresolvedShadowed || u.Soname == "libcudnn.so.9" || !strings.HasPrefix(u.Soname, "libcudnn_") ||
-			!strings.Contains(u.Reason, "(9.14.0) via ld_library_path") || !strings.Contains(u.Advice, "at run time: remove "+sysDir+" from LD_LIBRARY_PATH") {
+			!strings.Contains(u.Reason, "(9.14.0) via ld_library_path") || !strings.Contains(u.Advice, "opens it at run time: remove "+sysDir+" from LD_LIBRARY_PATH") {
 			t.Errorf("unresolved: %+v", u)
 		}
 	}
