@@ -98,7 +98,9 @@ skipped. --check CMD runs your own command (sh -c, same environment, the
 interpreter's directory first on PATH) instead of the probes, for any
 target; --no-verify skips the import and the probes. A library the import,
 a probe or the command cannot open (or finds too old) feeds the loop like any
-other; any other failure is reported with a command line that reruns it.
+other, unless no copy placed could load instead (an installed distribution's
+own copy loads, or a copy on LD_LIBRARY_PATH comes first: the report names
+it); any other failure is reported with a command line that reruns it.
 
 A dry run of a target that loads whole is kept in the fact cache
 ($XDG_CACHE_HOME/cudadeps/facts) with the state of everything it read, and
