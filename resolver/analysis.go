@@ -68,7 +68,7 @@ const (
 	ProblemDriver    ProblemKind = "driver"           // the GPU driver's library is not found
 	ProblemWrongCopy ProblemKind = "wrong_copy"       // another copy than the package's is found first
 	ProblemFiles     ProblemKind = "missing_files"    // a required distribution lacks files its RECORD lists
-	ProblemDist      ProblemKind = "distribution"     // a declared NVIDIA distribution is absent, damaged or at another version
+	ProblemDist      ProblemKind = "distribution"     // a declared NVIDIA distribution is absent, damaged or at another version; another required one is not installed
 	ProblemVersion   ProblemKind = "version"          // a symbol version the provider lacks
 	ProblemSymbol    ProblemKind = "undefined_symbol" // a reference nothing in scope defines
 	ProblemCheck     ProblemKind = "check"            // a check the loader does not make but the package fails
@@ -134,6 +134,13 @@ func (a *Analysis) Problems() []Problem {
 				}
 				out = append(out, p)
 			}
+		}
+	}
+	// A required distribution that is not NVIDIA's and not installed:
+	// pip's to install (refuseRequirements).
+	for _, u := range o.Unresolved {
+		if u.Kind == UnresolvedDistribution && !stated[u.Soname] {
+			out = append(out, Problem{Kind: ProblemDist, Subject: u.Soname, Detail: u.Reason, Advice: u.Advice})
 		}
 	}
 	out = append(out, a.missing()...)

@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/internal/testkit/torchenv"
 )
 
-// analyzeWith is check's analysis of torch in the fixture, the built-in
+// analyzeWith is check's analysis of target in the fixture, the built-in
 // catalog's, with llp as LD_LIBRARY_PATH.
-func (f *absentFixture) analyzeWith(t *testing.T, llp string) *Analysis {
+func (f *absentFixture) analyzeWith(t *testing.T, target, llp string) *Analysis {
 	t.Helper()
 	if f.catalog == nil {
 		base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
@@ -22,7 +23,7 @@ func (f *absentFixture) analyzeWith(t *testing.T, llp string) *Analysis {
 		}
 		f.catalog = base
 	}
-	tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
+	tg, err := FindTarget(context.Background(), target, TargetOptions{Python: f.python})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestSameReleaseOnLDLibraryPath(t *testing.T) {
 	if p := loaded["libnvJitLink.so.13"]; filepath.Dir(p) != toolkit {
 		t.Fatalf("the fixture is wrong: ld.so takes libnvJitLink.so.13 from %q", p)
 	}
-	a := f.analyzeWith(t, llp)
+	a := f.analyzeWith(t, "torch", llp)
 	// The fixture's distributions hold their ELF files only: files
 	// missing from the non-NVIDIA ones are its own, and no other problem.
 	for _, p := range a.Problems() {
@@ -122,7 +123,7 @@ func TestSameReleaseOnLDLibraryPath(t *testing.T) {
 	}
 
 	f.putCopy(t, toolkit, libDir, "libnvJitLink.so.13", "13.0.39")
-	a = f.analyzeWith(t, llp)
+	a = f.analyzeWith(t, "torch", llp)
 	if _, ok := wrongCopies(a)["libnvJitLink.so.13"]; !ok || len(a.Notes()) != 0 {
 		t.Errorf("another release on LD_LIBRARY_PATH: problems %+v, notes %q", a.Problems(), a.Notes())
 	}
@@ -149,7 +150,7 @@ func subLibrariesOnLDLibraryPath(t *testing.T, release string) {
 	f := intactFixture(t)
 	old := t.TempDir()
 	f.putCuDNN(t, old, release)
-	a := f.analyzeWith(t, f.driver+":"+old)
+	a := f.analyzeWith(t, "torch", f.driver+":"+old)
 	wrong := wrongCopies(a)
 	for _, soname := range []string{"libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_engines_precompiled.so.9"} {
 		d := wrong[soname]
@@ -252,5 +253,43 @@ func TestRunMissAtTheOwnersRelease(t *testing.T) {
 	}
 	if _, err := undo(t, context.Background(), f.prefix, "torch"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPinnedCompanionAbsent: a distribution the target pins to one release
+// that is not NVIDIA's, uninstalled as pip does: the JAX plugin without
+// jax-cuda13-pjrt (JAX then runs on the CPU), torch without triton. Its
+// own files load whole, so nothing but the metadata says so: check's
+// analysis names the distribution with the pip command, and resolve does
+// not call the target whole. Ranges (torch's sympy>=1.13.3, absent from
+// the fixture too) are no such companion.
+func TestPinnedCompanionAbsent(t *testing.T) {
+	f := intactFixture(t)
+	for target, companion := range map[string]string{"jax-cuda13-plugin": "jax-cuda13-pjrt", "torch": "triton"} {
+		if a := f.analyzeWith(t, target, f.driver); slices.ContainsFunc(a.Problems(), func(p Problem) bool { return p.Kind == ProblemDist }) {
+			t.Errorf("%s intact: %+v", target, a.Problems())
+		}
+		infos, _ := filepath.Glob(filepath.Join(f.site, strings.ReplaceAll(companion, "-", "_")+"-*.dist-info"))
+		if len(infos) != 1 {
+			t.Fatalf("%s's .dist-info: %v", companion, infos)
+		}
+		version := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(infos[0]), strings.ReplaceAll(companion, "-", "_")+"-"), ".dist-info")
+		torchenv.Uninstall(t, f.site, companion)
+		a := f.analyzeWith(t, target, f.driver)
+		var dists []string
+		for _, p := range a.Problems() {
+			if p.Kind == ProblemDist {
+				dists = append(dists, p.Subject)
+				if want := "pip install '" + companion + "==" + version + "'"; p.Subject == companion && !strings.Contains(p.Advice, want) {
+					t.Errorf("%s: advice %q, want %q", target, p.Advice, want)
+				}
+			}
+		}
+		if !slices.Equal(dists, []string{companion}) {
+			t.Errorf("%s without %s: distribution problems %q", target, companion, dists)
+		}
+		if a.Outcome.OK {
+			t.Errorf("%s without %s: resolve's dry run calls it whole", target, companion)
+		}
 	}
 }

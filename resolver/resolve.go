@@ -789,6 +789,7 @@ func (s *session) finish() {
 		}
 	}
 	s.refuseDistributions()
+	s.refuseRequirements()
 	s.out.SeeChecks = s.out.OK && len(s.out.Checks) > 0
 	s.out.fillActivation(s.opts, s.change)
 }

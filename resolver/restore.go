@@ -215,6 +215,61 @@ func (s *session) refuseDistributions() {
 	}
 }
 
+// refuseRequirements reports, after the last round, each distribution the
+// target's requirements pin to one release (==V) that is not installed and
+// is not NVIDIA's (those are declared and restored): a companion built in
+// lockstep with the package, its native half. jax-cuda13-plugin without
+// jax-cuda13-pjrt==0.11.2 (pip install --no-deps) loads whole, and JAX
+// runs on the CPU. cudadeps brings only NVIDIA's distributions: pip is the
+// one to install it. A range (sympy>=1.13.3) names no such companion, and
+// requirements that only an extra brings are left out.
+func (s *session) refuseRequirements() {
+	t := s.t
+	if t.Kind != KindPython || t.Dist == nil || t.Python == nil {
+		return
+	}
+	res, err := t.Python.Resolve(t.Dist.Name)
+	if err != nil {
+		s.opts.Logger.Debug("requirements not resolved", "error", err)
+		return
+	}
+	for _, dep := range res.Dependencies {
+		name := pymeta.NormalizeName(dep.Name)
+		if dep.Installed != nil || (s.out.DistributionsAfter != nil && s.out.DistributionsAfter.Find(name) != nil) ||
+			slices.ContainsFunc(s.out.Unresolved, func(u Unresolved) bool { return u.Kind == UnresolvedDistribution && u.Soname == name }) {
+			continue
+		}
+		if !slices.ContainsFunc(dep.RequiredBy, func(e pymeta.Edge) bool { return pinsOne(e.Requirement.Specifier) }) {
+			continue
+		}
+		var by, specs []string
+		for _, e := range dep.RequiredBy {
+			by = uniq.Append(by, e.By+" "+e.ByVersion)
+			specs = uniq.Append(specs, e.Requirement.Specifier.String())
+		}
+		req := name
+		if len(specs) == 1 {
+			req += specs[0]
+		}
+		var said []string
+		for _, e := range dep.RequiredBy {
+			said = uniq.Append(said, fmt.Sprintf("%s %s requires %s", e.By, e.ByVersion, e.Requirement.String()))
+		}
+		s.out.Unresolved = append(s.out.Unresolved, Unresolved{Soname: name, NeededBy: by, Kind: UnresolvedDistribution,
+			Reason: fmt.Sprintf("%s is not installed; %s", name, strings.Join(said, "; ")),
+			Advice: fmt.Sprintf("install it: pip install '%s'", req)})
+		s.out.OK = false
+	}
+}
+
+// pinsOne says that a specifier admits one release only: ==V (not V.*),
+// or ===V.
+func pinsOne(set pymeta.SpecifierSet) bool {
+	return slices.ContainsFunc(set, func(sp pymeta.Specifier) bool {
+		return sp.Op == "===" || (sp.Op == "==" && !strings.HasSuffix(sp.Version, "*"))
+	})
+}
+
 // damageLeft are the files of a damaged distribution (declared.Dist.Damage)
 // that no step of a dry run's plan brings back; in a real run, the last
 // round's scan saw what was placed.
