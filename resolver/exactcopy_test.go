@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cudadeps/cudadeps/catalog"
+	"github.com/cudadeps/cudadeps/internal/shquote"
 	"github.com/cudadeps/cudadeps/internal/testkit/torchenv"
 )
 
@@ -74,6 +75,28 @@ func (f *absentFixture) putCuDNN(t *testing.T, dir, release string) {
 	for _, n := range names {
 		f.putCopy(t, dir, libDir, filepath.Base(n), release)
 	}
+}
+
+// cudnnTooOld is how torch's convolution fails on an older cuDNN.
+const cudnnTooOld = "RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (9, 19, 0) but found runtime version (9, 14, 0)."
+
+// resolveWhileRunFails resolves torch in the fixture with opts, its run
+// check a command that prints line and fails, as torch's probe would;
+// proxies that lead nowhere keep any download but from 127.0.0.1 here.
+func (f *absentFixture) resolveWhileRunFails(t *testing.T, opts Options, line string) *Outcome {
+	t.Helper()
+	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+	t.Setenv("HTTP_PROXY", "http://127.0.0.1:9")
+	opts.Check = "echo " + shquote.Quote(line) + "; exit 1"
+	tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Resolve(context.Background(), tg, opts)
+	if err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	return out
 }
 
 // wrongCopies are the analysis' wrong_copy problems, by soname.
@@ -182,9 +205,6 @@ func TestRunFailureOfWrongSubLibraries(t *testing.T) {
 	old := t.TempDir()
 	f.putCuDNN(t, old, "9.14.0")
 	before := snapshot(t, f.site)
-	// Were an archive planned, the proxy keeps its download on this machine.
-	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:9")
-	t.Setenv("HTTP_PROXY", "http://127.0.0.1:9")
 	base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -193,15 +213,7 @@ func TestRunFailureOfWrongSubLibraries(t *testing.T) {
 	opts := f.options(t, false)
 	llp := f.driver + ":" + old
 	opts.Loader.LDLibraryPath = &llp
-	opts.Check = `echo "RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (9, 19, 0) but found runtime version (9, 14, 0)."; exit 1`
-	tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := Resolve(context.Background(), tg, opts)
-	if err != nil {
-		t.Fatalf("resolve: %v", err)
-	}
+	out := f.resolveWhileRunFails(t, opts, cudnnTooOld)
 	if out.OK || len(out.Rounds) != 1 || out.Verify == nil || !slices.Contains(out.Verify.Blamed(), "libcudnn.so.9") {
 		t.Errorf("ok %v, %d round(s), stopped %q, verify %+v", out.OK, len(out.Rounds), out.Stopped, out.Verify)
 	}
@@ -224,20 +236,9 @@ func TestRunFailureOfWrongSubLibraries(t *testing.T) {
 func TestRunMissAtTheOwnersRelease(t *testing.T) {
 	f := intactFixture(t, "nvidia-cudnn-cu13")
 	m := f.serveArchives(t, false)
-	// Were another release planned, the proxy keeps its download here.
-	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:9")
-	t.Setenv("HTTP_PROXY", "http://127.0.0.1:9")
 	opts := f.options(t, false)
 	opts.Source = SourceNVIDIA
-	opts.Check = `echo "OSError: libcudnn_graph.so.9: cannot open shared object file: No such file or directory"; exit 1`
-	tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := Resolve(context.Background(), tg, opts)
-	if err != nil {
-		t.Fatalf("resolve: %v", err)
-	}
+	out := f.resolveWhileRunFails(t, opts, "OSError: libcudnn_graph.so.9: cannot open shared object file: No such file or directory")
 	var steps []string
 	for _, r := range out.Rounds {
 		if r.Plan != nil {
