@@ -55,6 +55,15 @@ type resolveFlags struct {
 	cov coverageFlags
 }
 
+// facts is the fact cache resolve reads and keeps answers in: none with
+// --no-cache.
+func (f resolveFlags) facts() factcache.Dir {
+	if f.noCache {
+		return factcache.Dir{}
+	}
+	return factcache.Open()
+}
+
 const resolveLong = `resolve makes TARGET load: it scans what the dynamic loader would not find,
 matches each missing soname against the catalog of NVIDIA's redistributable
 archives, downloads and verifies them into the store (--prefix), and makes the
@@ -259,11 +268,7 @@ func (a *app) runResolve(cmd *cobra.Command, arg string, f resolveFlags) error {
 	if err != nil || answered {
 		return err
 	}
-	facts := factcache.Open()
-	if f.noCache {
-		facts = factcache.Dir{}
-	}
-	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root, Cache: facts})
+	target, err := resolver.FindTarget(ctx, arg, resolver.TargetOptions{Python: f.python, SiteDir: f.siteDir, Root: a.opts.root, Cache: f.facts()})
 	if err != nil {
 		return err
 	}
