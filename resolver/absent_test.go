@@ -204,7 +204,8 @@ func (f *absentFixture) serveWheels(t *testing.T, leave ...string) *indextest.In
 	return ix
 }
 
-func (f *absentFixture) resolveFromIndex(t *testing.T, target string, source Source, ix *indextest.Index, dryRun bool) *Outcome {
+// useBaseCatalog gives the fixture the built-in catalog when it has none.
+func (f *absentFixture) useBaseCatalog(t *testing.T) {
 	t.Helper()
 	if f.catalog == nil {
 		base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
@@ -213,6 +214,42 @@ func (f *absentFixture) resolveFromIndex(t *testing.T, target string, source Sou
 		}
 		f.catalog = base
 	}
+}
+
+// resolveWhole resolves torch from the index and wants it whole, with
+// dist intact after.
+func (f *absentFixture) resolveWhole(t *testing.T, ix *indextest.Index, dist string) *Outcome {
+	t.Helper()
+	out := f.resolveFromIndex(t, "torch", SourceAuto, ix, false)
+	if !out.OK {
+		t.Fatalf("resolve: %s; unresolved %+v", out.Stopped, out.Unresolved)
+	}
+	if d := out.DistributionsAfter.Find(dist); d == nil || d.State != declared.Intact {
+		t.Errorf("after: %s", distStates(out))
+	}
+	return out
+}
+
+// installFromIndex resolves torch with --source pypi, wants it whole and
+// every declared distribution intact after, and gives the first round's
+// steps.
+func (f *absentFixture) installFromIndex(t *testing.T, ix *indextest.Index) (*Outcome, []*Step) {
+	t.Helper()
+	out := f.resolveFromIndex(t, "torch", SourcePyPI, ix, false)
+	if !out.OK {
+		t.Fatalf("resolve: %s; unresolved %+v; notes %q", out.Stopped, out.Unresolved, out.Notes)
+	}
+	for _, d := range out.DistributionsAfter.Dists {
+		if d.State != declared.Intact {
+			t.Errorf("after the resolve %s is %s (%s)", d.Name, d.State, d.Detail)
+		}
+	}
+	return out, out.Rounds[0].Plan.Steps
+}
+
+func (f *absentFixture) resolveFromIndex(t *testing.T, target string, source Source, ix *indextest.Index, dryRun bool) *Outcome {
+	t.Helper()
+	f.useBaseCatalog(t)
 	opts := f.options(t, dryRun)
 	opts.Verify = false
 	opts.Source = source
@@ -254,12 +291,9 @@ func TestAbsentDistributionsFromIndex(t *testing.T) {
 	f := newAbsentFixture(t)
 	ix := f.serveWheels(t)
 	before := snapshot(t, f.site)
-	out := f.resolveFromIndex(t, "torch", SourcePyPI, ix, false)
-	if !out.OK {
-		t.Fatalf("resolve: %s; unresolved %+v; notes %q", out.Stopped, out.Unresolved, out.Notes)
-	}
+	out, steps := f.installFromIndex(t, ix)
 	var installed []string
-	for _, st := range out.Rounds[0].Plan.Steps {
+	for _, st := range steps {
 		if st.Restore == nil || st.Restore.Mode != RestoreInstall {
 			t.Errorf("step %s: %+v", st.Filename, st.Restore)
 			continue
@@ -278,9 +312,6 @@ func TestAbsentDistributionsFromIndex(t *testing.T) {
 		t.Errorf("activation: distributions %q, libraries linked into %q", out.Activation.Distributions, out.Activation.InPlace)
 	}
 	for _, d := range out.DistributionsAfter.Dists {
-		if d.State != declared.Intact {
-			t.Errorf("after the resolve %s is %s (%s)", d.Name, d.State, d.Detail)
-		}
 		if d.Name != "cuda-toolkit" && d.Installer != Installer {
 			t.Errorf("%s: INSTALLER %q", d.Name, d.Installer)
 		}
@@ -612,23 +643,15 @@ func TestNeverInstalled(t *testing.T) {
 	torchenv.Uninstall(t, f.site, "cuda-toolkit")
 	ix := f.serveWheels(t)
 	before := snapshot(t, f.site)
-	out := f.resolveFromIndex(t, "torch", SourcePyPI, ix, false)
-	if !out.OK {
-		t.Fatalf("resolve: %s; unresolved %+v; notes %q", out.Stopped, out.Unresolved, out.Notes)
-	}
+	out, steps := f.installFromIndex(t, ix)
 	var installed []string
-	for _, st := range out.Rounds[0].Plan.Steps {
+	for _, st := range steps {
 		if st.Restore != nil && st.Restore.Mode == RestoreInstall {
 			installed = append(installed, st.Restore.Dist)
 		}
 	}
 	if !slices.Contains(installed, "cuda-toolkit") || !slices.Contains(installed, "nvidia-cublas") {
 		t.Errorf("installed %q; notes %q", installed, out.Notes)
-	}
-	for _, d := range out.DistributionsAfter.Dists {
-		if d.State != declared.Intact {
-			t.Errorf("after the resolve %s is %s (%s)", d.Name, d.State, d.Detail)
-		}
 	}
 	f.restoredFromIndex(t, ix, before)
 }
@@ -744,13 +767,7 @@ func TestDamagedDistributionMadeWhole(t *testing.T) {
 	if p := dry.Rounds[0].Plan; p == nil || len(p.Steps) != 1 || !slices.Equal(p.Steps[0].Provides, []string{"libcufft.so.12"}) || !strings.HasPrefix(p.Steps[0].Filename, "nvidia_cufft-12.0.0.61-") {
 		t.Fatalf("plan: %+v", p)
 	}
-	out := f.resolveFromIndex(t, "torch", SourceAuto, ix, false)
-	if !out.OK {
-		t.Fatalf("resolve: %s; unresolved %+v", out.Stopped, out.Unresolved)
-	}
-	if d := out.DistributionsAfter.Find("nvidia-cufft"); d == nil || d.State != declared.Intact {
-		t.Errorf("after: %s", distStates(out))
-	}
+	f.resolveWhole(t, ix, "nvidia-cufft")
 }
 
 // TestOtherVersionPlacedByCudadeps: cudadeps restored the distributions at
@@ -891,14 +908,7 @@ func TestDamagedFromArchiveOfOtherSize(t *testing.T) {
 		t.Errorf("after: %s", distStates(out))
 	}
 	// check's analysis, from the same records, agrees.
-	tg, err := FindTarget(context.Background(), "torch", TargetOptions{Python: f.python})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := Analyze(context.Background(), tg, f.options(t, true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.analyzeWith(t, "torch", f.driver)
 	for _, p := range a.Problems() {
 		if p.Subject == "nvidia-cufft" || p.Subject == "libcufft.so.12" {
 			t.Errorf("check: %+v", p)
@@ -913,20 +923,9 @@ func TestDamagedFromArchiveOfOtherSize(t *testing.T) {
 // them problems either (it did: check exited 3 on a healthy environment).
 func TestCheckLeavesUnneededExtras(t *testing.T) {
 	f := intactFixture(t)
-	base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.catalog = base
+	f.useBaseCatalog(t)
 	for _, target := range []string{"jax-cuda13-plugin", "cupy-cuda13x", "torch"} {
-		tg, err := FindTarget(context.Background(), target, TargetOptions{Python: f.python})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := Analyze(context.Background(), tg, f.options(t, true))
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := f.analyzeWith(t, target, f.driver)
 		for _, p := range a.Problems() {
 			if p.Kind == ProblemDist {
 				t.Errorf("%s: %+v", target, p)
@@ -953,14 +952,7 @@ func TestCheckLeavesUnneededExtras(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tg, err := FindTarget(context.Background(), "jax-cuda13-plugin", TargetOptions{Python: f.python})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := Analyze(context.Background(), tg, f.options(t, true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.analyzeWith(t, "jax-cuda13-plugin", f.driver)
 	if d := a.Outcome.Distributions.Find("nvidia-cuda-nvcc"); d == nil || d.State != declared.OtherVersion {
 		t.Fatalf("nvcc at 12.9.86: %+v", d)
 	}
@@ -997,13 +989,7 @@ func TestDamagedPackageDirRepaired(t *testing.T) {
 	if slices.ContainsFunc(dry.Unresolved, func(u Unresolved) bool { return u.Soname == "nvidia-cudnn-cu13" }) {
 		t.Errorf("dry run: %+v", dry.Unresolved)
 	}
-	out := f.resolveFromIndex(t, "torch", SourceAuto, ix, false)
-	if !out.OK {
-		t.Fatalf("resolve: %s; unresolved %+v", out.Stopped, out.Unresolved)
-	}
-	if d := out.DistributionsAfter.Find("nvidia-cudnn-cu13"); d == nil || d.State != declared.Intact {
-		t.Errorf("after: %s", distStates(out))
-	}
+	f.resolveWhole(t, ix, "nvidia-cudnn-cu13")
 	for _, rel := range repairs {
 		if _, err := os.Stat(filepath.Join(f.site, filepath.FromSlash(rel))); err != nil {
 			t.Error(err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/cudadeps/cudadeps/activation"
@@ -129,7 +128,7 @@ func (a *Analysis) Problems() []Problem {
 			}
 			if d.NeedsRestore() || d.State == declared.OtherVersion {
 				p := Problem{Kind: ProblemDist, Subject: d.Name, Detail: distDetail(d)}
-				if i := slices.IndexFunc(o.Unresolved, func(u Unresolved) bool { return u.Kind == UnresolvedDistribution && u.Soname == d.Name }); i >= 0 {
+				if i := o.unresolvedDist(d.Name); i >= 0 {
 					p.Advice = o.Unresolved[i].Advice
 				}
 				out = append(out, p)
@@ -175,11 +174,11 @@ func (a *Analysis) Problems() []Problem {
 // the target's problem, from the others theirs alone. nil when it cannot
 // be told.
 func baseRequired(t *Target) map[string]bool {
-	if t == nil || t.Kind != KindPython || t.Dist == nil || t.Python == nil {
+	if t == nil {
 		return nil
 	}
-	res, err := t.Python.Resolve(t.Dist.Name)
-	if err != nil {
+	res := t.baseRequirements()
+	if res == nil {
 		return nil
 	}
 	out := map[string]bool{pymeta.NormalizeName(t.Dist.Name): true}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cudadeps/cudadeps/catalog"
 	"github.com/cudadeps/cudadeps/internal/shquote"
 	"github.com/cudadeps/cudadeps/internal/testkit/torchenv"
 )
@@ -17,13 +16,7 @@ import (
 // catalog's, with llp as LD_LIBRARY_PATH.
 func (f *absentFixture) analyzeWith(t *testing.T, target, llp string) *Analysis {
 	t.Helper()
-	if f.catalog == nil {
-		base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.catalog = base
-	}
+	f.useBaseCatalog(t)
 	tg, err := FindTarget(context.Background(), target, TargetOptions{Python: f.python})
 	if err != nil {
 		t.Fatal(err)
@@ -205,11 +198,7 @@ func TestRunFailureOfWrongSubLibraries(t *testing.T) {
 	old := t.TempDir()
 	f.putCuDNN(t, old, "9.14.0")
 	before := snapshot(t, f.site)
-	base, err := catalog.Load(context.Background(), catalog.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.catalog = base
+	f.useBaseCatalog(t)
 	opts := f.options(t, false)
 	llp := f.driver + ":" + old
 	opts.Loader.LDLibraryPath = &llp

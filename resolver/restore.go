@@ -207,7 +207,7 @@ func (s *session) refuseDistributions() {
 		default:
 			continue
 		}
-		if slices.ContainsFunc(s.out.Unresolved, func(u Unresolved) bool { return u.Kind == UnresolvedDistribution && u.Soname == d.Name }) {
+		if s.out.unresolvedDist(d.Name) >= 0 {
 			continue
 		}
 		s.out.Unresolved = append(s.out.Unresolved, u)
@@ -224,42 +224,37 @@ func (s *session) refuseDistributions() {
 // one to install it. A range (sympy>=1.13.3) names no such companion, and
 // requirements that only an extra brings are left out.
 func (s *session) refuseRequirements() {
-	t := s.t
-	if t.Kind != KindPython || t.Dist == nil || t.Python == nil {
-		return
-	}
-	res, err := t.Python.Resolve(t.Dist.Name)
-	if err != nil {
-		s.opts.Logger.Debug("requirements not resolved", "error", err)
+	res := s.t.baseRequirements()
+	if res == nil {
 		return
 	}
 	for _, dep := range res.Dependencies {
 		name := pymeta.NormalizeName(dep.Name)
-		if dep.Installed != nil || (s.out.DistributionsAfter != nil && s.out.DistributionsAfter.Find(name) != nil) ||
-			slices.ContainsFunc(s.out.Unresolved, func(u Unresolved) bool { return u.Kind == UnresolvedDistribution && u.Soname == name }) {
+		if dep.Installed != nil || (s.out.DistributionsAfter != nil && s.out.DistributionsAfter.Find(name) != nil) || s.out.unresolvedDist(name) >= 0 ||
+			!slices.ContainsFunc(dep.RequiredBy, func(e pymeta.Edge) bool { return pinsOne(e.Requirement.Specifier) }) {
 			continue
 		}
-		if !slices.ContainsFunc(dep.RequiredBy, func(e pymeta.Edge) bool { return pinsOne(e.Requirement.Specifier) }) {
-			continue
-		}
-		var by, specs []string
+		var by, specs, said []string
 		for _, e := range dep.RequiredBy {
 			by = uniq.Append(by, e.By+" "+e.ByVersion)
 			specs = uniq.Append(specs, e.Requirement.Specifier.String())
+			said = uniq.Append(said, fmt.Sprintf("%s %s requires %s", e.By, e.ByVersion, e.Requirement.String()))
 		}
 		req := name
 		if len(specs) == 1 {
 			req += specs[0]
-		}
-		var said []string
-		for _, e := range dep.RequiredBy {
-			said = uniq.Append(said, fmt.Sprintf("%s %s requires %s", e.By, e.ByVersion, e.Requirement.String()))
 		}
 		s.out.Unresolved = append(s.out.Unresolved, Unresolved{Soname: name, NeededBy: by, Kind: UnresolvedDistribution,
 			Reason: fmt.Sprintf("%s is not installed; %s", name, strings.Join(said, "; ")),
 			Advice: fmt.Sprintf("install it: pip install '%s'", req)})
 		s.out.OK = false
 	}
+}
+
+// unresolvedDist is the index in o.Unresolved of the entry for the
+// distribution name (kind distribution), or -1.
+func (o *Outcome) unresolvedDist(name string) int {
+	return slices.IndexFunc(o.Unresolved, func(u Unresolved) bool { return u.Kind == UnresolvedDistribution && u.Soname == name })
 }
 
 // pinsOne says that a specifier admits one release only: ==V (not V.*),

@@ -50,6 +50,33 @@ type Target struct {
 	// cache keeps what the interpreter said and the answers of the
 	// symbol binding (TargetOptions.Cache).
 	cache factcache.Dir
+	// installed are the environment's distributions as the last
+	// resolveRequirements read them; base is baseRequirements' answer
+	// over them, made once.
+	installed map[string]*pyenv.Dist
+	base      *pymeta.Resolution
+}
+
+// baseRequirements are what the distribution requires without the extras
+// counted because their distributions are installed (triton[tutorials]
+// brings pandas), over the distributions the last resolveRequirements
+// read: no second reading of the environment. nil when it cannot be told.
+func (t *Target) baseRequirements() *pymeta.Resolution {
+	if t.Kind != KindPython || t.Dist == nil || t.Python == nil || t.installed == nil {
+		return nil
+	}
+	if t.base == nil {
+		metas := make(map[string]*pymeta.Metadata, len(t.installed))
+		for n, d := range t.installed {
+			metas[n] = d.Metadata
+		}
+		res, err := pymeta.Resolve(metas, t.Dist.Name, t.Python.Markers)
+		if err != nil {
+			return nil
+		}
+		t.base = res
+	}
+	return t.base
 }
 
 // Pinned is a requirement on a distribution and who states it.
@@ -151,6 +178,7 @@ func (t *Target) resolveRequirements() error {
 	if err != nil {
 		return err
 	}
+	t.installed = res.Dists
 	for _, dep := range res.Dependencies {
 		d := res.Dist(dep.Name)
 		if d == nil {
@@ -178,7 +206,7 @@ func (t *Target) refreshRequirements() error {
 	if t.Kind != KindPython || t.Dist == nil {
 		return nil
 	}
-	t.Requires, t.Pins = nil, map[string]Pinned{}
+	t.Requires, t.Pins, t.installed, t.base = nil, map[string]Pinned{}, nil, nil
 	return t.resolveRequirements()
 }
 
