@@ -245,7 +245,8 @@ func (s *session) refuseRequirements() {
 			req += specs[0]
 		}
 		s.out.Unresolved = append(s.out.Unresolved, Unresolved{Soname: name, NeededBy: by, Kind: UnresolvedDistribution,
-			Reason: fmt.Sprintf("%s is not installed; %s", name, strings.Join(said, "; ")),
+			// The reason follows the name where it is shown: "jax-cuda13-pjrt: not installed; ...".
+			Reason: "not installed; " + strings.Join(said, "; "),
 			Advice: fmt.Sprintf("install it: pip install '%s'", req)})
 		s.out.OK = false
 	}

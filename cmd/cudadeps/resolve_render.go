@@ -91,9 +91,10 @@ func renderStillShadowed(w io.Writer, list []resolver.Unresolved) {
 	}
 }
 
-// renderLeftToPip lists the declared distributions cudadeps changes no
-// file of (at another version, in conflict, damaged beyond what it
-// places) that no round's plan named: what to do, and why.
+// renderLeftToPip lists the distributions cudadeps changes no file of
+// (declared ones at another version, in conflict, damaged beyond what it
+// places; a pinned companion not installed) that no round's plan named:
+// what to do, and why.
 func renderLeftToPip(w io.Writer, list []resolver.Unresolved, explained map[string]int) {
 	header := false
 	for _, u := range list {
